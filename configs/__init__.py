@@ -1,0 +1,1 @@
+"""Shipped robot configs (YAML) and their URDFs, as package data."""

@@ -1,0 +1,1 @@
+"""The asyncio runtime, safety layer, configs, MQTT teleop and command line."""

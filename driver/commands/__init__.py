@@ -1,0 +1,1 @@
+"""Subcommands of the ``hilbot`` command line, one module each."""

@@ -1,0 +1,1 @@
+"""Hardware abstraction layer: the Backend protocol, joint state, and the Dynamixel backend."""

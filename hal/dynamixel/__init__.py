@@ -1,0 +1,1 @@
+"""Dynamixel servos on dynamixel-sdk and pyserial: protocol codec, control tables, backend."""

@@ -1,0 +1,1 @@
+"""Inverse-kinematics solvers behind one interface."""

@@ -1,0 +1,1 @@
+"""Simulation: servo dynamics model, in-process SimBackend, virtual Dynamixel bus."""

@@ -1,0 +1,5 @@
+"""``python -m hilbot`` runs the command line."""
+
+from hilbot.driver.cli import main
+
+raise SystemExit(main())
