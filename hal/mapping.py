@@ -1,0 +1,66 @@
+"""How joints map onto servos: the frozen specs the HAL is built from.
+
+A joint's position in SI units relates to its servo's raw ticks by::
+
+    joint = offset + direction * (ticks - center_ticks) * radians_per_tick / gear_ratio
+
+where ``center_ticks`` and ``radians_per_tick`` come from the model's control table
+(``hilbot.hal.dynamixel.tables``). A shadow servo drives the same joint as its primary
+(the WidowX-250 shoulder has two, one mirrored): it is commanded with the same joint
+position through its own offset and direction, and is not a joint of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_SERVO_ID = 252  # 253 is reserved and 254 is the broadcast id in both protocols
+
+
+@dataclass(frozen=True, slots=True)
+class BusSpec:
+    """One serial bus: the port, its baud rate [bit/s] and the protocol version."""
+
+    port: str
+    baudrate: int = 1_000_000
+    protocol: int = 2
+
+    def __post_init__(self) -> None:
+        if self.protocol not in (1, 2):
+            raise ValueError(f"protocol must be 1 or 2, got {self.protocol!r}")
+        if self.baudrate <= 0:
+            raise ValueError(f"baudrate must be positive, got {self.baudrate!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ServoSpec:
+    """One servo: its bus id, model, the joint it drives, and the tick <-> joint conversion.
+
+    Args:
+        id: bus id, 0..252.
+        model: model name as in the control tables, e.g. ``"XM430-W350"``.
+        joint: name of the URDF joint this servo drives.
+        offset: joint position [rad or m] when the servo is at its center tick.
+        direction: +1, or -1 when the servo turns opposite to the joint axis.
+        gear_ratio: joint turns per servo turn is ``1 / gear_ratio``; for a prismatic
+            joint it is servo radians per joint metre.
+        shadow_of: the id of the primary servo when this one mirrors it on the same joint.
+    """
+
+    id: int
+    model: str
+    joint: str
+    offset: float = 0.0
+    direction: int = 1
+    gear_ratio: float = 1.0
+    shadow_of: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.id <= MAX_SERVO_ID:
+            raise ValueError(f"servo id must be in 0..{MAX_SERVO_ID}, got {self.id!r}")
+        if self.direction not in (1, -1):
+            raise ValueError(f"servo {self.id}: direction must be 1 or -1, got {self.direction!r}")
+        if not self.gear_ratio > 0:
+            raise ValueError(f"servo {self.id}: gear_ratio must be positive")
+        if self.shadow_of == self.id:
+            raise ValueError(f"servo {self.id}: shadow_of names itself")
