@@ -1,0 +1,156 @@
+"""Teleop settings: the ``teleop:`` section of a robot config."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+#: Environment variables read by :meth:`TeleopSettings.with_environment`; they
+#: override the config file so that secrets stay out of YAML.
+ENV_USERNAME = "HILBOT_MQTT_USERNAME"
+ENV_PASSWORD = "HILBOT_MQTT_PASSWORD"
+ENV_CA_FILE = "HILBOT_MQTT_CA_FILE"
+ENV_CERT_FILE = "HILBOT_MQTT_CERT_FILE"
+ENV_KEY_FILE = "HILBOT_MQTT_KEY_FILE"
+ENV_TLS_INSECURE = "HILBOT_MQTT_TLS_INSECURE"
+ENV_CLIENT_ID = "HILBOT_MQTT_CLIENT_ID"
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class TlsSettings(BaseModel):
+    """TLS for ``mqtts://`` brokers.
+
+    Attributes:
+        ca_file: CA bundle that signs the broker's certificate (None: system store).
+        cert_file: client certificate, for brokers that authenticate clients by certificate.
+        key_file: private key of ``cert_file``.
+        insecure: skip the broker host-name check (test brokers only).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    insecure: bool = False
+
+    @model_validator(mode="after")
+    def _key_needs_cert(self) -> TlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together: give both or neither")
+        return self
+
+
+class TeleopSettings(BaseModel):
+    """How a robot is teleoperated over MQTT.
+
+    Attributes:
+        prefix: topic prefix; None means ``hilbot/<robot name>``.
+        state_rate_hz: telemetry rate on the ``state`` topic [Hz], decimated
+            from the control loop.
+        max_payload_bytes: larger messages are rejected unparsed.
+        default_ttl_s: lifetime [s] of a timestamped target that carries no
+            ``ttl`` of its own.
+        max_clock_skew_s: a ``stamp`` further than this in the future is rejected [s].
+        qos: QoS of target subscriptions and telemetry (commands always use 1).
+        keepalive_s: MQTT keep-alive [s]; the broker publishes the last will
+            (``status`` offline) about 1.5 keep-alives after the link dies.
+        username: broker user name.
+        password: broker password.
+        tls: TLS options, used with ``mqtts://`` URLs.
+        reconnect_min_s: first reconnect delay [s]; doubles on each failure.
+        reconnect_max_s: longest reconnect delay [s]; delays are jittered.
+        client_id: MQTT client id; None means ``hilbot-<robot>-<random>``.
+        embedded_port: port of the embedded broker started when no broker URL
+            is given (it binds 127.0.0.1 only); 0 picks a free port.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prefix: str | None = Field(default=None, min_length=1)
+    state_rate_hz: float = Field(default=20.0, gt=0.0, le=1000.0)
+    max_payload_bytes: int = Field(default=4096, ge=64, le=1_048_576)
+    default_ttl_s: float = Field(default=0.5, gt=0.0, le=3600.0)
+    max_clock_skew_s: float = Field(default=0.5, ge=0.0, le=60.0)
+    qos: Literal[0, 1, 2] = 0
+    keepalive_s: int = Field(default=5, ge=1, le=3600)
+    username: str | None = None
+    password: SecretStr | None = None
+    tls: TlsSettings = TlsSettings()
+    reconnect_min_s: float = Field(default=0.1, gt=0.0, le=60.0)
+    reconnect_max_s: float = Field(default=5.0, gt=0.0, le=600.0)
+    client_id: str | None = Field(default=None, min_length=1, max_length=64)
+    embedded_port: int = Field(default=1883, ge=0, le=65535)
+
+    @model_validator(mode="after")
+    def _check(self) -> TeleopSettings:
+        if self.reconnect_min_s > self.reconnect_max_s:
+            raise ValueError(
+                f"reconnect_min_s ({self.reconnect_min_s}) must not exceed "
+                f"reconnect_max_s ({self.reconnect_max_s})"
+            )
+        if self.prefix is not None and (
+            self.prefix.startswith("/")
+            or self.prefix.endswith("/")
+            or any(c in self.prefix for c in "#+\0")
+        ):
+            raise ValueError(
+                f"prefix {self.prefix!r} must not start or end with '/' "
+                "nor contain the wildcards '#' or '+'"
+            )
+        return self
+
+    def topic_prefix(self, robot_name: str) -> str:
+        """Return the topic prefix, ``hilbot/<robot_name>`` unless configured."""
+        return self.prefix if self.prefix is not None else f"hilbot/{robot_name}"
+
+    def with_environment(self, environ: Mapping[str, str] | None = None) -> TeleopSettings:
+        """Return a copy with the ``HILBOT_MQTT_*`` environment variables applied.
+
+        Variables that are set override the config: ``HILBOT_MQTT_USERNAME``,
+        ``HILBOT_MQTT_PASSWORD``, ``HILBOT_MQTT_CA_FILE``, ``HILBOT_MQTT_CERT_FILE``,
+        ``HILBOT_MQTT_KEY_FILE``, ``HILBOT_MQTT_TLS_INSECURE`` (1/0, true/false)
+        and ``HILBOT_MQTT_CLIENT_ID``.
+
+        Raises:
+            ValueError: a variable holds a value that is not valid here.
+        """
+        env = os.environ if environ is None else environ
+        update: dict[str, object] = {}
+        if ENV_USERNAME in env:
+            update["username"] = env[ENV_USERNAME]
+        if ENV_PASSWORD in env:
+            update["password"] = env[ENV_PASSWORD]
+        if ENV_CLIENT_ID in env:
+            update["client_id"] = env[ENV_CLIENT_ID]
+        tls = self.tls.model_dump()
+        for var, key in (
+            (ENV_CA_FILE, "ca_file"),
+            (ENV_CERT_FILE, "cert_file"),
+            (ENV_KEY_FILE, "key_file"),
+        ):
+            if var in env:
+                tls[key] = env[var] or None
+        if ENV_TLS_INSECURE in env:
+            tls["insecure"] = _parse_bool(ENV_TLS_INSECURE, env[ENV_TLS_INSECURE])
+        update["tls"] = tls
+        data = self.model_dump()
+        if self.password is not None:
+            data["password"] = self.password.get_secret_value()
+        data.update(update)
+        return TeleopSettings.model_validate(data)
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError(f"{name}={value!r}: expected one of 1/0, true/false, yes/no, on/off")
