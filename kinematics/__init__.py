@@ -1,1 +1,31 @@
 """Robot models from URDF, spatial math, forward kinematics, Jacobians and IK (numpy only)."""
+
+from hilbot.kinematics import spatial
+from hilbot.kinematics.chain import Chain
+from hilbot.kinematics.errors import (
+    KinematicsError,
+    NotAnAncestor,
+    UnknownJoint,
+    UnknownLink,
+    UrdfError,
+)
+from hilbot.kinematics.joint import Joint, JointLimit, JointType, Link, Mimic
+from hilbot.kinematics.robot import Robot
+from hilbot.kinematics.urdf import load_urdf
+
+__all__ = [
+    "Chain",
+    "Joint",
+    "JointLimit",
+    "JointType",
+    "KinematicsError",
+    "Link",
+    "Mimic",
+    "NotAnAncestor",
+    "Robot",
+    "UnknownJoint",
+    "UnknownLink",
+    "UrdfError",
+    "load_urdf",
+    "spatial",
+]

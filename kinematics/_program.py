@@ -1,0 +1,293 @@
+"""Compile a chain into elementary motions, and evaluate FK and Jacobians over a batch axis.
+
+A chain from a source link to a target link is rewritten, once, as a product
+
+    T(q) = C_0 M_0(q) C_1 M_1(q) ... C_{n-1} M_{n-1}(q) E
+
+where every ``C_k`` is a constant (origins of consecutive joints, fixed joints and the
+rotation that turns each joint axis onto z, folded together), every ``M_k`` is an elementary
+motion: a rotation about z, a translation along z, or a free 6-DoF motion, and ``E`` is a
+constant. Planar joints become two translations and a rotation. Per call only the ``M_k``
+depend on ``q``: ``C_k M_k(q)`` is an affine function of ``(cos, sin, value)`` for scalar
+motions, evaluated for all motions at once, and the products are a few batched matmuls.
+With the axis on z, a joint's axis and position in the source frame are read straight off
+the cumulative transform (column 2 and column 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hilbot.kinematics import spatial
+from hilbot.kinematics.joint import Joint, JointType, Mimic, plane_basis
+
+Array = NDArray[np.float64]
+IntArray = NDArray[np.intp]
+
+REV, PRIS, FREE = 0, 1, 2
+_Z = np.array([0.0, 0.0, 1.0])
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    """The compiled form of a chain (all arrays read-only in use).
+
+    Attributes:
+        kinds: (n,) motion kind per element (REV, PRIS, FREE).
+        consts: (n, 4, 4) constant transform before each element.
+        scalar: (s,) indices of scalar (REV/PRIS) elements.
+        col: (s,) configuration column driving each scalar element.
+        mult: (s,) mimic multiplier per scalar element (1 if not a mimic).
+        offset: (s,) mimic offset per scalar element (0 if not a mimic).
+        plain: Whether ``col`` is 0..s-1 with unit multipliers and zero offsets.
+        k0, kc, ks, kv: (s, 4, 4) so that ``C M(v) = k0 + cos(v) kc + sin(v) ks + v kv``.
+        free: (f,) indices of FREE elements; ``free_col`` (f,) their first column.
+        jac_elem, jac_axis: (m,) element and axis (0, 1, 2 of its frame) of each elementary
+            Jacobian column; ``jac_rev`` (m,) 1.0 for rotations, 0.0 for translations.
+        select: (m, dof) map from elementary columns to chain columns, or ``None`` for identity.
+        frames: link -> (element index or -1 for the source, constant after it).
+        dof: Number of chain columns.
+    """
+
+    kinds: IntArray
+    consts: Array
+    scalar: IntArray
+    col: IntArray
+    mult: Array
+    offset: Array
+    plain: bool
+    k0: Array
+    kc: Array
+    ks: Array
+    kv: Array
+    free: IntArray
+    free_col: IntArray
+    jac_elem: IntArray
+    jac_axis: IntArray
+    jac_rev: Array
+    select: Array | None
+    frames: dict[str, tuple[int, Array]]
+    dof: int
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return len(self.kinds)
+
+
+class _Builder:
+    def __init__(self, columns: dict[str, int]) -> None:
+        self.columns = columns
+        self.kinds: list[int] = []
+        self.consts: list[Array] = []
+        self.drive: list[tuple[int, float, float]] = []  # (column, multiplier, offset)
+        self.pending = np.eye(4)
+
+    def element(self, kind: int, axis: Array, drive: tuple[int, float, float]) -> None:
+        align = spatial.transform(spatial.rotation_between(_Z, axis))
+        self.kinds.append(kind)
+        self.consts.append(self.pending @ align)
+        self.drive.append(drive)
+        self.pending = spatial.inverse_transform(align)
+
+    def free(self, column: int) -> None:
+        self.kinds.append(FREE)
+        self.consts.append(self.pending)
+        self.drive.append((column, 1.0, 0.0))
+        self.pending = np.eye(4)
+
+    def joint(self, joint: Joint, mimic: Mimic | None) -> None:
+        self.pending = self.pending @ joint.origin
+        kind = joint.type
+        if kind is JointType.FIXED:
+            return
+        if mimic is not None:
+            drive = (self.columns[mimic.joint], mimic.multiplier, mimic.offset)
+        else:
+            drive = (self.columns[joint.name], 1.0, 0.0)
+        if kind in (JointType.REVOLUTE, JointType.CONTINUOUS):
+            self.element(REV, joint.axis, drive)
+        elif kind is JointType.PRISMATIC:
+            self.element(PRIS, joint.axis, drive)
+        elif kind is JointType.PLANAR:
+            basis = plane_basis(joint.axis)
+            c = drive[0]
+            self.element(PRIS, basis[:, 0], (c, 1.0, 0.0))
+            self.element(PRIS, basis[:, 1], (c + 1, 1.0, 0.0))
+            self.element(REV, basis[:, 2], (c + 2, 1.0, 0.0))
+        else:
+            self.free(drive[0])
+
+
+def compile_chain(
+    joints: list[Joint], leaders: dict[str, Mimic], columns: dict[str, int], dof: int, source: str
+) -> Program:
+    """Compile the path ``joints`` (source to target) into a :class:`Program`.
+
+    Args:
+        joints: The joints on the path, in order.
+        leaders: Mimic followers -> their ultimate leader.
+        columns: Joint -> first chain column, for every joint that has columns.
+        dof: Number of chain columns.
+        source: The source link.
+    """
+    b = _Builder(columns)
+    frames: dict[str, tuple[int, Array]] = {source: (-1, np.eye(4))}
+    for joint in joints:
+        b.joint(joint, leaders.get(joint.name))
+        frames[joint.child] = (len(b.kinds) - 1, b.pending.copy())
+    n = len(b.kinds)
+    kinds = np.array(b.kinds, dtype=np.intp)
+    consts = np.array(b.consts).reshape(n, 4, 4)
+    scalar = np.flatnonzero(kinds != FREE)
+    col = np.array([b.drive[e][0] for e in scalar], dtype=np.intp)
+    mult = np.array([b.drive[e][1] for e in scalar])
+    offset = np.array([b.drive[e][2] for e in scalar])
+    k0, kc, ks, kv = _affine_parts(kinds[scalar], consts[scalar])
+    free = np.flatnonzero(kinds == FREE)
+    jac_elem, jac_axis, jac_rev, select = _columns(kinds, b.drive, dof)
+    plain = bool(
+        len(scalar) == n
+        and np.array_equal(col, np.arange(n))
+        and np.all(mult == 1.0)
+        and np.all(offset == 0.0)
+    )
+    return Program(
+        kinds=kinds,
+        consts=consts,
+        scalar=scalar,
+        col=col,
+        mult=mult,
+        offset=offset,
+        plain=plain,
+        k0=k0,
+        kc=kc,
+        ks=ks,
+        kv=kv,
+        free=free,
+        free_col=np.array([b.drive[e][0] for e in free], dtype=np.intp),
+        jac_elem=jac_elem,
+        jac_axis=jac_axis,
+        jac_rev=jac_rev,
+        select=select,
+        frames=frames,
+        dof=dof,
+    )
+
+
+def _affine_parts(kinds: IntArray, consts: Array) -> tuple[Array, Array, Array, Array]:
+    """Split ``C @ M(v)`` into ``k0 + cos(v) kc + sin(v) ks + v kv`` per scalar element."""
+    s = len(kinds)
+    k0, kc, ks, kv = (np.zeros((s, 4, 4)) for _ in range(4))
+    for i, (kind, c) in enumerate(zip(kinds, consts, strict=True)):
+        if kind == REV:
+            # C @ Rz(v): column 0 -> cos c0 + sin c1, column 1 -> -sin c0 + cos c1.
+            k0[i][:, 2:] = c[:, 2:]
+            kc[i][:, :2] = c[:, :2]
+            ks[i][:, 0] = c[:, 1]
+            ks[i][:, 1] = -c[:, 0]
+        else:
+            # C @ Tz(v): column 3 gains v times column 2.
+            k0[i] = c
+            kv[i][:, 3] = c[:, 2]
+    return k0, kc, ks, kv
+
+
+def _columns(
+    kinds: IntArray, drive: list[tuple[int, float, float]], dof: int
+) -> tuple[IntArray, IntArray, Array, Array | None]:
+    elem: list[int] = []
+    axis: list[int] = []
+    rev: list[float] = []
+    rows: list[tuple[int, float]] = []
+    for e, kind in enumerate(kinds):
+        column, multiplier, _ = drive[e]
+        if kind == FREE:
+            for k in range(6):
+                elem.append(e)
+                axis.append(k % 3)
+                rev.append(float(k >= 3))
+                rows.append((column + k, 1.0))
+        else:
+            elem.append(e)
+            axis.append(2)
+            rev.append(float(kind == REV))
+            rows.append((column, multiplier))
+    select = np.zeros((len(rows), dof))
+    for i, (column, multiplier) in enumerate(rows):
+        select[i, column] = multiplier
+    identity = select.shape[0] == dof and np.array_equal(select, np.eye(dof))
+    return (
+        np.array(elem, dtype=np.intp),
+        np.array(axis, dtype=np.intp),
+        np.array(rev),
+        None if identity else select,
+    )
+
+
+def local_transforms(p: Program, q: Array) -> Array:
+    """``C_k M_k(q)`` for every element: (B, n, 4, 4) from ``q`` (B, dof)."""
+    batch = q.shape[0]
+    out = np.empty((batch, p.size, 4, 4))
+    if len(p.scalar):
+        v = q if p.plain else q[:, p.col] * p.mult + p.offset
+        c = np.cos(v)[:, :, None, None]
+        s = np.sin(v)[:, :, None, None]
+        local = p.k0 + c * p.kc + s * p.ks + v[:, :, None, None] * p.kv
+        if len(p.scalar) == p.size:
+            return local
+        out[:, p.scalar] = local
+    for e, column in zip(p.free, p.free_col, strict=True):
+        motion = np.zeros((batch, 4, 4))
+        motion[:, :3, :3] = spatial.so3_exp_batch(q[:, column + 3 : column + 6])
+        motion[:, :3, 3] = q[:, column : column + 3]
+        motion[:, 3, 3] = 1.0
+        out[:, e] = p.consts[e] @ motion
+    return out
+
+
+def cumulative(p: Program, local: Array) -> Array:
+    """Running products ``W_k = C_0 M_0 ... C_k M_k``: (B, n, 4, 4)."""
+    w = np.empty_like(local)
+    w[:, 0] = local[:, 0]
+    for e in range(1, p.size):
+        np.matmul(w[:, e - 1], local[:, e], out=w[:, e])
+    return w
+
+
+def frame_pose(p: Program, w: Array, link: str) -> Array:
+    """Pose (B, 4, 4) of ``link`` (on the chain) from the running products."""
+    e, post = p.frames[link]
+    if e < 0:
+        return np.broadcast_to(post, (w.shape[0], 4, 4)).copy()
+    return w[:, e] @ post
+
+
+def jacobian(p: Program, w: Array, point: Array, upto: int | None = None) -> Array:
+    """Geometric Jacobians (B, 6, dof) at ``point`` (B, 3), in the source frame.
+
+    Args:
+        p: The program.
+        w: Running products (B, n, 4, 4).
+        point: Reference point per batch item.
+        upto: Only elements with index <= ``upto`` move the point (``None``: all).
+    """
+    columns = w.swapaxes(-1, -2)  # (B, n, column, row): adjacent fancy indices keep (B, m, .)
+    axes = columns[:, p.jac_elem, p.jac_axis, :3]  # (B, m, 3)
+    d = point[:, None, :] - columns[:, p.jac_elem, 3, :3]
+    rev = p.jac_rev
+    if upto is not None:
+        rev = rev * (p.jac_elem <= upto)
+        axes = axes * (p.jac_elem <= upto)[None, :, None]
+    cross = np.empty_like(d)
+    cross[..., 0] = axes[..., 1] * d[..., 2] - axes[..., 2] * d[..., 1]
+    cross[..., 1] = axes[..., 2] * d[..., 0] - axes[..., 0] * d[..., 2]
+    cross[..., 2] = axes[..., 0] * d[..., 1] - axes[..., 1] * d[..., 0]
+    j = np.empty((w.shape[0], 6, len(rev)))
+    rev3 = rev[None, :, None]
+    j[:, :3] = (cross * rev3 + axes * (1.0 - rev3)).transpose(0, 2, 1)
+    j[:, 3:] = (axes * rev3).transpose(0, 2, 1)
+    return j if p.select is None else j @ p.select
