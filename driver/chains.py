@@ -1,0 +1,121 @@
+"""IK chains as the runtime uses them: one solver per chain, warm-started every cycle.
+
+A :class:`ChainRunner` maps a chain's joints onto the runtime's joint vector,
+solves a pose target from the last command (so tracking never jumps to another
+arm branch), and skips the solve when the target has not changed since a solve
+that reached it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hilbot.driver.config import SOLVE_OPTIONS, ChainConfig, SolverKind
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """A joint vector the solvers accept as ``state_or_positions`` (``.names``, ``.position``)."""
+
+    names: tuple[str, ...]
+    position: NDArray[np.float64]
+
+
+def make_solver(kind: SolverKind, options: Mapping[str, Any]) -> Any:
+    """Instantiate the solver of ``kind`` with its constructor options."""
+    from hilbot.kinematics import ik
+
+    cls = {
+        SolverKind.DLS: "DLSSolver",
+        SolverKind.QP: "QPSolver",
+        SolverKind.FABRIK: "FABRIKSolver",
+        SolverKind.MULTITASK: "MultiTaskSolver",
+    }[kind]
+    return getattr(ik, cls)(**options)
+
+
+def split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split a chain's options into (solve options, constructor options)."""
+    solve = {k: v for k, v in options.items() if k in SOLVE_OPTIONS}
+    build = {k: v for k, v in options.items() if k not in SOLVE_OPTIONS}
+    return solve, build
+
+
+class ChainRunner:
+    """One IK chain of the runtime.
+
+    Args:
+        robot: the kinematic model.
+        config: the chain's config.
+        names: the runtime's joint vector names.
+        max_delta: per-solve joint change bound [rad or m] (the safety layer's),
+            so the solver respects it inside its iteration instead of being clipped after.
+    """
+
+    def __init__(
+        self, robot: Any, config: ChainConfig, names: Sequence[str], max_delta: float
+    ) -> None:
+        self.name = config.name
+        self.config = config
+        self.robot = robot
+        self.chain = robot.path_between(config.source_link, config.target_link)
+        solve_options, build_options = split_options(config.options)
+        self.solver = make_solver(config.solver, build_options)
+        self._options = {"max_delta": max_delta, **solve_options}
+        joints = [j.name for j in robot.path_joints(config.source_link, config.target_link)]
+        self.joints = tuple(j for j in joints if j in names)
+        self.indices = np.array([list(names).index(j) for j in self.joints], dtype=np.intp)
+        self._names = tuple(names)
+        self.last_seq = -1
+        self.last_reached = False
+
+    def needs_solve(self, seq: int) -> bool:
+        """Whether the target with sequence number ``seq`` still needs solving."""
+        return seq != self.last_seq or not self.last_reached
+
+    def solve(
+        self, target: Any, seq: int, seed: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64] | None, Any, bool]:
+        """Solve ``target`` from ``seed`` (the last command, in runtime joint order).
+
+        Returns ``(chain joint values or None, solution or error, reached)``. A failed
+        solve returns its best-effort positions when it has them, else ``None`` (hold).
+        """
+        from hilbot.kinematics.errors import KinematicsError
+
+        self.last_seq = seq
+        try:
+            solution = self.solver.solve(
+                self.robot,
+                Seed(self._names, seed),
+                self.config.source_link,
+                self.config.target_link,
+                target,
+                **self._options,
+            )
+        except KinematicsError as exc:
+            self.last_reached = False
+            best = getattr(exc, "positions", None)
+            if not best:
+                return None, exc, False
+            return self._pick(best, seed), exc, False
+        self.last_reached = bool(solution.reached)
+        return self._pick(solution.positions, seed), solution, self.last_reached
+
+    def _pick(
+        self, positions: Mapping[str, float], seed: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        return np.array(
+            [positions.get(j, seed[i]) for j, i in zip(self.joints, self.indices, strict=True)],
+            dtype=np.float64,
+        )
+
+    def pose(self, positions: Mapping[str, float]) -> NDArray[np.float64]:
+        """Forward kinematics: the 4 x 4 pose of the target link in the source link."""
+        pose: NDArray[np.float64] = self.chain.fk(self.chain.q_from(positions))
+        return pose

@@ -1,0 +1,353 @@
+"""Robot configs: one YAML per robot, loaded into validated, frozen models.
+
+A config names the robot's URDF, its buses and servos, its IK chains, the loop
+rate, the safety settings, a home pose and the teleop settings. Everything that
+can be checked without touching hardware is checked by :func:`load_config`, so a
+bad config fails before any port opens, with the path of the bad field::
+
+    servos[3].joint: unknown joint 'joint9'; the URDF has: joint1, joint2, ...
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    PositiveFloat,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from hilbot.driver.errors import ConfigError
+from hilbot.driver.teleop.settings import TeleopSettings
+from hilbot.hal.mapping import MAX_SERVO_ID, BusSpec, ServoSpec
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class BusConfig(_Frozen):
+    """One serial bus.
+
+    Attributes:
+        name: how servos refer to this bus (``"main"`` when there is one).
+        port: serial device, e.g. ``/dev/ttyUSB0``; ``hilbot run --backend virtual``
+            replaces it with the virtual bus's pty.
+        baudrate: [bit/s].
+        protocol: Dynamixel protocol version, 1 or 2.
+    """
+
+    name: str = "main"
+    port: str
+    baudrate: int = Field(default=1_000_000, gt=0)
+    protocol: Literal[1, 2] = 2
+
+    def bus_spec(self) -> BusSpec:
+        """The HAL's ``BusSpec`` of this bus."""
+        return BusSpec(self.port, self.baudrate, self.protocol)
+
+
+class ServoConfig(_Frozen):
+    """One servo and the joint it drives (see ``hilbot.hal.mapping.ServoSpec``)."""
+
+    id: int = Field(ge=0, le=MAX_SERVO_ID)
+    model: str
+    joint: str
+    bus: str | None = None
+    offset: float = 0.0
+    direction: Literal[1, -1] = 1
+    gear_ratio: PositiveFloat = 1.0
+    shadow_of: int | None = None
+
+
+class SolverKind(enum.StrEnum):
+    """The IK solver a chain uses (``hilbot.kinematics.ik``)."""
+
+    DLS = "dls"
+    QP = "qp"
+    FABRIK = "fabrik"
+    MULTITASK = "multitask"
+
+
+#: Options a chain may pass to ``solver.solve``; any other option goes to the solver's constructor.
+SOLVE_OPTIONS = frozenset(
+    {"max_iterations", "tolerance", "orientation_tolerance", "strict_orientation", "respect_limits"}
+)
+
+
+class ChainConfig(_Frozen):
+    """An IK chain: pose targets for ``target_link`` expressed in ``source_link``."""
+
+    name: str
+    source_link: str
+    target_link: str
+    solver: SolverKind = SolverKind.DLS
+    options: dict[str, float | int | bool | str] = Field(default_factory=dict)
+
+
+class EstopAction(enum.StrEnum):
+    """What an e-stop does: hold the present pose with torque on, or cut torque."""
+
+    HOLD = "hold"
+    TORQUE_OFF = "torque_off"
+
+
+class SafetyConfig(_Frozen):
+    """Limits applied to every command, whatever its source.
+
+    Attributes:
+        max_delta_per_cycle: largest change of any joint's command per cycle [rad or m];
+            a bigger step is scaled down as a whole, so its direction is kept.
+        velocity_limit: a scale (0, 1] of the URDF velocity limits, or per-joint
+            limits [rad/s or m/s] (joints not listed keep their URDF limit).
+        watchdog_timeout: hold when no fresh target arrived for this long [s];
+            ``None`` disables it (targets are then held until replaced).
+        soft_limit_margin: shrink every URDF position limit by this much [rad or m].
+        soft_limits: per-joint ``[lower, upper]`` limits, intersected with the URDF's.
+        estop_action: ``hold`` or ``torque_off``.
+        torque_off_on_shutdown: disable torque when the runtime exits.
+        bus_watchdog: servo-side dead-man [s] where the firmware has one (X series):
+            the servos stop by themselves when the host goes silent this long;
+            ``None`` disables it.
+    """
+
+    max_delta_per_cycle: PositiveFloat = 0.02
+    velocity_limit: PositiveFloat | dict[str, PositiveFloat] = 1.0
+    watchdog_timeout: PositiveFloat | None = 0.5
+    soft_limit_margin: NonNegativeFloat = 0.0
+    soft_limits: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    estop_action: EstopAction = EstopAction.HOLD
+    torque_off_on_shutdown: bool = True
+    bus_watchdog: PositiveFloat | None = 0.1
+
+    @field_validator("velocity_limit")
+    @classmethod
+    def _scale_at_most_one(cls, value: float | dict[str, float]) -> float | dict[str, float]:
+        if isinstance(value, float | int) and value > 1.0:
+            raise ValueError(
+                "a single velocity_limit is a scale of the URDF limits in (0, 1]; "
+                "give per-joint limits as a mapping {joint: rad/s}"
+            )
+        return value
+
+    @field_validator("soft_limits")
+    @classmethod
+    def _ordered(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        for joint, (lower, upper) in value.items():
+            if not lower < upper:
+                raise ValueError(f"{joint}: lower {lower} must be below upper {upper}")
+        return value
+
+
+class RobotConfig(_Frozen):
+    """A robot: URDF, buses, servos, chains, loop rate, safety, home pose, teleop.
+
+    Build it with :func:`load_config`, which also checks it against the URDF,
+    the servo control tables and the bus timing budget.
+    """
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
+    urdf: Path
+    buses: tuple[BusConfig, ...] = Field(min_length=1)
+    servos: tuple[ServoConfig, ...] = Field(min_length=1)
+    chains: tuple[ChainConfig, ...] = ()
+    rate_hz: PositiveFloat = 100.0
+    safety: SafetyConfig = SafetyConfig()
+    home: dict[str, float] = Field(default_factory=dict)
+    teleop: TeleopSettings = TeleopSettings()
+
+    @field_validator("urdf")
+    @classmethod
+    def _relative_to_yaml(cls, value: Path, info: ValidationInfo) -> Path:
+        base = (info.context or {}).get("base_dir")
+        if base is not None and not value.is_absolute():
+            value = Path(base) / value
+        return value
+
+    @model_validator(mode="after")
+    def _cross_fields(self) -> RobotConfig:
+        _check_buses(self)
+        _check_servos(self)
+        _check_chain_names(self)
+        return self
+
+    # -- derived views ---------------------------------------------------------------------
+    def bus_named(self, name: str | None) -> BusConfig:
+        """Return the bus called ``name`` (``None``: the only bus)."""
+        if name is None:
+            return self.buses[0]
+        for bus in self.buses:
+            if bus.name == name:
+                return bus
+        raise KeyError(name)
+
+    def bus_specs(self) -> dict[str, BusSpec]:
+        """Return ``{bus name: BusSpec}`` for the HAL."""
+        return {b.name: b.bus_spec() for b in self.buses}
+
+    def servo_specs(self, bus: str | None = None) -> tuple[ServoSpec, ...]:
+        """Return the ``ServoSpec`` of every servo, or of those on ``bus``."""
+        return tuple(
+            ServoSpec(s.id, s.model, s.joint, s.offset, s.direction, s.gear_ratio, s.shadow_of)
+            for s in self.servos
+            if bus is None or self.bus_named(s.bus).name == bus
+        )
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """Joints driven by servos, in config order (shadow servos add none)."""
+        return tuple(s.joint for s in self.servos if s.shadow_of is None)
+
+    @property
+    def chain_names(self) -> tuple[str, ...]:
+        """Names of the IK chains."""
+        return tuple(c.name for c in self.chains)
+
+
+def _check_buses(cfg: RobotConfig) -> None:
+    names = [b.name for b in cfg.buses]
+    for i, name in enumerate(names):
+        if names.index(name) != i:
+            raise ConfigError(None, ("buses", i, "name"), f"duplicate bus name {name!r}")
+
+
+def _check_servos(cfg: RobotConfig) -> None:
+    bus_names = [b.name for b in cfg.buses]
+    seen: dict[tuple[str, int], int] = {}
+    primaries: dict[str, int] = {}
+    for i, servo in enumerate(cfg.servos):
+        if servo.bus is None and len(bus_names) > 1:
+            raise ConfigError(
+                None, ("servos", i, "bus"), f"several buses: name one of {', '.join(bus_names)}"
+            )
+        if servo.bus is not None and servo.bus not in bus_names:
+            raise ConfigError(
+                None,
+                ("servos", i, "bus"),
+                f"unknown bus {servo.bus!r}; expected one of {', '.join(bus_names)}",
+            )
+        key = (cfg.bus_named(servo.bus).name, servo.id)
+        if key in seen:
+            raise ConfigError(
+                None,
+                ("servos", i, "id"),
+                f"duplicate servo id {servo.id} on bus {key[0]!r} (also servos[{seen[key]}])",
+            )
+        seen[key] = i
+        if servo.shadow_of is None:
+            if servo.joint in primaries:
+                raise ConfigError(
+                    None,
+                    ("servos", i, "joint"),
+                    f"joint {servo.joint!r} already driven by servos[{primaries[servo.joint]}]; "
+                    "a second servo on one joint needs shadow_of: <primary id>",
+                )
+            primaries[servo.joint] = i
+    for i, servo in enumerate(cfg.servos):
+        if servo.shadow_of is None:
+            continue
+        primary = seen.get((cfg.bus_named(servo.bus).name, servo.shadow_of))
+        if primary is None or cfg.servos[primary].shadow_of is not None:
+            raise ConfigError(
+                None,
+                ("servos", i, "shadow_of"),
+                f"no primary servo with id {servo.shadow_of} on the same bus",
+            )
+        if cfg.servos[primary].joint != servo.joint:
+            raise ConfigError(
+                None,
+                ("servos", i, "joint"),
+                f"a shadow drives its primary's joint {cfg.servos[primary].joint!r}",
+            )
+
+
+def _check_chain_names(cfg: RobotConfig) -> None:
+    counts = Counter(c.name for c in cfg.chains)
+    for i, chain in enumerate(cfg.chains):
+        if counts[chain.name] > 1:
+            raise ConfigError(None, ("chains", i, "name"), f"duplicate chain name {chain.name!r}")
+        if chain.name == "joints":
+            raise ConfigError(None, ("chains", i, "name"), "'joints' is reserved for joint targets")
+
+
+def parse_config(
+    data: Mapping[str, Any], *, source: Path | None = None, base_dir: Path | None = None
+) -> RobotConfig:
+    """Validate a config mapping (the parsed YAML) without loading its URDF.
+
+    Raises:
+        ConfigError: naming the first bad field and what was expected.
+    """
+    try:
+        return RobotConfig.model_validate(dict(data), context={"base_dir": base_dir})
+    except ValidationError as exc:
+        raise _config_error(exc, source) from None
+
+
+def _config_error(exc: ValidationError, source: Path | None) -> ConfigError:
+    errors = exc.errors()
+    first = errors[0]
+    loc: tuple[str | int, ...] = tuple(first["loc"])
+    original = (first.get("ctx") or {}).get("error")
+    if isinstance(original, ConfigError):
+        return ConfigError(source, loc + original.loc, original.problem)
+    problem = first["msg"]
+    if first["type"] == "extra_forbidden":
+        problem = "unknown field (check its spelling)"
+    elif first["type"] == "missing":
+        problem = "required field is missing"
+    if "input" in first and first["type"] not in ("missing", "extra_forbidden"):
+        problem += f" (got {first['input']!r})"
+    if len(errors) > 1:
+        problem += f"; and {len(errors) - 1} more error(s)"
+    return ConfigError(source, loc, problem)
+
+
+def load_config(path: str | Path) -> RobotConfig:
+    """Load, validate and cross-check a robot config.
+
+    ``path`` is a YAML file, or the name of a shipped robot (``"openmanipulator_x"``).
+    Checks the config against its URDF (joints, links, chains, limits), the servo
+    control tables (limits inside each servo's range) and the bus timing budget.
+
+    Raises:
+        ConfigError: the file is missing or unreadable, or a field is bad.
+    """
+    from hilbot.driver.validation import check_config  # imports the URDF parser lazily
+
+    file = _resolve(path)
+    try:
+        data = yaml.safe_load(file.read_text())
+    except OSError as exc:
+        raise ConfigError(file, (), f"cannot read the config: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(file, (), f"not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(file, (), "expected a mapping of config fields at the top level")
+    config = parse_config(data, source=file, base_dir=file.parent)
+    check_config(config, source=file)
+    return config
+
+
+def _resolve(path: str | Path) -> Path:
+    candidate = Path(path)
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+        return candidate
+    from hilbot.configs import config_path
+
+    try:
+        return config_path(str(path))
+    except FileNotFoundError as exc:
+        raise ConfigError(None, (), str(exc)) from exc

@@ -1,0 +1,600 @@
+"""The asyncio runtime: read state, take the newest targets, solve IK, apply safety, write.
+
+::
+
+    async with Runtime(config, SimBackend(...)) as rt:   # connects, reads, holds (torque as found)
+        await rt.command(Command.ENABLE)                   # torque on, goal = present
+        rt.set_target("arm", (0.2, 0.0, 0.15))             # newest target wins
+        await rt.wait_cycles(100)
+    # on exit: hold, torque off (per config), close
+
+Lifecycle commands and bus access are serialised on the control loop: a command
+queued by ``command()`` runs between two cycles, never during bus I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, Self
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hilbot.driver.chains import ChainRunner
+from hilbot.driver.config import EstopAction, RobotConfig
+from hilbot.driver.errors import DriverError, LimitViolation, RuntimeStateError
+from hilbot.driver.safety import Mode, ModeMachine, SafetyLayer, effective_limits
+from hilbot.driver.state import Command, CycleRecord, Fault, FaultKind, RuntimeState
+from hilbot.driver.stats import StatsRecorder
+from hilbot.driver.targets import JOINTS, TargetSlots
+from hilbot.driver.ticker import ManualClock, SteppedTicker, ThreadTicker, Ticker
+from hilbot.hal.backend import Backend, HardwareErrorFlags, JointState
+from hilbot.hal.errors import HalError
+
+#: Hardware errors that make the runtime disarm (the servo firmware shuts torque off on these
+#: by default: Shutdown register 63 of the X series, Alarm Shutdown 18 of the AX series).
+DISARMING_ERRORS = (
+    HardwareErrorFlags.OVERLOAD
+    | HardwareErrorFlags.OVERHEATING
+    | HardwareErrorFlags.ELECTRICAL_SHOCK
+    | HardwareErrorFlags.MOTOR_ENCODER
+)
+BUS_FAULT_TIME = 0.25  # [s] of consecutive failed reads or writes before the bus counts as down
+BUS_ERRORS = (HalError, OSError, TimeoutError)
+
+CycleListener = Callable[[CycleRecord], None]
+
+
+class Runtime:
+    """Runs one robot: the control loop, the safety layer and the lifecycle.
+
+    Args:
+        config: the robot config (see :func:`hilbot.driver.config.load_config`).
+        backend: the joints to drive (``SimBackend``, ``DynamixelBackend``, ...).
+        robot: the kinematic model; loaded from ``config.urdf`` when omitted.
+        clock: monotonic clock [s]. A :class:`ManualClock` makes the loop run as fast
+            as it can on simulated time (tests, simulations).
+        ticker: the tick source; by default a precise :class:`ThreadTicker` at
+            ``config.rate_hz`` (or a :class:`SteppedTicker` on a ``ManualClock``).
+        logger: where to log; ``hilbot.driver.runtime`` by default.
+    """
+
+    def __init__(
+        self,
+        config: RobotConfig,
+        backend: Backend,
+        *,
+        robot: Any = None,
+        clock: Callable[[], float] = time.perf_counter,
+        ticker: Ticker | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        if robot is None:
+            from hilbot.driver.validation import load_robot
+
+            robot = load_robot(config.urdf)
+        self.config = config
+        self.robot = robot
+        self._backend = backend
+        self._clock = clock
+        self._log = logger or logging.getLogger(__name__)
+        self.period = 1.0 / config.rate_hz
+        if ticker is None:
+            ticker = (
+                SteppedTicker(self.period, clock)
+                if isinstance(clock, ManualClock)
+                else ThreadTicker(self.period, clock)
+            )
+        self._ticker = ticker
+        self.joint_names: tuple[str, ...] = tuple(backend.joint_names)
+        self._index = {name: i for i, name in enumerate(self.joint_names)}
+        safety = config.safety
+        urdf = {}
+        for name in self.joint_names:
+            joint = robot.joints[name]
+            lower, upper = joint.bounds()
+            velocity = joint.limit.velocity if joint.limit is not None else np.inf
+            urdf[name] = (lower, upper, velocity if velocity > 0 else np.inf)
+        self.limits = effective_limits(
+            self.joint_names,
+            urdf,
+            soft_limits=safety.soft_limits,
+            margin=safety.soft_limit_margin,
+            velocity=safety.velocity_limit,
+        )
+        self.safety = SafetyLayer(self.limits, safety.max_delta_per_cycle, self.period)
+        self._chains = {
+            c.name: ChainRunner(robot, c, self.joint_names, safety.max_delta_per_cycle)
+            for c in config.chains
+        }
+        self.chains: tuple[str, ...] = tuple(self._chains)
+        self._targets = TargetSlots(self.chains, self.joint_names, clock)
+        self._modes = ModeMachine()
+        self.stats = StatsRecorder(config.rate_hz)
+        n = len(self.joint_names)
+        self._command: NDArray[np.float64] = np.zeros(n)
+        self._hold: NDArray[np.float64] | None = None  # e-stop hold pose
+        self._home: NDArray[np.float64] | None = None
+        self._state: JointState | None = None
+        self._active_faults: dict[tuple[FaultKind, str | None], Fault] = {}
+        self._fault_log: deque[Fault] = deque(maxlen=64)
+        self._bus_failing_since: float | None = None
+        self._watchdog_tripped = False
+        self._listeners: list[CycleListener] = []
+        self._record = CycleRecord(desired=np.zeros(n), command=np.zeros(n))
+        self._queue: asyncio.Queue[tuple[Command, asyncio.Future[None]]] = asyncio.Queue()
+        self._cycle_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._entered = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        if self._entered:
+            raise RuntimeError("a Runtime is not reentrant")
+        self._entered = True
+        await self._backend.__aenter__()
+        try:
+            missing = set(self.config.joint_names) - set(self.joint_names)
+            if missing:
+                raise DriverError(f"the backend does not drive joints: {sorted(missing)}")
+            state = await self._backend.read()
+            self._state = state
+            self._command = state.position.astype(np.float64).copy()  # hold: goal = present
+            self._check_hardware(state)
+            self._ticker.start()
+            self._task = asyncio.create_task(
+                self._loop(), name=f"hilbot-runtime-{self.config.name}"
+            )
+        except BaseException as exc:
+            await self._backend.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._log.info("runtime %s started at %.0f Hz", self.config.name, self.config.rate_hz)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        loop_error: BaseException | None = None
+        task, self._task = self._task, None
+        if task is not None:
+            if task.done():
+                loop_error = None if task.cancelled() else task.exception()
+            else:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+                except Exception as err:
+                    loop_error = err
+        self._ticker.stop()
+        try:
+            await self._shutdown()
+        finally:
+            await self._backend.__aexit__(exc_type, exc, tb)
+            self._fail_waiters(RuntimeError("the runtime stopped"))
+        if loop_error is not None and exc is None:
+            raise loop_error
+
+    async def _shutdown(self) -> None:
+        """Hold and (per config) disable torque."""
+        if not self.config.safety.torque_off_on_shutdown:
+            self._log.info("shutdown: holding, torque left on (torque_off_on_shutdown: false)")
+            return
+        try:
+            await self._backend.set_torque(False)
+        except BUS_ERRORS as err:
+            self._log.error("shutdown: could not disable torque: %s", err)
+            raise
+        self._modes.disable()
+        self._log.info("shutdown: torque off")
+
+    async def wait_stopped(self) -> None:
+        """Return when the control loop ends; raises the error that ended it."""
+        if self._task is None:
+            raise RuntimeError("the runtime is not running")
+        await asyncio.shield(self._task)
+
+    # -- public API ---------------------------------------------------------------------------
+    @property
+    def mode(self) -> Mode:
+        """The current mode."""
+        return self._modes.mode
+
+    def set_target(self, chain: str, target: object) -> None:
+        """Set the newest pose target of ``chain``; validated now, used from the next cycle.
+
+        Raises:
+            UnknownChain: no chain of that name.
+            InvalidTarget: the target has the wrong shape or is not finite.
+        """
+        self._targets.set_pose(chain, target)
+        self._home = None
+
+    def set_joint_targets(self, positions: Mapping[str, float]) -> None:
+        """Set the newest joint-space targets (merged with earlier joint targets).
+
+        Raises:
+            UnknownJoint: a joint the robot does not drive.
+            InvalidTarget: a value that is not a finite number.
+        """
+        self._targets.set_joints(positions)
+        self._home = None
+
+    async def command(self, cmd: Command | str) -> None:
+        """Run a lifecycle command between two cycles and wait for it to finish.
+
+        Raises:
+            RuntimeStateError: the command is not allowed in the current mode.
+            LimitViolation: ``enable`` while a joint is far outside its limits.
+            ValueError: not a known command.
+        """
+        cmd = Command(cmd)
+        if self._task is None or self._task.done():
+            raise RuntimeError("the runtime is not running")
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await self._queue.put((cmd, done))
+        await done
+
+    def state(self) -> RuntimeState:
+        """A frozen snapshot of mode, joints, poses, faults, clamps and loop stats."""
+        names = self.joint_names
+        command = dict(zip(names, self._command.tolist(), strict=True))
+        poses: dict[str, NDArray[np.float64]] = {}
+        if self._state is not None:
+            measured = self._state.positions()
+            for name, runner in self._chains.items():
+                try:
+                    poses[name] = runner.pose(measured)
+                except Exception as err:  # a snapshot never fails on FK
+                    self._log.debug("fk of chain %s failed: %s", name, err)
+        return RuntimeState(
+            mode=self._modes.mode,
+            joints=self._state,
+            command=command,
+            poses=poses,
+            faults=tuple(self._active_faults.values()),
+            fault_log=tuple(self._fault_log),
+            clamps=tuple(self.safety.events),
+            clamp_counts=dict(self.safety.counts),
+            watchdog_tripped=self._watchdog_tripped,
+            homing=self._home is not None,
+            stats=self.stats.snapshot(),
+        )
+
+    def add_cycle_listener(self, listener: CycleListener) -> None:
+        """Call ``listener(record)`` synchronously at the end of every cycle.
+
+        Keep it cheap and free of I/O: it runs inside the control loop. The record is
+        reused: copy what you keep.
+        """
+        self._listeners.append(listener)
+
+    def remove_cycle_listener(self, listener: CycleListener) -> None:
+        """Stop calling ``listener``."""
+        self._listeners.remove(listener)
+
+    async def wait_cycles(self, n: int = 1) -> None:
+        """Wait until ``n`` more cycles have run."""
+        if self._task is None or self._task.done():
+            raise RuntimeError("the runtime is not running")
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._cycle_waiters.append((self.stats.cycles + n, done))
+        await done
+
+    # -- the loop -----------------------------------------------------------------------------
+    async def _loop(self) -> None:
+        try:
+            while True:
+                tick = await self._ticker.wait()
+                if tick.overrun:
+                    self.stats.overruns += 1 + tick.skipped
+                while not self._queue.empty():
+                    await self._run_command(*self._queue.get_nowait())
+                await self._cycle(tick.deadline, tick.woke)
+                self._wake_waiters()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            self._report(FaultKind.INTERNAL, None, f"control loop crashed: {err!r}")
+            self._modes.fault()
+            self._fail_waiters(err)
+            raise
+
+    async def _cycle(self, deadline: float, woke: float) -> None:
+        clock = self._clock
+        rec = self._record
+        rec.cycle = self.stats.cycles + 1
+        rec.deadline, rec.woke = deadline, woke
+        rec.ik.clear()
+        rec.targets.clear()
+        rec.written = False
+        rec.read_time = rec.ik_time = rec.write_time = 0.0
+        clamps_before = self.safety.total_clamps
+        state = await self._read()
+        rec.read_time = clock() - woke
+        rec.state = state
+        if state is not None:
+            self._state = state
+            self._check_hardware(state)
+        mode = self._modes.mode
+        if mode is Mode.ARMED and state is not None:
+            desired = self._desired(rec)
+            command = self.safety.apply(desired, self._command, rec.cycle)
+            rec.desired[:] = desired
+            rec.command[:] = command
+            rec.written = await self._write(command, rec)
+            if rec.written:
+                self._command = command
+        elif mode is Mode.ESTOPPED and self._hold is not None and state is not None:
+            command = self.safety.apply(self._hold, self._command, rec.cycle)
+            rec.desired[:] = self._hold
+            rec.command[:] = command
+            rec.written = await self._write(command, rec)
+            if rec.written:
+                self._command = command
+        else:
+            if state is not None and mode is not Mode.ESTOPPED:
+                self._command = state.position.astype(np.float64).copy()  # follows the hand
+            rec.desired[:] = self._command
+            rec.command[:] = self._command
+        rec.mode = self._modes.mode
+        new_clamps = self.safety.total_clamps - clamps_before
+        rec.clamps = tuple(self.safety.events)[-new_clamps:] if new_clamps else ()
+        self.stats.clamps = self.safety.total_clamps
+        end = clock()
+        rec.cycle_time = end - woke
+        self.stats.record(
+            deadline, woke - deadline, rec.cycle_time, rec.read_time + rec.write_time, rec.ik_time
+        )
+        for listener in self._listeners:
+            listener(rec)
+
+    def _desired(self, rec: CycleRecord) -> NDArray[np.float64]:
+        """Joint vector asked for by the home pose, joint targets and chain targets."""
+        desired = self._command.copy()
+        if self._home is not None:
+            desired[:] = self._home
+            rec.targets["home"] = self._home
+            return desired
+        timeout = self.config.safety.watchdog_timeout or math.inf
+        now = self._clock()
+        stale = False
+        joints = self._targets.get(JOINTS)
+        if joints is not None:
+            if now - joints.received > timeout:
+                stale = True
+            else:
+                rec.targets[JOINTS] = joints.value
+                for name, value in joints.value.items():
+                    desired[self._index[name]] = value
+        for name, runner in self._chains.items():
+            slot = self._targets.get(name)
+            if slot is None:
+                continue
+            if now - slot.received > timeout:
+                stale = True
+                continue
+            rec.targets[name] = slot.value
+            if not runner.needs_solve(slot.seq):
+                continue
+            t0 = self._clock()
+            values, result, reached = runner.solve(slot.value, slot.seq, self._command)
+            rec.ik_time += self._clock() - t0
+            rec.ik[name] = result
+            if not reached:
+                self.stats.ik_failures += 1
+            if values is not None:
+                desired[runner.indices] = values
+            elif isinstance(result, Exception):
+                self._report(FaultKind.IK, None, f"chain {name}: {result}", active=False)
+        if stale and not self._watchdog_tripped:
+            self.stats.watchdog_trips += 1
+            self._log.warning("watchdog: no fresh target for %.3f s, holding", timeout)
+        self._watchdog_tripped = stale
+        return desired
+
+    async def _read(self) -> JointState | None:
+        try:
+            state = await self._backend.read()
+        except BUS_ERRORS as err:
+            self._bus_failure("read", err)
+            return None
+        self._bus_ok()
+        return state
+
+    async def _write(self, command: NDArray[np.float64], rec: CycleRecord) -> bool:
+        t0 = self._clock()
+        try:
+            await self._backend.write(dict(zip(self.joint_names, command.tolist(), strict=True)))
+        except BUS_ERRORS as err:
+            self._bus_failure("write", err)
+            return False
+        finally:
+            rec.write_time = self._clock() - t0
+        return True
+
+    def _bus_failure(self, what: str, err: BaseException) -> None:
+        self.stats.bus_errors += 1
+        now = self._clock()
+        if self._bus_failing_since is None:
+            self._bus_failing_since = now
+            self._report(FaultKind.BUS, None, f"{what} failed: {err}", active=False)
+        elif (
+            now - self._bus_failing_since > BUS_FAULT_TIME
+            and (FaultKind.BUS, None) not in self._active_faults
+        ):
+            self._report(FaultKind.BUS, None, f"bus down for {BUS_FAULT_TIME} s: {err}")
+            self._modes.fault()
+
+    def _bus_ok(self) -> None:
+        self._bus_failing_since = None
+        self._active_faults.pop((FaultKind.BUS, None), None)
+
+    def _check_hardware(self, state: JointState) -> None:
+        faults = state.faults
+        for key in [k for k in self._active_faults if k[0] is FaultKind.HARDWARE]:
+            if key[1] not in faults:
+                del self._active_faults[key]
+        newly = False
+        for joint, flags in faults.items():
+            if (FaultKind.HARDWARE, joint) in self._active_faults:
+                continue
+            self._report(FaultKind.HARDWARE, joint, flags.describe())
+            newly = newly or bool(flags & DISARMING_ERRORS)
+        if newly and self._modes.mode is not Mode.ESTOPPED:
+            self._modes.fault()
+            self._home = None
+            self._targets.clear()
+
+    def _report(
+        self, kind: FaultKind, joint: str | None, detail: str, *, active: bool = True
+    ) -> None:
+        fault = Fault(self._clock(), kind, joint, detail)
+        self._fault_log.append(fault)
+        if active:
+            self._active_faults[(kind, joint)] = fault
+        self._log.error("fault (%s%s): %s", kind.value, f", {joint}" if joint else "", detail)
+
+    def _wake_waiters(self) -> None:
+        if not self._cycle_waiters:
+            return
+        cycles = self.stats.cycles
+        keep = []
+        for target, fut in self._cycle_waiters:
+            if cycles >= target:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append((target, fut))
+        self._cycle_waiters = keep
+
+    def _fail_waiters(self, err: BaseException) -> None:
+        for _, fut in self._cycle_waiters:
+            if not fut.done():
+                fut.set_exception(err)
+        self._cycle_waiters = []
+        while not self._queue.empty():
+            _, fut = self._queue.get_nowait()
+            if not fut.done():
+                fut.set_exception(err)
+
+    # -- commands -----------------------------------------------------------------------------
+    async def _run_command(self, cmd: Command, done: asyncio.Future[None]) -> None:
+        handler = {
+            Command.ENABLE: self._enable,
+            Command.DISABLE: self._disable,
+            Command.ESTOP: self._estop,
+            Command.RESET: self._reset,
+            Command.HOME: self._start_home,
+            Command.REBOOT: self._reboot,
+        }[cmd]
+        try:
+            await handler()
+        except Exception as err:
+            if not done.done():
+                done.set_exception(err)
+            return
+        self._log.info("command %s done; mode %s", cmd.value, self._modes.mode.value)
+        if not done.done():
+            done.set_result(None)
+
+    async def _enable(self) -> None:
+        if self._modes.mode is Mode.ARMED:
+            return
+        self._modes.require("enable", Mode.DISARMED)
+        state = await self._backend.read()
+        self._state = state
+        blocking = {j: f for j, f in state.faults.items() if f & DISARMING_ERRORS}
+        if blocking:
+            joint, flags = next(iter(blocking.items()))
+            raise RuntimeStateError(
+                "enable", "disarmed", f"joint {joint!r} reports {flags.describe()}; reboot it first"
+            )
+        entry, bad = self.safety.entry_command(state.position.astype(np.float64))
+        if bad is not None:
+            j = int(bad)
+            raise LimitViolation(
+                self.joint_names[j],
+                float(state.position[j]),
+                float(self.limits.lower[j]),
+                float(self.limits.upper[j]),
+            )
+        self._targets.clear()  # a target sent before enabling must not make the arm jump
+        self._home = None
+        await self._backend.write(dict(zip(self.joint_names, entry.tolist(), strict=True)))
+        self._command = entry
+        await self._arm_bus_watchdog()
+        await self._backend.set_torque(True)
+        self._modes.enable()
+
+    async def _arm_bus_watchdog(self) -> None:
+        timeout = self.config.safety.bus_watchdog
+        arm = getattr(self._backend, "arm_watchdog", None)
+        if timeout is None or arm is None:
+            return
+        await arm(timeout)
+
+    async def _disable(self) -> None:
+        await self._backend.set_torque(False)
+        self._modes.disable()
+        self._targets.clear()
+        self._home = None
+
+    async def _estop(self) -> None:
+        self._modes.estop()
+        self._targets.clear()
+        self._home = None
+        if self.config.safety.estop_action is EstopAction.TORQUE_OFF:
+            self._hold = None
+            await self._backend.set_torque(False)
+            return
+        present = self._state.position if self._state is not None else self._command
+        self._hold = np.clip(present.astype(np.float64), self.limits.lower, self.limits.upper)
+
+    async def _reset(self) -> None:
+        mode = self._modes.mode
+        if mode is Mode.FAULTED:
+            state = await self._backend.read()
+            self._state = state
+            self._check_hardware(state)
+            latched = {j: f for j, f in state.faults.items() if f & DISARMING_ERRORS}
+            if latched:
+                joint, flags = next(iter(latched.items()))
+                raise RuntimeStateError(
+                    "reset",
+                    mode.value,
+                    f"joint {joint!r} still reports {flags.describe()}; reboot it",
+                )
+            self._active_faults.clear()
+        if mode in (Mode.ESTOPPED, Mode.FAULTED):
+            await self._backend.set_torque(False)
+        self._modes.reset()
+        self._hold = None
+
+    async def _start_home(self) -> None:
+        self._modes.require("home", Mode.ARMED)
+        home = self._command.copy()
+        for joint, value in self.config.home.items():
+            if joint in self._index:
+                home[self._index[joint]] = value
+        self._home = home
+
+    async def _reboot(self) -> None:
+        self._modes.require("reboot", Mode.DISARMED, Mode.FAULTED, Mode.ESTOPPED)
+        state = self._state
+        joints = (
+            list(state.faults) if state is not None and state.faults else list(self.joint_names)
+        )
+        await self._backend.reboot(joints)
+        self._state = await self._backend.read()
+        self._check_hardware(self._state)

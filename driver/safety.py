@@ -1,0 +1,261 @@
+"""The safety layer: the last step before every bus write, whatever the target source.
+
+:class:`SafetyLayer` turns a desired joint vector into a command that is
+
+- finite (a NaN or infinite joint holds its last command),
+- inside the joint limits (URDF limits intersected with the config's soft limits),
+- at most ``max_delta_per_cycle`` and ``velocity * dt`` away from the last command,
+  with the whole step vector scaled by one factor so that its direction is kept
+  (clamping joints one by one bends the path and makes teleop lurch).
+
+Every clamp is counted and reported as a :class:`ClampEvent` with the value
+before and after. The :class:`Mode` state machine (disarmed, armed, estopped,
+faulted) lives in :class:`ModeMachine`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hilbot.driver.errors import RuntimeStateError
+
+
+class Mode(enum.StrEnum):
+    """Lifecycle of the robot as the runtime sees it."""
+
+    DISARMED = "disarmed"  # torque off (or never enabled): commands are not written
+    ARMED = "armed"  # torque on, commands written every cycle
+    ESTOPPED = "estopped"  # latched: hold or torque off until an explicit reset
+    FAULTED = "faulted"  # a servo or the bus failed: torque off until reset (and reboot)
+
+
+class ClampKind(enum.StrEnum):
+    """Why a command was changed by the safety layer."""
+
+    NON_FINITE = "non_finite"
+    JOINT_LIMIT = "joint_limit"
+    MAX_DELTA = "max_delta"
+    VELOCITY = "velocity"
+
+
+class ClampEvent(NamedTuple):
+    """One joint's command changed by the safety layer in one cycle."""
+
+    cycle: int
+    kind: ClampKind
+    joint: str
+    before: float  # desired value [rad or m]
+    after: float  # value after this clamp [rad or m]
+
+
+@dataclass(frozen=True, slots=True)
+class JointLimits:
+    """Effective limits of the driven joints, in ``names`` order."""
+
+    names: tuple[str, ...]
+    lower: NDArray[np.float64]  # (n,) [rad or m]
+    upper: NDArray[np.float64]  # (n,) [rad or m]
+    velocity: NDArray[np.float64]  # (n,) [rad/s or m/s]
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        for array in (self.lower, self.upper, self.velocity):
+            if array.shape != (n,):
+                raise ValueError(f"limit arrays must have shape ({n},), got {array.shape}")
+        if np.any(self.lower > self.upper):
+            bad = self.names[int(np.argmax(self.lower > self.upper))]
+            raise ValueError(f"joint {bad!r}: lower limit above upper limit")
+        if np.any(self.velocity <= 0):
+            bad = self.names[int(np.argmax(self.velocity <= 0))]
+            raise ValueError(f"joint {bad!r}: velocity limit must be positive")
+
+    def as_dict(self) -> dict[str, tuple[float, float]]:
+        """Return ``{joint: (lower, upper)}``."""
+        return {
+            n: (float(lo), float(hi))
+            for n, lo, hi in zip(self.names, self.lower, self.upper, strict=True)
+        }
+
+
+class SafetyLayer:
+    """Clamp desired joint positions into a safe command; count and report every clamp.
+
+    Args:
+        limits: effective joint limits.
+        max_delta: largest per-cycle change of any joint [rad or m].
+        period: the cycle period [s], for the velocity limit.
+        history: how many recent clamp events to keep.
+    """
+
+    def __init__(
+        self, limits: JointLimits, max_delta: float, period: float, history: int = 64
+    ) -> None:
+        if not max_delta > 0:
+            raise ValueError(f"max_delta must be positive, got {max_delta}")
+        self.limits = limits
+        self.max_delta = max_delta
+        self.period = period
+        self._velocity_step = limits.velocity * period  # (n,) [rad] per cycle
+        self.step_bound = np.minimum(self._velocity_step, max_delta)  # (n,)
+        self._velocity_binds = self._velocity_step < max_delta  # (n,) which bound is tighter
+        self.events: deque[ClampEvent] = deque(maxlen=history)
+        self.counts: dict[ClampKind, int] = dict.fromkeys(ClampKind, 0)
+
+    @property
+    def total_clamps(self) -> int:
+        """Clamp events since start."""
+        return sum(self.counts.values())
+
+    def _event(self, cycle: int, kind: ClampKind, j: int, before: float, after: float) -> None:
+        self.counts[kind] += 1
+        self.events.append(ClampEvent(cycle, kind, self.limits.names[j], before, after))
+
+    def apply(
+        self, desired: NDArray[np.float64], last: NDArray[np.float64], cycle: int = 0
+    ) -> NDArray[np.float64]:
+        """Return the safe command for this cycle (a new array; inputs are not changed).
+
+        Args:
+            desired: (n,) what the targets and IK ask for [rad or m].
+            last: (n,) the previous command, which is inside the limits.
+            cycle: the cycle number, for the events.
+        """
+        cmd = desired.copy()
+        finite = np.isfinite(cmd)
+        if not finite.all():
+            for j in np.flatnonzero(~finite):
+                self._event(cycle, ClampKind.NON_FINITE, int(j), float(cmd[j]), float(last[j]))
+            cmd[~finite] = last[~finite]
+        lower, upper = self.limits.lower, self.limits.upper
+        outside = (cmd < lower) | (cmd > upper)
+        if outside.any():
+            clipped = np.clip(cmd, lower, upper)
+            for j in np.flatnonzero(outside):
+                self._event(cycle, ClampKind.JOINT_LIMIT, int(j), float(cmd[j]), float(clipped[j]))
+            cmd = clipped
+        cmd = self._limit_step(cmd, last, cycle)
+        # Belt and braces: whatever happened above, nothing outside the box around the last
+        # command or outside the limits leaves this function.
+        np.clip(cmd, last - self.step_bound, last + self.step_bound, out=cmd)
+        np.clip(cmd, lower, upper, out=cmd)
+        return cmd
+
+    def _limit_step(
+        self, cmd: NDArray[np.float64], last: NDArray[np.float64], cycle: int
+    ) -> NDArray[np.float64]:
+        step = cmd - last
+        magnitude = np.abs(step)
+        over = magnitude > self.step_bound
+        if not over.any():
+            return cmd
+        ratios = self.step_bound[over] / magnitude[over]
+        scale = float(ratios.min())
+        binding = int(np.flatnonzero(over)[int(np.argmin(ratios))])
+        kind = ClampKind.VELOCITY if self._velocity_binds[binding] else ClampKind.MAX_DELTA
+        scaled = last + step * scale
+        for j in np.flatnonzero(step != 0.0):
+            self._event(cycle, kind, int(j), float(cmd[j]), float(scaled[j]))
+        return scaled
+
+    def entry_command(self, present: NDArray[np.float64]) -> tuple[NDArray[np.float64], int | None]:
+        """The first command when torque comes on: the present pose, clipped into the limits.
+
+        Returns the command and the index of a joint that rests further outside its
+        limits than one step (``None`` when every joint is close enough): enabling
+        such a robot would make a jump, so the caller refuses.
+        """
+        lower, upper = self.limits.lower, self.limits.upper
+        cmd = np.clip(present, lower, upper)
+        gap = np.abs(cmd - present)
+        too_far = gap > self.step_bound
+        return cmd, (int(np.argmax(too_far)) if too_far.any() else None)
+
+
+def effective_limits(
+    names: Sequence[str],
+    urdf: Mapping[str, tuple[float, float, float]],
+    *,
+    soft_limits: Mapping[str, tuple[float, float]],
+    margin: float,
+    velocity: float | Mapping[str, float],
+) -> JointLimits:
+    """Intersect URDF limits with the config's soft limits and margin.
+
+    Args:
+        names: the driven joints.
+        urdf: ``{joint: (lower, upper, velocity)}`` from the URDF (``inf`` where unlimited).
+        soft_limits: ``{joint: (lower, upper)}`` from the config.
+        margin: shrink every URDF limit by this much [rad or m].
+        velocity: scale of the URDF velocity limits, or ``{joint: limit}``.
+    """
+    lower, upper, vel = [], [], []
+    for name in names:
+        lo, hi, v = urdf[name]
+        if np.isfinite(lo) and np.isfinite(hi) and hi - lo > 2 * margin:
+            lo, hi = lo + margin, hi - margin
+        if name in soft_limits:
+            lo, hi = max(lo, soft_limits[name][0]), min(hi, soft_limits[name][1])
+        v = float(velocity.get(name, v)) if isinstance(velocity, Mapping) else v * velocity
+        lower.append(lo)
+        upper.append(hi)
+        vel.append(v if np.isfinite(v) and v > 0 else np.inf)
+    return JointLimits(
+        tuple(names),
+        np.array(lower, dtype=np.float64),
+        np.array(upper, dtype=np.float64),
+        np.array(vel, dtype=np.float64),
+    )
+
+
+class ModeMachine:
+    """The arm/disarm/e-stop/fault state machine.
+
+    Starts disarmed; ``enable`` arms; any fault disarms into ``faulted``; an
+    e-stop latches until ``reset``; ``reset`` returns to ``disarmed`` (never
+    straight to armed: torque comes back only on an explicit enable).
+    """
+
+    def __init__(self) -> None:
+        self.mode = Mode.DISARMED
+
+    def require(self, command: str, *allowed: Mode) -> None:
+        """Raise ``RuntimeStateError`` unless the mode is one of ``allowed``."""
+        if self.mode not in allowed:
+            hint = {
+                Mode.ESTOPPED: "the e-stop is latched; send reset first",
+                Mode.FAULTED: "a fault is active; send reset (and reboot if a servo latched it)",
+                Mode.DISARMED: "the robot is disarmed; send enable first",
+                Mode.ARMED: "the robot is armed; send disable first",
+            }[self.mode]
+            raise RuntimeStateError(command, self.mode.value, hint)
+
+    def enable(self) -> None:
+        """Go from disarmed to armed."""
+        self.require("enable", Mode.DISARMED, Mode.ARMED)
+        self.mode = Mode.ARMED
+
+    def disable(self) -> None:
+        """Go from armed to disarmed (an e-stop or fault stays latched)."""
+        if self.mode is Mode.ARMED:
+            self.mode = Mode.DISARMED
+
+    def estop(self) -> None:
+        """Latch the e-stop, from any mode."""
+        self.mode = Mode.ESTOPPED
+
+    def fault(self) -> None:
+        """Go to faulted from armed or disarmed (an e-stop stays latched)."""
+        if self.mode is not Mode.ESTOPPED:
+            self.mode = Mode.FAULTED
+
+    def reset(self) -> None:
+        """Clear an e-stop or fault: back to disarmed."""
+        self.require("reset", Mode.ESTOPPED, Mode.FAULTED, Mode.DISARMED)
+        self.mode = Mode.DISARMED

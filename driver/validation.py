@@ -1,0 +1,211 @@
+"""Cross-checks of a robot config against its URDF, the servo tables and the bus budget.
+
+Each check raises :class:`~hilbot.driver.errors.ConfigError` with the path of the
+field at fault; all of them run at load, before any port is opened.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import Any
+
+from hilbot.driver.chains import make_solver, split_options
+from hilbot.driver.config import RobotConfig, SolverKind
+from hilbot.driver.errors import ConfigError
+
+LIMIT_SLACK = 1e-6  # [rad] rounding allowed when comparing limits with a servo's range
+
+
+@functools.cache
+def _load_robot_cached(path: Path, mtime: float) -> Any:
+    from hilbot.kinematics import load_urdf
+
+    return load_urdf(path)
+
+
+def load_robot(urdf: Path) -> Any:
+    """Load (and cache, per file and modification time) the URDF of a config."""
+    path = Path(urdf).resolve()
+    return _load_robot_cached(path, path.stat().st_mtime)
+
+
+def check_config(config: RobotConfig, *, source: Path | None = None) -> Any:
+    """Run every cross-check; return the loaded robot model.
+
+    Raises:
+        ConfigError: the first problem found, with the field path.
+    """
+    from hilbot.kinematics import KinematicsError
+
+    if not config.urdf.is_file():
+        raise ConfigError(source, ("urdf",), f"URDF file not found: {config.urdf}")
+    try:
+        robot = load_robot(config.urdf)
+    except KinematicsError as exc:
+        raise ConfigError(source, ("urdf",), f"cannot load the URDF: {exc}") from exc
+    _check_joints(config, robot, source)
+    _check_chains(config, robot, source)
+    _check_servo_ranges(config, robot, source)
+    _check_rate(config, source)
+    return robot
+
+
+def _movable(robot: Any) -> list[str]:
+    return [n for n, j in robot.joints.items() if j.is_movable and j.mimic is None]
+
+
+def _unknown_joint(robot: Any, joint: str) -> str:
+    return f"unknown joint {joint!r}; the URDF's movable joints are: {', '.join(_movable(robot))}"
+
+
+def _check_joints(config: RobotConfig, robot: Any, source: Path | None) -> None:
+    movable = set(_movable(robot))
+    for i, servo in enumerate(config.servos):
+        if servo.joint not in movable:
+            raise ConfigError(source, ("servos", i, "joint"), _unknown_joint(robot, servo.joint))
+        if robot.joints[servo.joint].dof != 1:
+            raise ConfigError(
+                source, ("servos", i, "joint"), f"joint {servo.joint!r} has more than one DoF"
+            )
+    driven = set(config.joint_names)
+    for field, mapping in (
+        ("home", config.home),
+        ("safety.soft_limits", config.safety.soft_limits),
+    ):
+        for joint in mapping:
+            if joint not in driven:
+                raise ConfigError(
+                    source, (*field.split("."), joint), _unknown_driven(config, joint)
+                )
+    if isinstance(config.safety.velocity_limit, dict):
+        for joint in config.safety.velocity_limit:
+            if joint not in driven:
+                raise ConfigError(
+                    source, ("safety", "velocity_limit", joint), _unknown_driven(config, joint)
+                )
+    for joint, value in config.home.items():
+        lower, upper = robot.joints[joint].bounds()
+        soft = config.safety.soft_limits.get(joint, (lower, upper))
+        lower, upper = max(lower, soft[0]), min(upper, soft[1])
+        if not lower - LIMIT_SLACK <= value <= upper + LIMIT_SLACK:
+            raise ConfigError(
+                source, ("home", joint), f"{value} is outside the joint's limits [{lower}, {upper}]"
+            )
+
+
+def _unknown_driven(config: RobotConfig, joint: str) -> str:
+    return f"unknown joint {joint!r}; the servos drive: {', '.join(config.joint_names)}"
+
+
+def _check_chains(config: RobotConfig, robot: Any, source: Path | None) -> None:
+    from hilbot.kinematics import NotAnAncestor, UnknownLink
+
+    driven = set(config.joint_names)
+    for i, chain in enumerate(config.chains):
+        try:
+            joints = robot.path_joints(chain.source_link, chain.target_link)
+        except UnknownLink as exc:
+            role = getattr(exc, "role", "source")
+            field = "target_link" if role == "target" else "source_link"
+            raise ConfigError(source, ("chains", i, field), str(exc)) from exc
+        except NotAnAncestor as exc:
+            raise ConfigError(
+                source,
+                ("chains", i, "source_link"),
+                f"{chain.source_link!r} is not an ancestor of {chain.target_link!r}: {exc}",
+            ) from exc
+        moving = [j for j in joints if j.dof > 0]
+        if not moving:
+            raise ConfigError(
+                source, ("chains", i), "the chain has no movable joint between its links"
+            )
+        for joint in moving:
+            if joint.name not in driven:
+                raise ConfigError(
+                    source,
+                    ("chains", i),
+                    f"chain joint {joint.name!r} is not driven by any servo",
+                )
+        try:
+            make_solver(chain.solver, split_options(chain.options)[1])
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                source, ("chains", i, "options"), f"the {chain.solver} solver rejects them: {exc}"
+            ) from exc
+        if chain.solver is SolverKind.FABRIK and any(j.dof > 1 for j in moving):
+            raise ConfigError(
+                source, ("chains", i, "solver"), "fabrik cannot solve multi-DoF joints"
+            )
+
+
+def _check_servo_ranges(config: RobotConfig, robot: Any, source: Path | None) -> None:
+    from hilbot.hal.dynamixel.tables import model
+
+    for i, servo in enumerate(config.servos):
+        try:
+            spec = model(servo.model)
+        except KeyError as exc:
+            raise ConfigError(source, ("servos", i, "model"), str(exc.args[0])) from exc
+        bus = config.bus_named(servo.bus)
+        if spec.protocol != bus.protocol:
+            raise ConfigError(
+                source,
+                ("servos", i, "model"),
+                f"{spec.name} speaks protocol {spec.protocol}.0 but bus {bus.name!r} "
+                f"is protocol {bus.protocol}.0",
+            )
+        try:
+            spec.baud_value(bus.baudrate)
+        except ValueError as exc:
+            raise ConfigError(
+                source, ("buses", _bus_index(config, bus.name), "baudrate"), str(exc)
+            ) from exc
+        scale = servo.direction * spec.radians_per_tick / servo.gear_ratio
+        ends = sorted(
+            servo.offset + scale * (tick - spec.center_tick)
+            for tick in (spec.position_min, spec.position_max)
+        )
+        lower, upper = robot.joints[servo.joint].bounds()
+        soft = config.safety.soft_limits.get(servo.joint)
+        if soft is not None:
+            lower, upper = max(lower, soft[0]), min(upper, soft[1])
+        if not (math.isfinite(lower) and math.isfinite(upper)):
+            raise ConfigError(
+                source,
+                ("safety", "soft_limits", servo.joint),
+                f"joint {servo.joint!r} is unlimited in the URDF; servo {servo.id} "
+                f"({spec.name}) can only reach [{ends[0]:.4f}, {ends[1]:.4f}]: give soft limits",
+            )
+        if lower < ends[0] - LIMIT_SLACK or upper > ends[1] + LIMIT_SLACK:
+            raise ConfigError(
+                source,
+                ("servos", i),
+                f"joint {servo.joint!r} limits [{lower:.4f}, {upper:.4f}] exceed the range "
+                f"of servo {servo.id} ({spec.name}, offset {servo.offset}, direction "
+                f"{servo.direction}): [{ends[0]:.4f}, {ends[1]:.4f}]; fix the offset or "
+                "narrow the limits with safety.soft_limits",
+            )
+
+
+def _bus_index(config: RobotConfig, name: str) -> int:
+    return [b.name for b in config.buses].index(name)
+
+
+def _check_rate(config: RobotConfig, source: Path | None) -> None:
+    from hilbot.hal.dynamixel.timing import max_cycle_rate
+
+    for b, bus in enumerate(config.buses):
+        servos = config.servo_specs(bus.name)
+        if not servos:
+            raise ConfigError(source, ("buses", b), f"no servo is on bus {bus.name!r}")
+        limit = max_cycle_rate(bus.bus_spec(), servos)
+        if config.rate_hz > limit:
+            raise ConfigError(
+                source,
+                ("rate_hz",),
+                f"{config.rate_hz:g} Hz is more than bus {bus.name!r} can carry: "
+                f"{len(servos)} servos at {bus.baudrate} bit/s allow at most {limit:.0f} Hz "
+                "(one sync read and one sync write per cycle)",
+            )
