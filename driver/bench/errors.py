@@ -1,0 +1,66 @@
+"""Errors of the bench: bad scenarios, unreadable recordings, unsupported set-ups.
+
+::
+
+    BenchError
+    ├── ScenarioError        a scenario file that does not validate (with field paths)
+    ├── RecordingError       a recording file that cannot be read or written
+    └── UnsupportedStep      a scenario step the chosen backend cannot perform
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+
+class BenchError(Exception):
+    """Root of the bench errors."""
+
+
+class ScenarioError(BenchError, ValueError):
+    """A scenario that does not validate.
+
+    Attributes:
+        path: the scenario file, or ``None`` for an in-memory scenario.
+        problems: ``(field path, message)`` pairs, e.g. ``("steps.2.radius", "...")``.
+    """
+
+    def __init__(self, path: Path | None, problems: Sequence[tuple[str, str]]) -> None:
+        self.path = path
+        self.problems = tuple(problems)
+        where = f"{path}: " if path is not None else ""
+        lines = "; ".join(f"{loc or '<root>'}: {msg}" for loc, msg in self.problems)
+        super().__init__(f"{where}invalid scenario: {lines}")
+
+
+class RecordingError(BenchError):
+    """A recording file that cannot be read or written.
+
+    Attributes:
+        path: the file.
+        reason: what was wrong with it.
+    """
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class UnsupportedStep(BenchError):
+    """A scenario step that the chosen backend cannot perform.
+
+    Attributes:
+        step: index of the step in the scenario.
+        kind: the step's kind, e.g. ``"fault"``.
+        backend: the backend name, e.g. ``"dynamixel"``.
+        reason: why, and what to use instead.
+    """
+
+    def __init__(self, step: int, kind: str, backend: str, reason: str) -> None:
+        self.step = step
+        self.kind = kind
+        self.backend = backend
+        self.reason = reason
+        super().__init__(f"step {step} ({kind}) cannot run on the {backend} backend: {reason}")

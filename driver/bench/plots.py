@@ -1,0 +1,135 @@
+"""PNG plots of a recording, drawn with matplotlib's Agg canvas (no display needed).
+
+``Figure`` objects are built directly (not through ``pyplot``), so plotting
+keeps no global state and works in threads and on headless machines.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from hilbot.driver.bench.metrics import LATENESS_BINS, ee_errors
+from hilbot.driver.bench.recording import Recording
+
+DPI = 80
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    FigureCanvasAgg(fig)
+    fig.savefig(path, dpi=DPI)
+    return path
+
+
+def plot_joints(recording: Recording, path: Path) -> Path:
+    """Commanded, target and measured position per joint over time."""
+    names = recording.header.joint_names
+    t = recording["t"]
+    fig = Figure(figsize=(8, 1.6 * max(len(names), 1) + 0.6), layout="constrained")
+    axes = fig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
+    for j, (ax, name) in enumerate(zip(axes, names, strict=True)):
+        ax.plot(t, recording["q_target"][:, j], color="0.6", lw=1, ls="--", label="target")
+        ax.plot(t, recording["q_command"][:, j], color="C0", lw=1.2, label="commanded")
+        ax.plot(t, recording["q_measured"][:, j], color="C1", lw=1, label="measured")
+        clamped = np.flatnonzero(recording["clamped"][:, j])
+        if clamped.size:
+            ax.plot(t[clamped], recording["q_command"][clamped, j], "r.", ms=3, label="clamped")
+        ax.set_ylabel(f"{name}\n[rad]")
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="upper right", fontsize="small", ncols=4)
+    axes[-1].set_xlabel("time [s]")
+    fig.suptitle("joints: commanded vs measured")
+    return _save(fig, path)
+
+
+def plot_end_effectors(recording: Recording, path: Path) -> Path:
+    """Per chain: path vs target in the x-y and x-z planes, and the error over time."""
+    chains = recording.header.chain_names
+    t = recording["t"]
+    errors = ee_errors(recording)
+    fig = Figure(figsize=(10, 3.2 * max(len(chains), 1)), layout="constrained")
+    axes = fig.subplots(max(len(chains), 1), 3, squeeze=False)
+    for c, name in enumerate(chains):
+        measured = recording["ee_measured"][:, c]
+        target = recording["ee_target"][:, c]
+        for ax, (i, k) in zip(axes[c, :2], ((0, 1), (0, 2)), strict=True):
+            ax.plot(target[:, i], target[:, k], color="0.5", ls="--", lw=1, label="target")
+            ax.plot(measured[:, i], measured[:, k], color="C1", lw=1, label="measured")
+            ax.set_xlabel(f"{'xyz'[i]} [m]")
+            ax.set_ylabel(f"{'xyz'[k]} [m]")
+            ax.set_aspect("equal", adjustable="datalim")
+            ax.grid(alpha=0.3)
+        axes[c, 0].set_title(f"{name}: path (top view)")
+        axes[c, 1].set_title(f"{name}: path (side view)")
+        axes[c, 0].legend(fontsize="small")
+        axes[c, 2].plot(t, errors[:, c] * 1e3, color="C3", lw=1)
+        axes[c, 2].set_xlabel("time [s]")
+        axes[c, 2].set_ylabel("error [mm]")
+        axes[c, 2].set_title(f"{name}: position error")
+        axes[c, 2].grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def plot_lateness(recording: Recording, path: Path) -> Path:
+    """Histogram of cycle lateness on a log time axis."""
+    lateness = np.clip(recording["lateness"], LATENESS_BINS[1], LATENESS_BINS[-1])
+    fig = Figure(figsize=(6, 3.2), layout="constrained")
+    ax = fig.subplots()
+    ax.hist(lateness * 1e6, bins=(LATENESS_BINS[1:] * 1e6).tolist(), color="C0")
+    ax.set_xscale("log")
+    ax.set_xlabel("cycle lateness [µs] (values below 1 µs shown at 1 µs)")
+    ax.set_ylabel("cycles")
+    p99 = float(np.percentile(recording["lateness"], 99)) if lateness.size else 0.0
+    label = f"p99 {p99 * 1e6:.0f} µs"
+    ax.axvline(max(p99, LATENESS_BINS[1]) * 1e6, color="C3", ls="--", label=label)
+    ax.legend(fontsize="small")
+    ax.set_title(f"loop timing at {recording.header.rate_hz:g} Hz")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def plot_overview(recording: Recording, path: Path) -> Path:
+    """One small figure for documentation: a joint, the first chain's path, the lateness."""
+    t = recording["t"]
+    fig = Figure(figsize=(9, 3), layout="constrained")
+    ax_joint, ax_path, ax_late = fig.subplots(1, 3)
+    j = int(np.nanargmax(np.nanstd(recording["q_command"], axis=0))) if recording.n_cycles else 0
+    ax_joint.plot(t, recording["q_command"][:, j], label="commanded")
+    ax_joint.plot(t, recording["q_measured"][:, j], label="measured")
+    ax_joint.set_title(f"{recording.header.joint_names[j]}")
+    ax_joint.set_xlabel("time [s]")
+    ax_joint.set_ylabel("[rad]")
+    ax_joint.legend(fontsize="small")
+    if recording.header.chain_names:
+        target = recording["ee_target"][:, 0]
+        measured = recording["ee_measured"][:, 0]
+        ax_path.plot(target[:, 0], target[:, 1], "--", color="0.5", label="target")
+        ax_path.plot(measured[:, 0], measured[:, 1], color="C1", label="measured")
+        ax_path.set_aspect("equal", adjustable="datalim")
+        ax_path.set_title(f"{recording.header.chain_names[0]} path (top view)")
+        ax_path.set_xlabel("x [m]")
+        ax_path.set_ylabel("y [m]")
+        ax_path.legend(fontsize="small")
+    lateness = np.clip(recording["lateness"], LATENESS_BINS[1], LATENESS_BINS[-1])
+    ax_late.hist(lateness * 1e6, bins=(LATENESS_BINS[1:] * 1e6).tolist())
+    ax_late.set_xscale("log")
+    ax_late.set_xlabel("lateness [µs]")
+    ax_late.set_title("cycle lateness")
+    for ax in (ax_joint, ax_path, ax_late):
+        ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def plot_all(recording: Recording, out_dir: Path) -> list[Path]:
+    """Write ``joints.png``, ``end_effector.png`` and ``lateness.png`` into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [
+        plot_joints(recording, out_dir / "joints.png"),
+        plot_lateness(recording, out_dir / "lateness.png"),
+    ]
+    if recording.header.chain_names:
+        paths.append(plot_end_effectors(recording, out_dir / "end_effector.png"))
+    return paths

@@ -1,0 +1,295 @@
+"""The recording file: every control cycle as numpy channels plus a JSON header.
+
+A recording is one compressed ``.npz`` (``numpy.savez_compressed``), readable
+without pickle: the array ``header`` holds a JSON document (format version,
+hilbot/numpy/python versions, the robot config, the scenario, backend, joint
+and chain names), every other array is a channel with one row per cycle
+(``N`` cycles, ``J`` joints, ``C`` chains):
+
+======================  ============  ==========================================
+channel                 shape         meaning
+======================  ============  ==========================================
+``cycle``               (N,)          cycle index since the runtime started
+``t``                   (N,)          scheduled cycle time [s] since the first cycle
+``lateness``            (N,)          how late the cycle started [s]
+``cycle_time``          (N,)          time the cycle's work took [s]
+``ik_time``             (N,)          time spent in IK [s]
+``mode``                (N,)          index into ``header["modes"]``
+``q_measured``          (N, J)        joint positions read this cycle [rad or m]
+``qd_measured``         (N, J)        joint velocities read [rad/s or m/s]
+``q_target``            (N, J)        joint targets (NaN: none for that joint)
+``q_ik``                (N, J)        IK result before safety (NaN: no IK ran)
+``q_command``           (N, J)        goal positions written (NaN: nothing written)
+``clamped``             (N, J)        clamp kinds applied, bit flags of ``ClampKind``
+``hw_errors``           (N, J)        hardware-error flags read (``HardwareErrorFlags``)
+``ee_target``           (N, C, 3)     end-effector position target [m] (NaN: none)
+``ee_measured``         (N, C, 3)     forward kinematics of ``q_measured`` [m]
+``ik_residual``         (N, C)        IK position residual [m] (NaN: no IK)
+``bus_errors``          (N,)          bus errors so far (timeouts + CRC + servo errors)
+``clamp_events``        (K, 5)        cycle, joint index, ClampKind, before, after
+======================  ============  ==========================================
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+import json
+import platform
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hilbot import __version__
+from hilbot.driver.bench.errors import RecordingError
+
+FORMAT = "hilbot-recording"
+FORMAT_VERSION = 1
+
+
+class ClampKind(enum.IntFlag):
+    """Why the safety layer changed a joint's command (bit flags, several per cycle)."""
+
+    NONE = 0
+    LIMIT = 1  # outside the joint limits (URDF ∩ soft limits)
+    DELTA = 2  # more than the per-cycle max delta
+    VELOCITY = 4  # faster than the velocity limit
+    NONFINITE = 8  # NaN or inf rejected
+
+    @classmethod
+    def parse(cls, name: str) -> ClampKind:
+        """Map a clamp-kind name from the runtime (``"limit"``, ``"max_delta"``, ...) to a flag."""
+        key = name.lower()
+        for alias, kind in _CLAMP_ALIASES.items():
+            if alias in key:
+                return kind
+        return cls.LIMIT
+
+
+_CLAMP_ALIASES = {
+    "delta": ClampKind.DELTA,
+    "vel": ClampKind.VELOCITY,
+    "nan": ClampKind.NONFINITE,
+    "finite": ClampKind.NONFINITE,
+    "limit": ClampKind.LIMIT,
+}
+
+#: channel -> (dtype, trailing shape kind): "" per cycle, "J" per joint, "C" per chain,
+#: "C3" per chain xyz; events have their own row count.
+CHANNELS: dict[str, tuple[type[np.generic], str]] = {
+    "cycle": (np.int64, ""),
+    "t": (np.float64, ""),
+    "lateness": (np.float64, ""),
+    "cycle_time": (np.float64, ""),
+    "ik_time": (np.float64, ""),
+    "mode": (np.int8, ""),
+    "q_measured": (np.float64, "J"),
+    "qd_measured": (np.float64, "J"),
+    "q_target": (np.float64, "J"),
+    "q_ik": (np.float64, "J"),
+    "q_command": (np.float64, "J"),
+    "clamped": (np.uint8, "J"),
+    "hw_errors": (np.uint8, "J"),
+    "ee_target": (np.float64, "C3"),
+    "ee_measured": (np.float64, "C3"),
+    "ik_residual": (np.float64, "C"),
+    "bus_errors": (np.int64, ""),
+}
+CLAMP_EVENT_COLUMNS = ("cycle", "joint", "kind", "before", "after")
+#: Channels that are NaN (no value) rather than zero when a cycle has nothing to record.
+NAN_FILLED = frozenset({"q_target", "q_ik", "q_command", "ee_target", "ee_measured", "ik_residual"})
+
+
+def channel_shape(kind: str, n: int, joints: int, chains: int) -> tuple[int, ...]:
+    """Return the array shape of a channel of shape kind ``kind`` for ``n`` cycles."""
+    return {
+        "": (n,),
+        "J": (n, joints),
+        "C": (n, chains),
+        "C3": (n, chains, 3),
+    }[kind]
+
+
+@dataclass
+class RecordingHeader:
+    """What a recording was made of: enough to run it again.
+
+    Attributes:
+        joint_names: the ``J`` joints, in channel column order.
+        chain_names: the ``C`` chains, in channel order.
+        rate_hz: the loop rate [Hz].
+        modes: runtime mode names; the ``mode`` channel indexes this list.
+        backend: ``"sim"``, ``"virtual"`` or ``"dynamixel"``.
+        config_path: the robot config file (as given), for replay.
+        config: the robot config as a JSON-able mapping.
+        scenario: the scenario as a mapping, or ``None`` (``hilbot run --record``).
+        clock: ``"fake"`` (deterministic) or ``"monotonic"``.
+        faults: fault injections and other timed notes, ``{"cycle", "kind", ...}``.
+        versions: hilbot, numpy and python versions that wrote the file.
+    """
+
+    joint_names: tuple[str, ...]
+    chain_names: tuple[str, ...]
+    rate_hz: float
+    modes: tuple[str, ...] = ("disarmed", "armed", "estopped", "faulted")
+    backend: str = "sim"
+    config_path: str | None = None
+    config: dict[str, Any] | None = None
+    scenario: dict[str, Any] | None = None
+    clock: str = "monotonic"
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """Serialise to the JSON document stored in the file."""
+        doc = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "joint_names": list(self.joint_names),
+            "chain_names": list(self.chain_names),
+            "rate_hz": self.rate_hz,
+            "modes": list(self.modes),
+            "backend": self.backend,
+            "config_path": self.config_path,
+            "config": self.config,
+            "scenario": self.scenario,
+            "clock": self.clock,
+            "faults": self.faults,
+            "versions": self.versions or current_versions(),
+        }
+        return json.dumps(doc, default=_json_default)
+
+    @classmethod
+    def from_json(cls, text: str, path: Path) -> RecordingHeader:
+        """Parse the header document; raises ``RecordingError`` naming what is wrong."""
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RecordingError(path, f"the header is not JSON: {exc}") from exc
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise RecordingError(path, f"not a {FORMAT} file (header 'format' missing)")
+        if doc.get("format_version") != FORMAT_VERSION:
+            raise RecordingError(
+                path,
+                f"format version {doc.get('format_version')!r} is not supported "
+                f"(this hilbot reads version {FORMAT_VERSION})",
+            )
+        try:
+            return cls(
+                joint_names=tuple(doc["joint_names"]),
+                chain_names=tuple(doc["chain_names"]),
+                rate_hz=float(doc["rate_hz"]),
+                modes=tuple(doc["modes"]),
+                backend=str(doc["backend"]),
+                config_path=doc.get("config_path"),
+                config=doc.get("config"),
+                scenario=doc.get("scenario"),
+                clock=str(doc.get("clock", "monotonic")),
+                faults=list(doc.get("faults", [])),
+                versions=dict(doc.get("versions", {})),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordingError(path, f"header field missing or malformed: {exc}") from exc
+
+
+def current_versions() -> dict[str, str]:
+    """Return the versions that matter for reproducing a run."""
+    return {"hilbot": __version__, "numpy": np.__version__, "python": platform.python_version()}
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Path):
+        return value.as_posix()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple | set | frozenset):
+        return list(value)
+    raise TypeError(f"cannot store {type(value).__name__} in a recording header")
+
+
+@dataclass
+class Recording:
+    """A finished recording: the header and its channels (see the module docstring)."""
+
+    header: RecordingHeader
+    channels: dict[str, NDArray[Any]]
+
+    def __post_init__(self) -> None:
+        self._validate(Path("<memory>"))
+
+    @property
+    def n_cycles(self) -> int:
+        """Number of recorded cycles."""
+        return int(self.channels["t"].shape[0])
+
+    def __getitem__(self, name: str) -> NDArray[Any]:
+        return self.channels[name]
+
+    @property
+    def clamp_events(self) -> NDArray[np.float64]:
+        """Clamp events, one row per event: cycle, joint index, kind, before, after."""
+        return self.channels.get("clamp_events", np.zeros((0, 5)))
+
+    def save(self, path: str | Path) -> Path:
+        """Write the recording as a compressed ``.npz``; returns the path written."""
+        path = Path(path)
+        # typed Any: numpy's stub types **kwds as if they could be its allow_pickle flag
+        arrays: dict[str, Any] = {n: np.ascontiguousarray(a) for n, a in self.channels.items()}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("wb") as fh:
+                np.savez_compressed(fh, header=np.array(self.header.to_json()), **arrays)
+        except OSError as exc:
+            raise RecordingError(path, f"cannot write: {exc.strerror}") from exc
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Recording:
+        """Read a recording written by ``save``.
+
+        Raises:
+            RecordingError: missing, not a recording, a newer format, or channels
+                with the wrong shape.
+        """
+        path = Path(path)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise RecordingError(path, f"cannot read: {exc.strerror}") from exc
+        try:
+            with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
+                arrays = {name: npz[name] for name in npz.files}
+        except (ValueError, OSError, zipfile.BadZipFile) as exc:
+            raise RecordingError(path, f"not a numpy .npz recording: {exc}") from exc
+        if "header" not in arrays:
+            raise RecordingError(path, "no 'header' array: not a hilbot recording")
+        header = RecordingHeader.from_json(str(arrays.pop("header")), path)
+        recording = cls.__new__(cls)
+        recording.header = header
+        recording.channels = arrays
+        recording._validate(path)
+        return recording
+
+    def _validate(self, path: Path) -> None:
+        missing = sorted(set(CHANNELS) - set(self.channels))
+        if missing:
+            raise RecordingError(path, f"channels missing: {', '.join(missing)}")
+        n = self.channels["t"].shape[0]
+        joints, chains = len(self.header.joint_names), len(self.header.chain_names)
+        for name, (_, kind) in CHANNELS.items():
+            want = channel_shape(kind, n, joints, chains)
+            if self.channels[name].shape != want:
+                raise RecordingError(
+                    path, f"channel {name!r} has shape {self.channels[name].shape}, expected {want}"
+                )
+        events = self.channels.get("clamp_events")
+        if events is not None and (events.ndim != 2 or events.shape[1] != 5):
+            raise RecordingError(path, f"clamp_events has shape {events.shape}, expected (K, 5)")

@@ -1,0 +1,287 @@
+"""Scenario files: a timed list of steps and the thresholds a run must meet.
+
+A scenario is YAML, validated into frozen pydantic models (a bad field fails
+at load with its path, e.g. ``steps.2.radius``)::
+
+    name: openmanipulator_circle
+    description: a 3 cm circle in the horizontal plane
+    steps:
+      - {kind: command, command: enable}
+      - {kind: move_joints, duration: 1.0}          # to the config's home pose
+      - {kind: cartesian_circle, chain: arm, radius: 0.03, period: 3.0}
+    thresholds: {ee_rms_max: 0.005, clamp_events_max: 0}
+
+Durations are in [s], distances in [m], angles in [rad].
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from hilbot.driver.bench.errors import ScenarioError
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+Vector3 = tuple[float, float, float]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class HoldStep(_Model):
+    """Hold the current joint positions (a fresh target every cycle, so the watchdog stays fed)."""
+
+    kind: Literal["hold"]
+    duration: PositiveFloat
+
+
+class MoveJointsStep(_Model):
+    """Move smoothly (minimum jerk) to joint positions; the config's home pose when omitted."""
+
+    kind: Literal["move_joints"]
+    duration: PositiveFloat
+    positions: dict[str, float] | None = None
+
+
+class JointSweepStep(_Model):
+    """Sweep joints sinusoidally around where they are, within their limits.
+
+    ``amplitude`` is a fraction of the half-range, cut so the sweep stays
+    ``margin`` [rad] inside the limits. ``sequential`` sweeps one joint after
+    the other (``cycles`` periods each), otherwise all together.
+    """
+
+    kind: Literal["joint_sweep"]
+    joints: tuple[str, ...] | None = None
+    amplitude: float = Field(default=0.5, gt=0, le=1)
+    period: PositiveFloat = 2.0
+    cycles: int = Field(default=1, ge=1)
+    margin: float = Field(default=0.05, ge=0)
+    sequential: bool = True
+
+
+class CartesianLineStep(_Model):
+    """Move a chain's end effector along a straight line (minimum-jerk timing).
+
+    Give ``offset`` (relative to where the end effector is) or ``to`` (absolute,
+    in the chain's source frame). With ``back``, return along the same line.
+    """
+
+    kind: Literal["cartesian_line"]
+    chain: str
+    duration: PositiveFloat
+    offset: Vector3 | None = None
+    to: Vector3 | None = None
+    back: bool = False
+
+    @model_validator(mode="after")
+    def _one_goal(self) -> CartesianLineStep:
+        if (self.offset is None) == (self.to is None):
+            raise ValueError("give exactly one of 'offset' (relative) or 'to' (absolute)")
+        return self
+
+
+class CartesianCircleStep(_Model):
+    """Move a chain's end effector around a circle through its current position.
+
+    The circle lies in the plane with normal ``normal`` (source frame); its
+    centre is ``radius`` away from the start, towards ``towards`` (projected
+    onto the plane).
+    """
+
+    kind: Literal["cartesian_circle"]
+    chain: str
+    radius: PositiveFloat
+    period: PositiveFloat
+    cycles: int = Field(default=1, ge=1)
+    normal: Vector3 = (0.0, 0.0, 1.0)
+    towards: Vector3 = (-1.0, 0.0, 0.0)
+
+
+class StepResponseStep(_Model):
+    """Step joints by ``deltas`` [rad] from where they are, hold, and optionally step back."""
+
+    kind: Literal["step"]
+    deltas: dict[str, float] = Field(min_length=1)
+    hold: PositiveFloat = 1.0
+    back: bool = True
+
+
+class TeleopStep(_Model):
+    """Replay a recorded teleop session's targets (a recording ``.npz`` or a ``.csv``).
+
+    A CSV has the header ``t,chain,x,y,z`` (times [s] from the start, positions
+    [m] in the chain's source frame); ``relative`` shifts the whole trace so it
+    starts where the end effector is.
+    """
+
+    kind: Literal["teleop"]
+    file: str
+    chain: str | None = None
+    relative: bool = True
+    speed: PositiveFloat = 1.0
+
+
+class CommandName(enum.StrEnum):
+    """Runtime commands a scenario may send (the runtime's ``Command`` values)."""
+
+    ENABLE = "enable"
+    DISABLE = "disable"
+    ESTOP = "estop"
+    RESET = "reset"
+    HOME = "home"
+    REBOOT = "reboot"
+
+
+class CommandStep(_Model):
+    """Send a runtime command, then let ``wait`` [s] pass (holding the last target)."""
+
+    kind: Literal["command"]
+    command: CommandName
+    wait: float = Field(default=0.0, ge=0)
+
+
+class FaultAction(enum.StrEnum):
+    """Faults the virtual bus (and partly the simulated backend) can inject."""
+
+    DROP_REPLIES = "drop_replies"
+    CORRUPT = "corrupt"
+    UNPLUG = "unplug"
+    OVERLOAD = "overload"
+    OVERHEATING = "overheating"
+
+
+class FaultStep(_Model):
+    """Inject a fault on one servo for ``duration`` [s], then clear it.
+
+    ``rate`` is the fraction of replies dropped or corrupted (``drop_replies``,
+    ``corrupt``). Hardware-error faults (``overload``, ``overheating``) latch in
+    the servo as real firmware does; a later ``command: reboot`` clears them.
+    """
+
+    kind: Literal["fault"]
+    action: FaultAction
+    joint: str
+    duration: PositiveFloat = 0.5
+    rate: float = Field(default=1.0, gt=0, le=1)
+
+
+Step = Annotated[
+    HoldStep
+    | MoveJointsStep
+    | JointSweepStep
+    | CartesianLineStep
+    | CartesianCircleStep
+    | StepResponseStep
+    | TeleopStep
+    | CommandStep
+    | FaultStep,
+    Field(discriminator="kind"),
+]
+
+
+class Thresholds(_Model):
+    """Pass/fail limits of a run; every limit left out is not checked.
+
+    Tracking errors in [m] (end effector) or [rad] (joints), timing in [s].
+    """
+
+    ee_rms_max: float | None = Field(default=None, ge=0)
+    ee_max_max: float | None = Field(default=None, ge=0)
+    joint_rms_max: float | None = Field(default=None, ge=0)
+    joint_max_max: float | None = Field(default=None, ge=0)
+    lateness_p99_max: float | None = Field(default=None, ge=0)
+    rate_min_fraction: float | None = Field(default=None, gt=0, le=1)
+    overruns_max: int | None = Field(default=None, ge=0)
+    clamp_events_max: int | None = Field(default=None, ge=0)
+    faults_max: int | None = Field(default=None, ge=0)
+    faults_min: int | None = Field(default=None, ge=0)
+    final_mode: str | None = None
+
+
+class Scenario(_Model):
+    """A bench scenario: steps run in order, then the thresholds are checked."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    rate_hz: float | None = Field(default=None, gt=0)
+    steps: tuple[Step, ...] = Field(min_length=1)
+    thresholds: Thresholds = Thresholds()
+
+    def duration(self) -> float:
+        """Return the scripted duration [s] (a teleop step counts as zero: its file sets it)."""
+        return sum(step_duration(step) for step in self.steps)
+
+    def scaled(self, factor: float) -> Scenario:
+        """Return a copy whose timed steps last ``factor`` times as long (short test runs)."""
+        if not factor > 0:
+            raise ValueError(f"duration scale must be positive, got {factor!r}")
+        steps = [_scale_step(step, factor) for step in self.steps]
+        return self.model_copy(update={"steps": tuple(steps)})
+
+
+_TIMED_FIELDS = ("duration", "period", "hold", "wait")
+
+
+def _scale_step(step: Any, factor: float) -> Any:
+    update = {f: getattr(step, f) * factor for f in _TIMED_FIELDS if hasattr(step, f)}
+    if isinstance(step, TeleopStep):
+        update["speed"] = step.speed / factor
+    return step.model_copy(update=update)
+
+
+def step_duration(step: Any) -> float:
+    """Return the scripted duration [s] of one step (zero for a teleop step)."""
+    match step:
+        case HoldStep() | MoveJointsStep() | CartesianLineStep() | FaultStep():
+            return float(step.duration) * (2.0 if getattr(step, "back", False) else 1.0)
+        case JointSweepStep():
+            count = len(step.joints) if (step.sequential and step.joints) else 1
+            return float(step.period * step.cycles * count)
+        case CartesianCircleStep():
+            return float(step.period * step.cycles)
+        case StepResponseStep():
+            return float(step.hold * (2.0 if step.back else 1.0))
+        case CommandStep():
+            return float(step.wait)
+        case _:
+            return 0.0
+
+
+def parse_scenario(data: Mapping[str, Any], *, path: Path | None = None) -> Scenario:
+    """Validate a scenario given as a mapping (the parsed YAML).
+
+    Raises:
+        ScenarioError: with the path of every bad field and what was expected.
+    """
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            (".".join(str(part) for part in err["loc"]), err["msg"]) for err in exc.errors()
+        ]
+        raise ScenarioError(path, problems) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario YAML file.
+
+    Raises:
+        ScenarioError: the file is missing, is not YAML, or does not validate.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScenarioError(path, [("", f"cannot read the file: {exc.strerror}")]) from exc
+    except yaml.YAMLError as exc:
+        raise ScenarioError(path, [("", f"not valid YAML: {exc}")]) from exc
+    if not isinstance(data, Mapping):
+        raise ScenarioError(path, [("", "expected a mapping with 'name' and 'steps'")])
+    return parse_scenario(data, path=path)

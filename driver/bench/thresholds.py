@@ -1,0 +1,97 @@
+"""Check a report against a scenario's thresholds: which limits a run missed."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hilbot.driver.bench.metrics import BenchReport, ErrorStats
+from hilbot.driver.bench.scenario import Thresholds
+
+
+@dataclass(frozen=True)
+class ThresholdResult:
+    """One checked limit: its name, the limit, the measured value, and whether it passed."""
+
+    name: str
+    limit: float | str
+    value: float | str
+    passed: bool
+    detail: str = ""
+
+    def describe(self) -> str:
+        """One line for the terminal, e.g. ``ee_rms_max: 0.0071 > 0.005 (chain arm)``."""
+        verdict = "ok" if self.passed else "MISSED"
+        extra = f" ({self.detail})" if self.detail else ""
+        measured = f"measured {_fmt(self.value)}, limit {_fmt(self.limit)}"
+        return f"{verdict:6} {self.name}: {measured}{extra}"
+
+
+def _fmt(value: float | str) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _worst(stats: list[ErrorStats], attr: str) -> tuple[float, str]:
+    values = [(getattr(s, attr), s.name) for s in stats if s.samples]
+    if not values:
+        return float("nan"), "no samples"
+    value, name = max(values)
+    return float(value), name
+
+
+def _upper(name: str, limit: float, value: float, detail: str = "") -> ThresholdResult:
+    # A missing measurement (NaN) cannot prove the limit was met.
+    passed = not math.isnan(value) and value <= limit
+    return ThresholdResult(name, float(limit), float(value), passed, detail)
+
+
+def check_thresholds(report: BenchReport, thresholds: Thresholds) -> list[ThresholdResult]:
+    """Return one result per limit the scenario sets (limits left out are not checked)."""
+    results: list[ThresholdResult] = []
+    th = thresholds
+    for name, stats, attr, limit in (
+        ("ee_rms_max", report.end_effectors, "rms", th.ee_rms_max),
+        ("ee_max_max", report.end_effectors, "max", th.ee_max_max),
+        ("joint_rms_max", report.joints, "rms", th.joint_rms_max),
+        ("joint_max_max", report.joints, "max", th.joint_max_max),
+    ):
+        if limit is not None:
+            value, where = _worst(stats, attr)
+            results.append(_upper(name, limit, value, f"worst: {where}"))
+    timing = report.timing
+    if th.lateness_p99_max is not None:
+        results.append(_upper("lateness_p99_max", th.lateness_p99_max, timing.lateness_p99))
+    if th.rate_min_fraction is not None:
+        fraction = timing.achieved_rate_hz / timing.rate_hz
+        passed = not math.isnan(fraction) and fraction >= th.rate_min_fraction
+        results.append(
+            ThresholdResult(
+                "rate_min_fraction",
+                th.rate_min_fraction,
+                fraction,
+                passed,
+                f"{timing.achieved_rate_hz:.1f} of {timing.rate_hz:.1f} Hz",
+            )
+        )
+    counts = (
+        ("overruns_max", th.overruns_max, timing.overruns),
+        ("clamp_events_max", th.clamp_events_max, report.clamp_events),
+        ("faults_max", th.faults_max, len(report.faults)),
+    )
+    for name, limit_count, count in counts:
+        if limit_count is not None:
+            results.append(_upper(name, float(limit_count), float(count)))
+    if th.faults_min is not None:
+        found = len(report.faults)
+        results.append(
+            ThresholdResult(
+                "faults_min", float(th.faults_min), float(found), found >= th.faults_min
+            )
+        )
+    if th.final_mode is not None:
+        results.append(
+            ThresholdResult(
+                "final_mode", th.final_mode, report.final_mode, report.final_mode == th.final_mode
+            )
+        )
+    return results
