@@ -1,5 +1,54 @@
-"""Teleoperation over MQTT: message parsing, the broker bridge, the embedded broker."""
+"""Teleoperation over MQTT: message parsing, the broker bridge, the embedded broker.
 
+``serve(runtime, settings, url, robot_name=...)`` is what ``hilbot run`` calls;
+``TeleopPublisher`` is the client side (``hilbot teleop``, demos, tests).
+"""
+
+from hilbot.driver.teleop.bridge import TeleopBridge, TeleopCounters, TeleopRuntime
+from hilbot.driver.teleop.broker import EmbeddedBroker
+from hilbot.driver.teleop.errors import BrokerUrlError, EmbeddedBrokerError, TeleopError
+from hilbot.driver.teleop.messages import (
+    CommandMessage,
+    CommandName,
+    JointTarget,
+    MessageRejected,
+    PoseTarget,
+    Rejection,
+    RejectReason,
+    Vocabulary,
+    parse,
+)
+from hilbot.driver.teleop.patterns import Pattern, Plane
+from hilbot.driver.teleop.publisher import TeleopPublisher
+from hilbot.driver.teleop.serve import serve
 from hilbot.driver.teleop.settings import TeleopSettings, TlsSettings
+from hilbot.driver.teleop.topics import Topics
+from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
 
-__all__ = ["TeleopSettings", "TlsSettings"]
+__all__ = [
+    "BrokerUrl",
+    "BrokerUrlError",
+    "CommandMessage",
+    "CommandName",
+    "EmbeddedBroker",
+    "EmbeddedBrokerError",
+    "JointTarget",
+    "MessageRejected",
+    "Pattern",
+    "Plane",
+    "PoseTarget",
+    "RejectReason",
+    "Rejection",
+    "TeleopBridge",
+    "TeleopCounters",
+    "TeleopError",
+    "TeleopPublisher",
+    "TeleopRuntime",
+    "TeleopSettings",
+    "TlsSettings",
+    "Topics",
+    "Vocabulary",
+    "parse",
+    "parse_broker_url",
+    "serve",
+]

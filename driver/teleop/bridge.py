@@ -1,0 +1,427 @@
+"""The MQTT bridge: broker messages -> runtime targets and commands, runtime state -> telemetry.
+
+The bridge is the only part of teleop that does I/O. It never blocks the
+control loop: targets go into the runtime's latest-value slots
+(``set_target`` only validates and stores), commands run in their own task,
+and telemetry is published from a timer at ``state_rate_hz``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import ssl
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiomqtt
+
+from hilbot.driver.errors import DriverError
+from hilbot.driver.state import Command
+from hilbot.driver.teleop.backoff import Backoff
+from hilbot.driver.teleop.freshness import FreshnessFilter
+from hilbot.driver.teleop.inbox import conflating_queue
+from hilbot.driver.teleop.messages import (
+    CommandMessage,
+    CommandName,
+    JointTarget,
+    Message,
+    MessageRejected,
+    PoseTarget,
+    Rejection,
+    RejectReason,
+    Vocabulary,
+    parse,
+)
+from hilbot.driver.teleop.settings import TeleopSettings
+from hilbot.driver.teleop.telemetry import encode, state_payload, status_payload, to_jsonable
+from hilbot.driver.teleop.topics import Topics
+from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
+
+#: Error-topic messages per second; beyond that rejections are only counted.
+ERROR_RATE_LIMIT = 50
+#: Commands waiting to run; more are refused (e-stop never waits here).
+COMMAND_QUEUE = 16
+#: Seconds to wait for a publish before treating the broker as gone.
+PUBLISH_TIMEOUT_S = 2.0
+
+
+class TeleopRuntime(Protocol):
+    """The part of ``hilbot.driver.runtime.Runtime`` the bridge uses."""
+
+    @property
+    def chains(self) -> Iterable[str]:
+        """Names of the robot's IK chains."""
+        ...
+
+    @property
+    def joint_names(self) -> Iterable[str]:
+        """Names of the driven joints."""
+        ...
+
+    def set_target(self, chain: str, target: Any) -> None:
+        """Store a pose target for ``chain`` (latest value wins)."""
+        ...
+
+    def set_joint_targets(self, positions: Mapping[str, float]) -> None:
+        """Store joint targets (latest value wins)."""
+        ...
+
+    async def command(self, command: Any) -> Any:
+        """Run a lifecycle command."""
+        ...
+
+    def state(self) -> Any:
+        """Snapshot of joint state, poses, mode, faults and stats."""
+        ...
+
+
+@dataclass(slots=True)
+class TeleopCounters:
+    """What the bridge has done since it started; published in ``state.teleop``."""
+
+    received: int = 0
+    accepted: int = 0
+    conflated: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    errors_suppressed: int = 0
+    commands: int = 0
+    connects: int = 0
+    disconnects: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready copy."""
+        return {
+            "received": self.received,
+            "accepted": self.accepted,
+            "conflated": self.conflated,
+            "rejected": dict(self.rejected),
+            "rejected_total": sum(self.rejected.values()),
+            "errors_suppressed": self.errors_suppressed,
+            "commands": self.commands,
+            "connects": self.connects,
+            "disconnects": self.disconnects,
+        }
+
+
+def runtime_command(name: CommandName) -> Any:
+    """Translate a teleop command into the runtime's ``Command`` member of the same name."""
+    return Command(name.value)
+
+
+class TeleopBridge:
+    """Connects a runtime to an MQTT broker and keeps it connected.
+
+    Args:
+        runtime: the running ``Runtime`` (anything with the :class:`TeleopRuntime` methods).
+        settings: teleop settings (apply :meth:`TeleopSettings.with_environment` first).
+        url: broker URL or parsed :class:`BrokerUrl`.
+        robot_name: names the default topic prefix ``hilbot/<robot_name>``.
+        logger: where to log; ``hilbot.driver.teleop`` by default.
+        wall_clock: Unix time source [s], for ``stamp`` checks and payloads.
+        rng: random source of the reconnect jitter.
+        commands: maps a teleop command to what ``runtime.command`` takes.
+    """
+
+    def __init__(
+        self,
+        runtime: TeleopRuntime,
+        settings: TeleopSettings,
+        url: str | BrokerUrl,
+        *,
+        robot_name: str,
+        logger: logging.Logger | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+        commands: Callable[[CommandName], Any] = runtime_command,
+    ) -> None:
+        self.runtime = runtime
+        self.settings = settings
+        self.url = parse_broker_url(url) if isinstance(url, str) else url
+        self.topics = Topics(settings.topic_prefix(robot_name))
+        self.counters = TeleopCounters()
+        #: Set while connected and subscribed; cleared when the link drops.
+        self.connected = asyncio.Event()
+        self._robot = robot_name
+        self._logger = logger if logger is not None else logging.getLogger(__name__)
+        self._wall = wall_clock
+        self._rng = rng if rng is not None else random.Random()
+        self._to_command = commands
+        self._vocabulary = Vocabulary(
+            prefix=self.topics.prefix,
+            chains=frozenset(runtime.chains),
+            joints=frozenset(runtime.joint_names),
+            max_payload_bytes=settings.max_payload_bytes,
+        )
+        self._freshness = FreshnessFilter(
+            default_ttl_s=settings.default_ttl_s,
+            max_clock_skew_s=settings.max_clock_skew_s,
+            wall_clock=wall_clock,
+        )
+        self._errors: deque[Rejection] = deque(maxlen=ERROR_RATE_LIMIT)
+        self._errors_ready = asyncio.Event()
+        self._commands: asyncio.Queue[CommandMessage] = asyncio.Queue(COMMAND_QUEUE)
+        self._background: set[asyncio.Task[None]] = set()
+        self._queue_type = conflating_queue(self.topics.is_target)
+        self._inbox: Any = None
+
+    # ---- connection lifecycle -------------------------------------------------------
+
+    async def run(self) -> None:
+        """Connect, serve, and reconnect with jittered backoff; returns only when cancelled.
+
+        Commands run in their own task beside the connection, so a broker
+        drop does not cut a running ``home`` short.
+        """
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._run_commands(), name="teleop-commands")
+            group.create_task(self._connect_forever(), name="teleop-connection")
+
+    async def _connect_forever(self) -> None:
+        backoff = Backoff(self.settings.reconnect_min_s, self.settings.reconnect_max_s, self._rng)
+        while True:
+            try:
+                async with self._client() as client:
+                    backoff.reset()
+                    self.counters.connects += 1
+                    await self._session(client)
+            except* aiomqtt.MqttError as group:
+                self._lost(group.exceptions[0])
+            delay = backoff.next_delay()
+            self._logger.info("reconnecting to %s in %.2f s", self.url, delay)
+            await asyncio.sleep(delay)
+
+    def _lost(self, exc: BaseException) -> None:
+        if self.connected.is_set():
+            self.counters.disconnects += 1
+            self._logger.warning("lost the MQTT broker %s: %s; the robot holds", self.url, exc)
+        else:
+            self._logger.warning("cannot reach the MQTT broker %s: %s", self.url, exc)
+        self.connected.clear()
+
+    def _client(self) -> aiomqtt.Client:
+        settings = self.settings
+        password = settings.password.get_secret_value() if settings.password else None
+        tls: dict[str, Any] = {}
+        if self.url.tls:
+            tls["tls_params"] = aiomqtt.TLSParameters(
+                ca_certs=str(settings.tls.ca_file) if settings.tls.ca_file else None,
+                certfile=str(settings.tls.cert_file) if settings.tls.cert_file else None,
+                keyfile=str(settings.tls.key_file) if settings.tls.key_file else None,
+                cert_reqs=ssl.CERT_REQUIRED,
+            )
+            tls["tls_insecure"] = settings.tls.insecure
+        offline = status_payload(online=False, mode=None, faults=[], stamp=self._wall())
+        return aiomqtt.Client(
+            self.url.host,
+            self.url.port,
+            username=self.url.username or settings.username,
+            password=self.url.password or password,
+            identifier=settings.client_id or f"hilbot-{self._robot}-{uuid.uuid4().hex[:8]}",
+            queue_type=self._queue_type,
+            will=aiomqtt.Will(self.topics.status, offline, qos=1, retain=True),
+            clean_session=True,
+            keepalive=settings.keepalive_s,
+            timeout=PUBLISH_TIMEOUT_S * 2,
+            logger=self._logger,
+            **tls,
+        )
+
+    async def _session(self, client: aiomqtt.Client) -> None:
+        self._inbox = client._queue  # the ConflatingQueue, for its counter
+        await self._publish_status(client)
+        qos: int = self.settings.qos
+        await client.subscribe([(self.topics.targets, qos), (self.topics.joints, qos)])
+        await client.subscribe(self.topics.cmd, qos=1)
+        self.connected.set()
+        self._logger.info("teleop on %s under %s/", self.url, self.topics.prefix)
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._receive(client), name="teleop-receive")
+                group.create_task(self._telemetry(client), name="teleop-telemetry")
+                group.create_task(self._publish_errors(client), name="teleop-errors")
+        except asyncio.CancelledError:
+            await self._say_goodbye(client)
+            raise
+
+    async def _say_goodbye(self, client: aiomqtt.Client) -> None:
+        """Publish ``status`` offline on a clean shutdown (the will covers the rest)."""
+        self.connected.clear()
+        payload = status_payload(online=False, mode=None, faults=[], stamp=self._wall())
+        with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+            await client.publish(
+                self.topics.status, payload, qos=1, retain=True, timeout=PUBLISH_TIMEOUT_S
+            )
+
+    # ---- inputs ---------------------------------------------------------------------
+
+    async def _receive(self, client: aiomqtt.Client) -> None:
+        async for message in client.messages:
+            self.handle(message.topic.value, _payload_bytes(message.payload), message.retain)
+
+    def handle(self, topic: str, payload: bytes, retained: bool = False) -> Message | None:
+        """Validate one incoming message and hand it to the runtime.
+
+        Synchronous and fast: pose and joint targets land in the runtime's
+        latest-value slots, commands are queued for the command task (an
+        e-stop runs at once). A rejected message is counted and reported on
+        the ``error`` topic.
+
+        Returns:
+            The accepted message, or None if it was rejected.
+        """
+        self.counters.received += 1
+        try:
+            message = parse(topic, payload, self._vocabulary)
+            estop = isinstance(message, CommandMessage) and message.command is CommandName.ESTOP
+            if not estop:
+                # An e-stop is honoured whatever its seq, age or retain flag: it never moves.
+                if retained:
+                    raise MessageRejected(
+                        Rejection(
+                            RejectReason.RETAINED,
+                            "retained messages are never acted on; publish without retain",
+                            topic,
+                            message.header.seq,
+                        )
+                    )
+                self._freshness.check(topic, message.header)
+            self._dispatch(topic, message)
+        except MessageRejected as exc:
+            self.reject(exc.rejection)
+            return None
+        self.counters.accepted += 1
+        return message
+
+    def _dispatch(self, topic: str, message: Message) -> None:
+        try:
+            match message:
+                case PoseTarget():
+                    self.runtime.set_target(message.chain, message.runtime_target())
+                case JointTarget():
+                    self.runtime.set_joint_targets(message.positions)
+                case CommandMessage(command=CommandName.ESTOP):
+                    self._spawn(self._run_command(message), "teleop-estop")
+                case CommandMessage():
+                    self._commands.put_nowait(message)
+        except asyncio.QueueFull:
+            raise MessageRejected(
+                Rejection(
+                    RejectReason.REFUSED,
+                    f"{COMMAND_QUEUE} commands are already waiting",
+                    topic,
+                    message.header.seq,
+                )
+            ) from None
+        except (DriverError, ValueError, KeyError) as exc:
+            raise MessageRejected(
+                Rejection(RejectReason.REFUSED, str(exc), topic, message.header.seq)
+            ) from None
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _run_commands(self) -> None:
+        while True:
+            message = await self._commands.get()
+            await self._run_command(message)
+
+    async def _run_command(self, message: CommandMessage) -> None:
+        self.counters.commands += 1
+        self._logger.info("teleop command %s (seq %s)", message.command, message.header.seq)
+        try:
+            await self.runtime.command(self._to_command(message.command))
+        except (DriverError, ValueError) as exc:
+            self.reject(
+                Rejection(RejectReason.REFUSED, str(exc), self.topics.cmd, message.header.seq)
+            )
+
+    def reject(self, rejection: Rejection) -> None:
+        """Count ``rejection`` and queue it for the ``error`` topic (rate-limited)."""
+        self.counters.rejected[rejection.reason.value] += 1
+        self._logger.debug("rejected %s: %s", rejection.topic, rejection.detail)
+        if len(self._errors) == self._errors.maxlen:
+            self.counters.errors_suppressed += 1
+        self._errors.append(rejection)
+        self._errors_ready.set()
+
+    # ---- outputs --------------------------------------------------------------------
+
+    async def _publish_errors(self, client: aiomqtt.Client) -> None:
+        budget_start, sent = time.monotonic(), 0
+        while True:
+            await self._errors_ready.wait()
+            self._errors_ready.clear()
+            while self._errors:
+                now = time.monotonic()
+                if now - budget_start >= 1.0:
+                    budget_start, sent = now, 0
+                if sent >= ERROR_RATE_LIMIT:
+                    self.counters.errors_suppressed += len(self._errors)
+                    self._errors.clear()
+                    break
+                rejection = self._errors.popleft()
+                payload = rejection.to_json()
+                payload["stamp"] = round(self._wall(), 6)
+                payload["rejected_total"] = sum(self.counters.rejected.values())
+                await client.publish(self.topics.error, encode(payload), qos=0)
+                sent += 1
+
+    async def _telemetry(self, client: aiomqtt.Client) -> None:
+        period = 1.0 / self.settings.state_rate_hz
+        last_status: tuple[Any, ...] | None = None
+        deadline = time.monotonic()
+        while True:
+            deadline += period
+            await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+            if deadline < time.monotonic() - period:
+                deadline = time.monotonic()  # fell behind: skip, never burst
+            state = self.runtime.state()
+            if self._inbox is not None:
+                self.counters.conflated = self._inbox.replaced
+            payload = encode(state_payload(state, self._wall(), self.counters.as_dict()))
+            await client.publish(
+                self.topics.state, payload, qos=self.settings.qos, timeout=PUBLISH_TIMEOUT_S
+            )
+            status = (_mode(state), to_jsonable(getattr(state, "faults", [])))
+            if status != last_status:
+                await self._publish_status(client, state)
+                last_status = status
+
+    async def _publish_status(self, client: aiomqtt.Client, state: Any = None) -> None:
+        state = self.runtime.state() if state is None else state
+        payload = status_payload(
+            online=True,
+            mode=_mode(state),
+            faults=getattr(state, "faults", []),
+            stamp=self._wall(),
+        )
+        await client.publish(
+            self.topics.status, payload, qos=1, retain=True, timeout=PUBLISH_TIMEOUT_S
+        )
+
+
+def _mode(state: Any) -> str | None:
+    mode = getattr(state, "mode", None)
+    return None if mode is None else str(to_jsonable(mode))
+
+
+def _payload_bytes(payload: Any) -> bytes:
+    match payload:
+        case bytes():
+            return payload
+        case bytearray():
+            return bytes(payload)
+        case str():
+            return payload.encode()
+        case None:
+            return b""
+    return str(payload).encode()

@@ -1,0 +1,171 @@
+"""Demo publishers: draw a circle or a figure-eight with a chain, or jog it from the keyboard."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import sys
+import time
+from collections.abc import Iterator
+from typing import TextIO
+
+import numpy as np
+
+from hilbot.driver.teleop.patterns import (
+    JOG_COMMANDS,
+    JOG_HELP,
+    Pattern,
+    Plane,
+    jog_step,
+    pattern_offset,
+)
+from hilbot.driver.teleop.publisher import TeleopPublisher
+
+_LOGGER = logging.getLogger(__name__)
+
+
+async def enable(publisher: TeleopPublisher, timeout: float = 3.0) -> bool:
+    """Send ``enable`` and wait until ``state`` reports the robot armed; False if it did not."""
+    await publisher.command("enable")
+    try:
+        await publisher.wait_until(
+            lambda p: p.state is not None and p.state.get("mode") == "armed", timeout
+        )
+    except TimeoutError:
+        return False
+    return True
+
+
+async def play_pattern(
+    publisher: TeleopPublisher,
+    chain: str,
+    pattern: Pattern,
+    *,
+    radius: float = 0.03,
+    period_s: float = 4.0,
+    rate_hz: float = 50.0,
+    plane: Plane = Plane.YZ,
+    duration_s: float | None = None,
+    arm: bool = True,
+    logger: logging.Logger | None = None,
+) -> int:
+    """Publish ``pattern`` around the chain's present end-effector position.
+
+    The curve starts at the present position (read from ``state``), so the arm
+    does not jump. Targets carry ``stamp`` and ``ttl``; if this publisher stops,
+    the runtime's watchdog makes the robot hold.
+
+    Args:
+        publisher: a connected publisher for the robot.
+        chain: the chain to move.
+        pattern: circle or figure-eight.
+        radius: size of the pattern [m].
+        period_s: time for one loop [s].
+        rate_hz: publish rate [Hz].
+        plane: the plane of the curve, in the chain's source frame.
+        duration_s: stop after this long [s]; None runs until cancelled.
+        arm: send ``enable`` first.
+        logger: where to log.
+
+    Returns:
+        The number of targets published.
+    """
+    log = logger if logger is not None else _LOGGER
+    if period_s <= 0.0 or rate_hz <= 0.0:
+        raise ValueError(f"period_s and rate_hz must be > 0, got {period_s} and {rate_hz}")
+    start = await publisher.chain_position(chain)
+    if arm and not await enable(publisher):
+        log.warning("the robot did not report 'armed' after enable; publishing anyway")
+    log.info(
+        "teleop demo: %s of %.3f m on %r around %s", pattern.value, radius, chain, start.round(3)
+    )
+    sent = 0
+    began = time.monotonic()
+    for t in _ticks(rate_hz, duration_s):
+        await _sleep_until(t)
+        phase = 2.0 * math.pi * (t - began) / period_s
+        await publisher.target(chain, start + pattern_offset(pattern, phase, radius, plane))
+        sent += 1
+    return sent
+
+
+async def _sleep_until(deadline: float) -> None:
+    await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+
+
+def _ticks(rate_hz: float, duration_s: float | None) -> Iterator[float]:
+    """Monotonic deadlines at ``rate_hz`` (sync generator; the caller sleeps)."""
+    period = 1.0 / rate_hz
+    start = time.monotonic()
+    k = 0
+    while duration_s is None or k * period < duration_s:
+        yield start + k * period
+        k += 1
+
+
+async def jog(
+    publisher: TeleopPublisher,
+    chain: str,
+    *,
+    step: float = 0.005,
+    rate_hz: float = 50.0,
+    stdin: TextIO | None = None,
+    out: TextIO | None = None,
+) -> None:
+    """Jog ``chain`` from the keyboard (a TTY); returns on ``q``.
+
+    The target starts at the present position; each key press moves it by
+    ``step`` [m]. It is re-published at ``rate_hz`` so the watchdog stays fed
+    while a key is held or not.
+    """
+    import termios
+    import tty
+
+    stream = stdin if stdin is not None else sys.stdin
+    console = out if out is not None else sys.stderr
+    if not stream.isatty():
+        raise RuntimeError("keyboard jogging needs a terminal (stdin is not a TTY)")
+    target = await publisher.chain_position(chain)
+    keys: asyncio.Queue[str] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    fd = stream.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+    loop.add_reader(fd, lambda: keys.put_nowait(stream.read(1)))
+    print(JOG_HELP, file=console)
+    try:
+        await _jog_loop(publisher, chain, target, keys, step, 1.0 / rate_hz, console)
+    finally:
+        loop.remove_reader(fd)
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+async def _jog_loop(
+    publisher: TeleopPublisher,
+    chain: str,
+    target: np.ndarray,
+    keys: asyncio.Queue[str],
+    step: float,
+    period: float,
+    console: TextIO,
+) -> None:
+    next_publish = time.monotonic()
+    while True:
+        if time.monotonic() >= next_publish:
+            await publisher.target(chain, target)
+            next_publish = time.monotonic() + period
+        try:
+            key = await asyncio.wait_for(keys.get(), max(0.0, next_publish - time.monotonic()))
+        except TimeoutError:
+            continue
+        if key == "q":
+            return
+        if key in JOG_COMMANDS:
+            await publisher.command(JOG_COMMANDS[key])
+            continue
+        delta = jog_step(key, step)
+        if delta is not None:
+            target = target + delta
+            next_publish = 0.0  # publish the move at once
+            print(f"\rtarget {np.round(target, 3)}   ", end="", file=console, flush=True)
