@@ -36,5 +36,6 @@ if __name__ == "__main__":
         package_data={
             "hilbot": ["py.typed"],
             "hilbot.configs": ["**/*.yaml", "**/*.urdf", "**/*.json"],
+            "hilbot.driver.teleop": ["schema/*.json"],
         },
     )
