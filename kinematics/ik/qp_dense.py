@@ -101,7 +101,7 @@ def solve_box_qp(
         raise ValueError(f"bounds must have shape ({n},), got {lb.shape} and {ub.shape}")
     if not ((lb < np.inf).all() and (ub > -np.inf).all()):
         raise ValueError(f"bounds must not be NaN, lb +inf or ub -inf: lb={lb}, ub={ub}")
-    x: FloatArray = np.linalg.solve(h_mat, -f)
+    x: FloatArray = np.linalg.solve(h_mat, -f).astype(np.float64, copy=False)
     if np.any(lb > ub):
         return QPResult(np.clip(x, lb, np.maximum(lb, ub)), QPStatus.INFEASIBLE, 0, ())
     below = x <= lb

@@ -1,0 +1,257 @@
+"""``QPSolver``: weighted task error under hard limits, one small QP per iteration (as mink).
+
+Each iteration linearises the target error ``e`` at ``q`` and solves
+
+    ``min_dq  || W (J dq - e) ||^2 + (damping + lm_damping |W e|^2) || dq ||^2``
+    ``s.t.    lower <= dq <= upper   (call box, ConfigurationLimit, VelocityLimit)``
+    ``        G dq <= h              (LinearInequality, CollisionAvoidance)``
+
+with the dense solvers of ``qp_dense`` (box path when no limit adds rows). Limits
+act inside every iteration, so the error is redistributed to the free joints; the
+step is accepted only when it reduces the weighted error (backtracking halves it
+otherwise), and every iterate stays feasible because the constraint set is convex
+and contains ``dq = 0``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hilbot.kinematics.ik.base import SolveOptions, Solver
+from hilbot.kinematics.ik.box import Box
+from hilbot.kinematics.ik.limits.configuration_limit import ConfigurationLimit
+from hilbot.kinematics.ik.limits.limit import Limit, check_positive
+from hilbot.kinematics.ik.qp_step import solve_step
+from hilbot.kinematics.ik.residual import axis_error, rotation_error
+from hilbot.kinematics.ik.solution import SolveMeta, Status
+from hilbot.kinematics.ik.target import OrientationKind, Target
+
+Array = NDArray[np.float64]
+
+_MAX_POSITION_ERROR = 0.2  # [m] per iteration: keeps the linearisation honest far away
+_MAX_ROTATION_ERROR = 0.6  # [rad] per iteration
+_BACKTRACKS = 4
+
+
+class ChainContext:
+    """A ``LimitContext`` over one chain at one configuration (poses computed lazily)."""
+
+    __slots__ = ("_jacobians", "_poses", "chain", "lower", "names", "q", "upper", "velocity_limit")
+
+    def __init__(self, chain: Any, q: Array, names: tuple[str, ...]) -> None:
+        self.chain = chain
+        self.q = q
+        self.lower: Array = chain.lower
+        self.upper: Array = chain.upper
+        self.velocity_limit: Array = chain.velocity_limit
+        self.names = names
+        self._poses: dict[str, Array] | None = None
+        self._jacobians: dict[str, Array] = {}
+
+    def pose(self, link: str) -> Array:
+        """Pose (4, 4) of a link on the chain, in the chain's source frame."""
+        if self._poses is None:
+            self._poses = self.chain.link_poses(self.q)
+        try:
+            return self._poses[link]
+        except KeyError:
+            raise ValueError(
+                f"link {link!r} is not on the chain {self.chain.source!r} -> "
+                f"{self.chain.target!r}; its links are {list(self.chain.links)}"
+            ) from None
+
+    def jacobian(self, link: str) -> Array:
+        """Jacobian (6, dof) of a link on the chain, at its origin, in the source frame."""
+        jac = self._jacobians.get(link)
+        if jac is None:
+            self.pose(link)  # names the chain's links when ``link`` is not one of them
+            jac = self.chain.jacobian_at(link, self.q)
+            self._jacobians[link] = jac
+        return jac
+
+
+class _Weights:
+    __slots__ = ("orientation", "position")
+
+    def __init__(self, position: float, orientation: float) -> None:
+        self.position = position
+        self.orientation = orientation
+
+
+def task_rows(
+    pose: Array, jac: Array, target: Target, weights: _Weights
+) -> tuple[Array, Array, float, float | None]:
+    """Weighted rows ``(A, b)`` of ``|A dq - b|^2`` and the residuals at ``pose``.
+
+    Args:
+        pose: (4, 4) current pose of the target link.
+        jac: (6, nv) its Jacobian.
+        target: the target.
+        weights: position and orientation weights.
+
+    Returns:
+        ``(A (k, nv), b (k,), position residual [m], orientation residual [rad] or None)``.
+    """
+    dp = target.position - pose[:3, 3]
+    residual = math.sqrt(float(dp @ dp))
+    if residual > _MAX_POSITION_ERROR:
+        dp = dp * (_MAX_POSITION_ERROR / residual)
+    if target.kind is OrientationKind.NONE:
+        return weights.position * jac[:3], weights.position * dp, residual, None
+    if target.kind is OrientationKind.FULL:
+        assert target.rotation is not None
+        dw, angle = rotation_error(target.rotation, pose)
+        jw = jac[3:]
+    else:
+        assert target.axis is not None
+        dw, angle = axis_error(target.axis, pose)
+        z = pose[:3, 2]
+        jw = jac[3:] - np.outer(z, z @ jac[3:])  # spinning about the tool axis is free
+    if angle > _MAX_ROTATION_ERROR:
+        dw = dw * (_MAX_ROTATION_ERROR / angle)
+    a = np.vstack((weights.position * jac[:3], weights.orientation * jw))
+    b = np.concatenate((weights.position * dp, weights.orientation * dw))
+    return a, b, residual, angle
+
+
+class QPSolver(Solver):
+    """IK as a sequence of small QPs with hard limits (see the module docstring).
+
+    Args:
+        limits: extra hard limits (``VelocityLimit``, ``LinearInequality``,
+            ``CollisionAvoidance`` over links of the solved chain ...). A
+            ``ConfigurationLimit`` is added when none is given and the call
+            respects limits; the call's box (limits ∩ ``max_delta``) always applies.
+        position_weight: weight of the position error rows.
+        orientation_weight: weight of the orientation error rows [m/rad]: how many
+            metres of position error one radian is worth.
+        damping: constant Tikhonov damping on ``dq``, > 0.
+        lm_damping: Levenberg-Marquardt damping, scaled by the squared weighted error:
+            large far from the target (short, safe steps), vanishing at it.
+
+    Example:
+        >>> solver = QPSolver([VelocityLimit(dt=0.01)])  # doctest: +SKIP
+        >>> solver.solve(robot, state, "base_link", "tool0", pose, max_delta=0.05)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        limits: Sequence[Limit] = (),
+        *,
+        position_weight: float = 1.0,
+        orientation_weight: float = 0.3,
+        damping: float = 1e-9,
+        lm_damping: float = 1e-3,
+    ) -> None:
+        super().__init__()
+        self.limits = tuple(limits)
+        for limit in self.limits:
+            if not isinstance(limit, Limit):
+                raise TypeError(f"limits must be Limit objects, got {type(limit).__name__}")
+        self._has_configuration_limit = any(
+            isinstance(limit, ConfigurationLimit) for limit in self.limits
+        )
+        self._default_limits = (*self.limits, ConfigurationLimit())
+        self.position_weight = check_positive("position_weight", position_weight)
+        self.orientation_weight = check_positive("orientation_weight", orientation_weight)
+        self.damping = check_positive("damping", damping)
+        self.lm_damping = check_positive("lm_damping", lm_damping, allow_zero=True)
+
+    def _limits_for(self, options: SolveOptions) -> tuple[Limit, ...]:
+        if options.respect_limits and not self._has_configuration_limit:
+            return self._default_limits
+        if not options.respect_limits:
+            return tuple(lim for lim in self.limits if not isinstance(lim, ConfigurationLimit))
+        return self.limits
+
+    def _solve(
+        self, chain: Any, q0: Array, target: Target, box: Box, options: SolveOptions
+    ) -> tuple[Array, SolveMeta]:
+        """Iterate QP steps from ``q0`` (see the module docstring)."""
+        info = self.info(chain)
+        limits = self._limits_for(options)
+        weights = _Weights(self.position_weight, self.orientation_weight)
+        eye = np.eye(info.dof)
+        q = q0.copy()
+        pose, jac = chain.fk_jacobian(q)
+        a, b, residual, angle = task_rows(pose, jac, target, weights)
+        cost = float(b @ b)
+        status = Status.TIMEOUT
+        iteration = 0
+        for iteration in range(1, options.max_iterations + 1):
+            if _done(residual, angle, options):
+                return q, SolveMeta(iteration - 1, residual, angle, Status.CONVERGED)
+            h_mat = a.T @ a + (self.damping + self.lm_damping * cost) * eye
+            context = ChainContext(chain, q, info.names)
+            dq, _ = solve_step(h_mat, -(a.T @ b), limits, context, box.lower - q, box.upper - q)
+            step = 1.0
+            for _ in range(_BACKTRACKS):
+                q_new = _integrate(chain, info.scalar, q, step * dq)
+                pose_new, jac_new = chain.fk_jacobian(q_new)
+                a_new, b_new, res_new, ang_new = task_rows(pose_new, jac_new, target, weights)
+                cost_new = _true_cost(res_new, ang_new, weights)
+                if cost_new < _true_cost(residual, angle, weights):
+                    break
+                step *= 0.5
+            else:
+                if _stuck_on_orientation(residual, angle, options, weights):
+                    a, b, residual, angle = task_rows(pose, jac, target, weights)
+                    cost = float(b @ b)
+                    continue
+                status = Status.STALLED if float(dq @ dq) < 1e-20 else Status.DIVERGED
+                break
+            improvement = _true_cost(residual, angle, weights) - cost_new
+            q, pose, jac = q_new, pose_new, jac_new
+            a, b, residual, angle = a_new, b_new, res_new, ang_new
+            cost = float(b @ b)
+            if improvement < 1e-14 and not _done(residual, angle, options):
+                if _stuck_on_orientation(residual, angle, options, weights):
+                    a, b, residual, angle = task_rows(pose, jac, target, weights)
+                    cost = float(b @ b)
+                    continue
+                status = Status.STALLED
+                break
+        else:
+            if _done(residual, angle, options):
+                status = Status.CONVERGED
+        return q, SolveMeta(iteration, residual, angle, status)
+
+
+def _true_cost(residual: float, angle: float | None, weights: _Weights) -> float:
+    """Unclamped weighted error used to accept or reject a step."""
+    cost = (weights.position * residual) ** 2
+    if angle is not None:
+        cost += (weights.orientation * angle) ** 2
+    return cost
+
+
+def _done(residual: float, angle: float | None, options: SolveOptions) -> bool:
+    if residual > options.tolerance:
+        return False
+    return angle is None or angle <= options.orientation_tolerance
+
+
+def _stuck_on_orientation(
+    residual: float, angle: float | None, options: SolveOptions, weights: _Weights
+) -> bool:
+    """Position wins when not strict: when stuck short of the position, relax orientation."""
+    if options.strict_orientation or angle is None or residual <= options.tolerance:
+        return False
+    if weights.orientation < 1e-6 * weights.position:
+        return False
+    weights.orientation *= 0.1
+    return True
+
+
+def _integrate(chain: Any, scalar: bool, q: Array, dq: Array) -> Array:
+    if scalar:
+        return q + dq
+    return np.asarray(chain.integrate(q, dq), dtype=np.float64)
+
+
+__all__ = ["ChainContext", "QPSolver", "task_rows"]
