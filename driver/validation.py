@@ -48,7 +48,7 @@ def check_config(config: RobotConfig, *, source: Path | None = None) -> Any:
     _check_joints(config, robot, source)
     _check_chains(config, robot, source)
     _check_servo_ranges(config, robot, source)
-    _check_rate(config, source)
+    check_rate(config, source=source)
     return robot
 
 
@@ -86,9 +86,7 @@ def _check_joints(config: RobotConfig, robot: Any, source: Path | None) -> None:
                     source, ("safety", "velocity_limit", joint), _unknown_driven(config, joint)
                 )
     for joint, value in config.home.items():
-        lower, upper = robot.joints[joint].bounds()
-        soft = config.safety.soft_limits.get(joint, (lower, upper))
-        lower, upper = max(lower, soft[0]), min(upper, soft[1])
+        lower, upper = _effective(config, robot, joint)
         if not lower - LIMIT_SLACK <= value <= upper + LIMIT_SLACK:
             raise ConfigError(
                 source, ("home", joint), f"{value} is outside the joint's limits [{lower}, {upper}]"
@@ -167,10 +165,7 @@ def _check_servo_ranges(config: RobotConfig, robot: Any, source: Path | None) ->
             servo.offset + scale * (tick - spec.center_tick)
             for tick in (spec.position_min, spec.position_max)
         )
-        lower, upper = robot.joints[servo.joint].bounds()
-        soft = config.safety.soft_limits.get(servo.joint)
-        if soft is not None:
-            lower, upper = max(lower, soft[0]), min(upper, soft[1])
+        lower, upper = _effective(config, robot, servo.joint)
         if not (math.isfinite(lower) and math.isfinite(upper)):
             raise ConfigError(
                 source,
@@ -189,11 +184,27 @@ def _check_servo_ranges(config: RobotConfig, robot: Any, source: Path | None) ->
             )
 
 
+def _effective(config: RobotConfig, robot: Any, joint: str) -> tuple[float, float]:
+    """The limits the safety layer will enforce (see ``effective_limits``)."""
+    from hilbot.driver.safety import effective_limits
+
+    lower, upper = robot.joints[joint].bounds()
+    limits = effective_limits(
+        [joint],
+        {joint: (lower, upper, 1.0)},
+        soft_limits=config.safety.soft_limits,
+        margin=config.safety.soft_limit_margin,
+        velocity=1.0,
+    )
+    return float(limits.lower[0]), float(limits.upper[0])
+
+
 def _bus_index(config: RobotConfig, name: str) -> int:
     return [b.name for b in config.buses].index(name)
 
 
-def _check_rate(config: RobotConfig, source: Path | None) -> None:
+def check_rate(config: RobotConfig, *, source: Path | None) -> None:
+    """Reject a loop rate above what a bus can carry (``ConfigError`` on ``rate_hz``)."""
     from hilbot.hal.dynamixel.timing import max_cycle_rate
 
     for b, bus in enumerate(config.buses):

@@ -1,0 +1,193 @@
+"""Build the backend ``hilbot run`` drives: simulated, virtual bus, or real Dynamixel buses.
+
+- ``sim``: :class:`hilbot.sim.SimBackend` in-process, starting at the home pose.
+- ``virtual``: a virtual Dynamixel bus on a pseudo-terminal per config bus, each
+  driven by the real :class:`~hilbot.hal.dynamixel.backend.DynamixelBackend`.
+- ``dynamixel``: the real buses named in the config.
+
+Robots with several buses get one backend per bus, joined by :class:`MultiBackend`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import numpy as np
+
+from hilbot.driver.config import RobotConfig
+from hilbot.driver.errors import DriverError
+from hilbot.hal.backend import Backend, BusCounters, JointState
+
+
+class BackendError(DriverError):
+    """The requested backend cannot be built (missing port, unknown kind, ...)."""
+
+
+class MultiBackend:
+    """Several backends (one per bus) seen as one; buses are read and written concurrently.
+
+    Args:
+        backends: the per-bus backends; their joint names must not overlap.
+    """
+
+    def __init__(self, backends: Sequence[Backend]) -> None:
+        if not backends:
+            raise ValueError("MultiBackend needs at least one backend")
+        names: list[str] = []
+        for b in backends:
+            names.extend(b.joint_names)
+        if len(set(names)) != len(names):
+            raise ValueError(f"backends drive overlapping joints: {names}")
+        self._backends = tuple(backends)
+        self._names = tuple(names)
+        self._owner = {n: i for i, b in enumerate(backends) for n in b.joint_names}
+        self._stack = contextlib.AsyncExitStack()
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """Joints of every backend, in backend order."""
+        return self._names
+
+    async def __aenter__(self) -> Self:
+        async with contextlib.AsyncExitStack() as stack:
+            for backend in self._backends:
+                await stack.enter_async_context(backend)
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stack.__aexit__(exc_type, exc, tb)
+
+    async def read(self) -> JointState:
+        """Read every bus concurrently and join the states (timestamp: the latest)."""
+        import asyncio
+
+        states = await asyncio.gather(*(b.read() for b in self._backends))
+        counters = BusCounters()
+        for s in states:
+            for field in ("transactions", "timeouts", "crc_errors", "retries", "servo_errors"):
+                setattr(counters, field, getattr(counters, field) + getattr(s.counters, field))
+        return JointState(
+            names=self._names,
+            position=np.concatenate([s.position for s in states]),
+            velocity=np.concatenate([s.velocity for s in states]),
+            effort=np.concatenate([s.effort for s in states]),
+            temperature=np.concatenate([s.temperature for s in states]),
+            hardware_errors=tuple(f for s in states for f in s.hardware_errors),
+            timestamp=max(s.timestamp for s in states),
+            effort_unit=tuple(u for s in states for u in s.effort_unit),
+            counters=counters,
+        )
+
+    def _split(self, joints: Iterable[str]) -> dict[int, list[str]]:
+        parts: dict[int, list[str]] = {}
+        for joint in joints:
+            if joint not in self._owner:
+                raise KeyError(f"unknown joint {joint!r}; known: {', '.join(self._names)}")
+            parts.setdefault(self._owner[joint], []).append(joint)
+        return parts
+
+    async def write(self, positions: Mapping[str, float]) -> None:
+        """Write each bus its share of ``positions``, concurrently."""
+        import asyncio
+
+        parts = self._split(positions)
+        await asyncio.gather(
+            *(
+                self._backends[i].write({j: positions[j] for j in joints})
+                for i, joints in parts.items()
+            )
+        )
+
+    async def set_torque(self, enabled: bool, joints: Iterable[str] | None = None) -> None:
+        """Enable or disable torque on every bus (or on the buses of ``joints``)."""
+        import asyncio
+
+        if joints is None:
+            await asyncio.gather(*(b.set_torque(enabled) for b in self._backends))
+            return
+        parts = self._split(joints)
+        await asyncio.gather(*(self._backends[i].set_torque(enabled, j) for i, j in parts.items()))
+
+    async def reboot(self, joints: Iterable[str]) -> None:
+        """Reboot the servos of ``joints`` on their buses."""
+        for i, part in self._split(joints).items():
+            await self._backends[i].reboot(part)
+
+    async def close(self) -> None:
+        """Close every backend."""
+        for backend in self._backends:
+            await backend.close()
+
+    async def arm_watchdog(self, timeout: float) -> None:
+        """Arm the servo-side bus watchdog on every bus that has one."""
+        for backend in self._backends:
+            arm = getattr(backend, "arm_watchdog", None)
+            if arm is not None:
+                await arm(timeout)
+
+
+def sim_backend(config: RobotConfig, **options: Any) -> Backend:
+    """A :class:`SimBackend` for the config's servos, resting at the home pose."""
+    from hilbot.driver.validation import load_robot
+    from hilbot.sim.sim_backend import SimBackend
+
+    robot = load_robot(config.urdf)
+    limits = {j: robot.joints[j].bounds() for j in config.joint_names}
+    options.setdefault("initial_positions", dict(config.home))
+    backend: Backend = SimBackend(config.servo_specs(), joint_limits=limits, **options)
+    return backend
+
+
+def dynamixel_backend(config: RobotConfig, ports: Mapping[str, str] | None = None) -> Backend:
+    """The real Dynamixel backend(s) of the config, optionally on other ports (virtual buses)."""
+    from hilbot.hal.dynamixel.backend import DynamixelBackend
+
+    backends: list[Backend] = []
+    for bus in config.buses:
+        spec = bus.bus_spec()
+        if ports is not None:
+            spec = type(spec)(ports[bus.name], spec.baudrate, spec.protocol)
+        backends.append(DynamixelBackend(spec, config.servo_specs(bus.name)))
+    return backends[0] if len(backends) == 1 else MultiBackend(backends)
+
+
+@contextlib.asynccontextmanager
+async def build_backend(config: RobotConfig, kind: str) -> AsyncIterator[Backend]:
+    """Yield the (not yet entered) backend of ``kind`` for ``config``.
+
+    For ``virtual``, the virtual buses run for as long as the context is open.
+
+    Raises:
+        BackendError: unknown kind.
+    """
+    if kind == "sim":
+        yield sim_backend(config)
+    elif kind == "dynamixel":
+        yield dynamixel_backend(config)
+    elif kind == "virtual":
+        from hilbot.sim.testing import running_virtual_bus
+
+        async with contextlib.AsyncExitStack() as stack:
+            ports = {}
+            for bus in config.buses:
+                vbus = await stack.enter_async_context(
+                    running_virtual_bus(
+                        config.servo_specs(bus.name),
+                        baudrate=bus.baudrate,
+                        protocol=bus.protocol,
+                        initial_positions=dict(config.home),
+                    )
+                )
+                ports[bus.name] = vbus.port
+            yield dynamixel_backend(config, ports)
+    else:
+        raise BackendError(f"unknown backend {kind!r}; expected sim, virtual or dynamixel")

@@ -1,0 +1,233 @@
+"""Run a robot: the control loop at the configured rate, on a simulated, virtual or real bus.
+
+The robot starts disarmed (torque as found, goal = present). ``--enable`` arms it;
+targets come from ``--trajectory``, from MQTT teleop (an embedded broker unless
+``--mqtt URL`` or ``--no-mqtt``), or from the Python API. Ctrl+C (SIGINT) or
+SIGTERM stops it: the robot holds and torque goes off (per the config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hilbot.driver.errors import DriverError
+
+DEFAULT_CONFIG = "openmanipulator_x"
+STATUS_PERIOD = 0.25  # [s] between status line refreshes
+
+log = logging.getLogger("hilbot.driver.run")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``hilbot run`` options."""
+    parser.add_argument(
+        "config",
+        nargs="?",
+        default=DEFAULT_CONFIG,
+        help=f"robot config: a YAML file or a shipped robot name (default {DEFAULT_CONFIG})",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("sim", "virtual", "dynamixel"),
+        default="sim",
+        help="sim: in-process simulator (default); virtual: the virtual Dynamixel bus on a "
+        "pty, driven by the real Dynamixel backend; dynamixel: the real bus",
+    )
+    parser.add_argument("--port", help="serial port, overriding the config (single-bus robots)")
+    parser.add_argument("--rate", type=float, metavar="HZ", help="loop rate, overriding the config")
+    parser.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    parser.add_argument("--enable", action="store_true", help="enable torque (arm) at start")
+    parser.add_argument(
+        "--trajectory", type=Path, metavar="FILE", help="play a YAML/CSV trajectory"
+    )
+    mqtt = parser.add_mutually_exclusive_group()
+    mqtt.add_argument("--mqtt", metavar="URL", help="MQTT broker (mqtt://host:port, mqtts://...)")
+    mqtt.add_argument("--no-mqtt", action="store_true", help="no MQTT teleop")
+    parser.add_argument(
+        "--demo", choices=("circle", "figure8"), help="publish a demo pattern through MQTT"
+    )
+    parser.add_argument("--stats", type=Path, metavar="FILE", help="write final loop stats as JSON")
+    parser.add_argument("--no-status", action="store_true", help="no live status line")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run until the duration ends, the trajectory finishes (with --duration), or a signal."""
+    from hilbot.driver.backends import BackendError, build_backend
+    from hilbot.driver.config import load_config
+    from hilbot.driver.errors import ConfigError
+
+    try:
+        config = load_config(args.config)
+        if args.rate is not None:
+            config = _with_rate(config, args.rate, check_bus=args.backend != "sim")
+        if args.port is not None:
+            config = _with_port(config, args.port)
+        trajectory = None
+        if args.trajectory is not None:
+            from hilbot.driver.trajectory import load_trajectory
+
+            trajectory = load_trajectory(args.trajectory)
+    except ConfigError as exc:
+        print(f"hilbot run: bad config: {exc}", file=sys.stderr)
+        return 2
+    except DriverError as exc:
+        print(f"hilbot run: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_main(args, config, trajectory, build_backend))
+    except BackendError as exc:
+        print(f"hilbot run: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _with_rate(config: Any, rate: float, *, check_bus: bool) -> Any:
+    from hilbot.driver.errors import ConfigError
+    from hilbot.driver.validation import check_rate
+
+    if not rate > 0:
+        raise ConfigError(None, ("rate_hz",), f"--rate must be positive, got {rate}")
+    updated = config.model_copy(update={"rate_hz": rate})
+    if check_bus:
+        check_rate(updated, source=None)
+    return updated
+
+
+def _with_port(config: Any, port: str) -> Any:
+    from hilbot.driver.errors import ConfigError
+
+    if len(config.buses) != 1:
+        raise ConfigError(None, ("buses",), "--port needs a single-bus robot; edit the config")
+    bus = config.buses[0].model_copy(update={"port": port})
+    return config.model_copy(update={"buses": (bus,)})
+
+
+async def _main(
+    args: argparse.Namespace, config: Any, trajectory: Any, build: Callable[..., Any]
+) -> int:
+    from hilbot.driver.runtime import Runtime
+    from hilbot.driver.state import Command
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):  # not on Windows
+            loop.add_signal_handler(sig, stop.set)
+    async with build(config, args.backend) as backend, Runtime(config, backend) as runtime:
+        for listener in extra_listeners(args, runtime):
+            runtime.add_cycle_listener(listener)
+        if args.enable:
+            await runtime.command(Command.ENABLE)
+        ending: list[asyncio.Task[Any]] = [
+            asyncio.create_task(runtime.wait_stopped(), name="loop"),
+            asyncio.create_task(stop.wait(), name="signal"),
+        ]
+        background: list[asyncio.Task[Any]] = []
+        if args.duration is not None:
+            ending.append(asyncio.create_task(asyncio.sleep(args.duration), name="duration"))
+        if trajectory is not None:
+            from hilbot.driver.trajectory import play
+
+            player = asyncio.create_task(play(trajectory, runtime), name="trajectory")
+            # Without --duration the run ends with the trajectory; with it, the robot holds.
+            (background if args.duration is not None else ending).append(player)
+        if not args.no_mqtt:
+            ending.append(asyncio.create_task(_teleop(args, config, runtime), name="mqtt"))
+        if not args.no_status and sys.stderr.isatty():
+            background.append(asyncio.create_task(_status_line(runtime), name="status"))
+        await asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)
+        for task in (*ending, *background):
+            task.cancel()
+        results = await asyncio.gather(*ending, *background, return_exceptions=True)
+        error = next(
+            (
+                r
+                for r in results
+                if isinstance(r, Exception) and not isinstance(r, asyncio.CancelledError)
+            ),
+            None,
+        )
+        state = runtime.state()
+    if sys.stderr.isatty() and not args.no_status:
+        print(file=sys.stderr)
+    _summary(state)
+    if args.stats is not None:
+        args.stats.write_text(json.dumps(stats_dict(state), indent=2))
+    if error is not None:
+        print(f"hilbot run: stopped by an error: {error!r}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def extra_listeners(args: argparse.Namespace, runtime: Any) -> list[Callable[[Any], None]]:
+    """Cycle listeners other options attach (the seam for ``--record``)."""
+    return []
+
+
+async def _teleop(args: argparse.Namespace, config: Any, runtime: Any) -> None:
+    from hilbot.driver.teleop import serve
+
+    await serve(runtime, config.teleop, args.mqtt, robot_name=config.name, demo=args.demo)
+
+
+def status_text(state: Any) -> str:
+    """One status line: mode, rate, lateness, overhead, clamps, faults."""
+    s = state.stats
+    faults = ", ".join(
+        f.detail if f.joint is None else f"{f.joint}: {f.detail}" for f in state.faults
+    )
+    watchdog = " watchdog-hold" if state.watchdog_tripped else ""
+    return (
+        f"{state.mode.value:9s}{watchdog} {s.rate:7.1f}/{s.target_rate:.0f} Hz  "
+        f"late p50 {s.lateness.p50 * 1e6:5.0f} µs p99 {s.lateness.p99 * 1e6:6.0f} µs  "
+        f"overhead {s.overhead.p50 * 1e6:5.0f} µs  overruns {s.overruns}  clamps {s.clamps}  "
+        f"bus errors {s.bus_errors}  faults: {faults or 'none'}"
+    )
+
+
+async def _status_line(runtime: Any) -> None:
+    while True:
+        await asyncio.sleep(STATUS_PERIOD)
+        sys.stderr.write("\r\x1b[K" + status_text(runtime.state()))
+        sys.stderr.flush()
+
+
+def stats_dict(state: Any) -> dict[str, Any]:
+    """The final state as plain JSON-able data (for ``--stats``)."""
+    s = state.stats
+
+    def pct(p: Any) -> dict[str, float]:
+        return {"p50": p.p50, "p99": p.p99, "max": p.max}
+
+    return {
+        "mode": state.mode.value,
+        "target_rate": s.target_rate,
+        "rate": s.rate,
+        "cycles": s.cycles,
+        "overruns": s.overruns,
+        "lateness_s": pct(s.lateness),
+        "cycle_time_s": pct(s.cycle_time),
+        "overhead_s": pct(s.overhead),
+        "ik_time_s": pct(s.ik_time),
+        "bus_errors": s.bus_errors,
+        "ik_failures": s.ik_failures,
+        "watchdog_trips": s.watchdog_trips,
+        "clamps": {k.value: v for k, v in state.clamp_counts.items()},
+        "faults": [f"{f.kind.value} {f.joint or ''} {f.detail}".strip() for f in state.fault_log],
+        "time": time.time(),
+    }
+
+
+def _summary(state: Any) -> None:
+    print(status_text(state))
