@@ -203,7 +203,8 @@ class QPSolver(Solver):
                     a, b, residual, angle = task_rows(pose, jac, target, weights)
                     cost = float(b @ b)
                     continue
-                status = Status.STALLED if float(dq @ dq) < 1e-20 else Status.DIVERGED
+                predicted = cost - float(np.sum((a @ dq - b) ** 2))
+                status = Status.STALLED if predicted <= 1e-6 * cost else Status.DIVERGED
                 break
             improvement = _true_cost(residual, angle, weights) - cost_new
             q, pose, jac = q_new, pose_new, jac_new

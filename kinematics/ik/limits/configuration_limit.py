@@ -14,7 +14,7 @@ class ConfigurationLimit(Limit):
     ``gain < 1`` a joint that heads for a limit covers only that fraction of the
     remaining distance per iteration, so it never overshoots and never bounces off
     the limit (the oscillation seen with a post-solve clip). A seed already outside
-    a limit may only move back towards it.
+    a limit may stay or move back towards it, never further out.
 
     Args:
         gain: fraction of the remaining distance a step may cover, in (0, 1].
@@ -35,9 +35,9 @@ class ConfigurationLimit(Limit):
         q = context.q
         lower = self.gain * (context.lower + self.margin - q)
         upper = self.gain * (context.upper - self.margin - q)
-        # Outside a limit: allow only moves back towards it (and staying put).
-        lower = np.minimum(lower, 0.0, out=lower, where=q > context.upper - self.margin)
-        upper = np.maximum(upper, 0.0, out=upper, where=q < context.lower + self.margin)
+        # Past a limit (or inside its margin): staying put stays allowed, going further not.
+        np.maximum(upper, 0.0, out=upper)
+        np.minimum(lower, 0.0, out=lower)
         return Constraint(lower=lower, upper=upper)
 
     def __repr__(self) -> str:
