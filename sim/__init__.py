@@ -1,1 +1,22 @@
 """Simulation: servo dynamics model, in-process SimBackend, virtual Dynamixel bus."""
+
+from hilbot.sim.faults import FaultTable, Presence, ReplyFate, ServoFaults
+from hilbot.sim.servo_model import ServoModel
+from hilbot.sim.servo_physics import ServoPhysics, known_models, physics_for
+from hilbot.sim.sim_backend import SimBackend
+from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim.virtual_bus import VirtualBus
+
+__all__ = [
+    "FaultTable",
+    "Presence",
+    "ReplyFate",
+    "ServoFaults",
+    "ServoModel",
+    "ServoPhysics",
+    "SimBackend",
+    "VirtualBus",
+    "known_models",
+    "physics_for",
+    "running_virtual_bus",
+]

@@ -1,0 +1,161 @@
+"""Fault injection for simulated servos, shared by ``SimBackend`` and ``VirtualBus``.
+
+Each servo id has one ``ServoFaults`` record. Tests change its fields at any time::
+
+    bus.faults(3).drop_rate = 0.5          # half the replies of servo 3 are lost
+    bus.faults(3).corrupt_rate = 1.0       # every reply arrives with a bad CRC
+    bus.faults(3).delay = 0.004            # replies come 4 ms late
+    bus.faults(3).unplug()                 # silent until .replug() (a power-up)
+    bus.faults(3).brown_out()              # silent until rebooted (a reboot is answered)
+    bus.faults(3).hardware_error = HardwareErrorFlags.OVERLOAD   # latched until reboot
+
+Random faults draw from a per-servo generator seeded from ``(seed, id)``, so a test
+sees the same sequence of drops on every run.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hilbot.hal.backend import HardwareErrorFlags
+
+
+class Presence(enum.Enum):
+    """Whether a servo answers."""
+
+    PRESENT = "present"
+    UNPLUGGED = "unplugged"  # answers nothing; replug() powers it up again
+    BROWNED_OUT = "browned out"  # answers nothing but a reboot, which brings it back
+
+
+class ReplyFate(enum.Enum):
+    """What happens to one status packet on its way back."""
+
+    DELIVER = "deliver"
+    DROP = "drop"
+    CORRUPT = "corrupt"
+
+
+def _check_rate(name: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+
+
+@dataclass
+class ServoFaults:
+    """Faults injected into one servo.
+
+    Attributes:
+        servo_id: the servo these faults apply to.
+        drop_rate: fraction of replies that are lost (the caller times out).
+        corrupt_rate: fraction of replies sent with a corrupted CRC.
+        delay: extra reply delay [s], on top of wire time and return delay time.
+        hardware_error: error bits to latch on the servo at its next update; the owner
+            consumes the field (sets it back to ``NONE``), the bits stay until a reboot.
+        presence: whether the servo answers (see ``unplug``, ``brown_out``).
+        power_cycles: how many times the servo came back from unplug or brown-out; the
+            owner resets its RAM (torque off, goal = present) when this changes.
+        seed: seed of the random drop/corrupt decisions.
+    """
+
+    servo_id: int
+    drop_rate: float = 0.0
+    corrupt_rate: float = 0.0
+    delay: float = 0.0
+    hardware_error: HardwareErrorFlags = HardwareErrorFlags.NONE
+    presence: Presence = Presence.PRESENT
+    power_cycles: int = 0
+    seed: int = 0
+    _rng: np.random.Generator = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rng = np.random.default_rng([self.seed, self.servo_id])
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in ("drop_rate", "corrupt_rate"):
+            _check_rate(name, float(value))  # type: ignore[arg-type]
+        elif name == "delay" and not float(value) >= 0.0:  # type: ignore[arg-type]
+            raise ValueError(f"delay must be >= 0 seconds, got {value!r}")
+        object.__setattr__(self, name, value)
+
+    @property
+    def answers(self) -> bool:
+        """Whether the servo answers ordinary instructions."""
+        return self.presence is Presence.PRESENT
+
+    def unplug(self) -> None:
+        """Disconnect the servo: it answers nothing until ``replug()``."""
+        self.presence = Presence.UNPLUGGED
+
+    def replug(self) -> None:
+        """Reconnect an unplugged or browned-out servo; it powers up with torque off."""
+        if self.presence is not Presence.PRESENT:
+            self.presence = Presence.PRESENT
+            self.power_cycles += 1
+
+    def brown_out(self) -> None:
+        """A supply dip hangs the servo: silent until it receives a reboot instruction."""
+        self.presence = Presence.BROWNED_OUT
+
+    def rebooted(self) -> bool:
+        """Tell the record a reboot reached the servo; returns whether it should reply.
+
+        A browned-out servo recovers (and powers up), an unplugged one never hears it.
+        """
+        if self.presence is Presence.BROWNED_OUT:
+            self.replug()
+        return self.presence is Presence.PRESENT
+
+    def take_hardware_error(self) -> HardwareErrorFlags:
+        """Return and clear the error bits waiting to be latched."""
+        flags = self.hardware_error
+        if flags:
+            self.hardware_error = HardwareErrorFlags.NONE
+        return flags
+
+    def reply_fate(self) -> ReplyFate:
+        """Draw what happens to the next reply (drop, corrupt or deliver)."""
+        if self.drop_rate > 0.0 and self._rng.random() < self.drop_rate:
+            return ReplyFate.DROP
+        if self.corrupt_rate > 0.0 and self._rng.random() < self.corrupt_rate:
+            return ReplyFate.CORRUPT
+        return ReplyFate.DELIVER
+
+    def clear(self) -> None:
+        """Remove every injected fault (the servo answers normally again)."""
+        self.drop_rate = 0.0
+        self.corrupt_rate = 0.0
+        self.delay = 0.0
+        self.hardware_error = HardwareErrorFlags.NONE
+        self.replug()
+
+
+class FaultTable:
+    """The ``ServoFaults`` of every servo on a bus or backend, created on first use."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self._faults: dict[int, ServoFaults] = {}
+
+    def __call__(self, servo_id: int) -> ServoFaults:
+        """Return the faults record of ``servo_id``."""
+        faults = self._faults.get(servo_id)
+        if faults is None:
+            faults = self._faults[servo_id] = ServoFaults(servo_id, seed=self.seed)
+        return faults
+
+    def get(self, servo_id: int) -> ServoFaults | None:
+        """The record of ``servo_id`` if one was created (no faults otherwise)."""
+        return self._faults.get(servo_id)
+
+    def records(self) -> list[ServoFaults]:
+        """Every record created so far."""
+        return list(self._faults.values())
+
+    def clear(self) -> None:
+        """Remove every injected fault on every servo."""
+        for faults in self._faults.values():
+            faults.clear()

@@ -1,0 +1,315 @@
+"""What the servos on a virtual bus answer to each instruction packet.
+
+Pure with respect to I/O: an instruction (decoded by ``hilbot.hal.dynamixel.protocol``)
+goes in, the status packets to send come out as ``Reply`` values, each with the delay
+its servo waits before answering (Return Delay Time plus any injected delay). The bus
+turns those into bytes on the pty at the right times.
+
+Rules implemented: unicast and broadcast addressing; Status Return Level (0: ping
+only, 1: ping and reads, 2: everything); the 2.0 broadcast ping (every servo answers,
+in id order); sync and bulk reads (one status per servo, in the listed order); fast
+sync and fast bulk reads (one packet from the broadcast id, each servo appending its
+slice, cut short where a servo does not answer); corrupt instructions answered with
+the CRC error (2.0) or checksum bit (1.0); unknown instructions with the instruction
+error. Injected faults decide per reply whether it is delivered, lost or corrupted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from hilbot.hal.dynamixel.protocol import (
+    BROADCAST_ID,
+    DecodeError,
+    DecodeErrorReason,
+    FastStatusPart,
+    Instruction,
+    InstructionPacket,
+    Protocol1Error,
+    StatusErrorCode,
+    StatusPacket,
+    encode_fast_status,
+    encode_status,
+)
+from hilbot.sim.faults import FaultTable, ReplyFate
+from hilbot.sim.virtual_servo import VirtualServo
+
+Ins = Instruction
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Bytes one servo (or a fast-read chain) sends, after ``delay`` seconds."""
+
+    data: bytes
+    delay: float  # [s] return delay time + injected delay, from the previous bus activity
+
+
+def _le(data: bytes) -> int:
+    return int.from_bytes(data, "little")
+
+
+def _corrupt(data: bytes) -> bytes:
+    # Flip the last byte: the CRC (2.0) or checksum (1.0) no longer matches.
+    return data[:-1] + bytes((data[-1] ^ 0xFF,))
+
+
+class InstructionHandler:
+    """Executes instructions on the servos of one bus and plans their replies.
+
+    Args:
+        protocol: 1 or 2.
+        servos: every servo on the bus (answering or not).
+        faults: injected faults, by servo id.
+        host_baudrate: the bit rate the host talks at now; servos set to another
+            rate do not hear it.
+    """
+
+    def __init__(
+        self,
+        protocol: int,
+        servos: Sequence[VirtualServo],
+        faults: FaultTable,
+        host_baudrate: Callable[[], int],
+    ) -> None:
+        self.protocol = protocol
+        self.servos = list(servos)
+        self.faults = faults
+        self._host_baudrate = host_baudrate
+        self.instructions = 0  # instructions received
+        self.corrupt = 0  # corrupt instruction frames received
+
+    # ------------------------------------------------------------------ addressing
+
+    def online(self) -> dict[int, VirtualServo]:
+        """Servos that hear the host now, by id: present, and at the host's bit rate."""
+        rate = self._host_baudrate()
+        out: dict[int, VirtualServo] = {}
+        for servo in self.servos:
+            faults = self.faults.get(servo.id)
+            if faults is not None and not faults.answers:
+                continue
+            if servo.baudrate == rate:
+                out.setdefault(servo.id, servo)
+        return out
+
+    def _targets(self, packet_id: int, online: dict[int, VirtualServo]) -> list[VirtualServo]:
+        if packet_id == BROADCAST_ID:
+            return [online[i] for i in sorted(online)]
+        servo = online.get(packet_id)
+        return [] if servo is None else [servo]
+
+    def _status(self, servo: VirtualServo, error: int, params: bytes = b"") -> Reply | None:
+        data = encode_status(StatusPacket(self.protocol, servo.id, error, params))
+        return self._deliver(servo.id, servo.return_delay, data)
+
+    def _deliver(self, servo_id: int, delay: float, data: bytes) -> Reply | None:
+        faults = self.faults.get(servo_id)
+        if faults is None:
+            return Reply(data, delay)
+        fate = faults.reply_fate()
+        if fate is ReplyFate.DROP:
+            return None
+        if fate is ReplyFate.CORRUPT:
+            data = _corrupt(data)
+        return Reply(data, delay + faults.delay)
+
+    # ------------------------------------------------------------------ dispatch
+
+    def handle(self, item: InstructionPacket | DecodeError, now: float) -> list[Reply]:
+        """Execute one decoded instruction (or rejected frame); return the replies."""
+        online = self.online()
+        if isinstance(item, DecodeError):
+            self.corrupt += 1
+            return self._rejected(item, online)
+        self.instructions += 1
+        inst = item.instruction
+        if inst is Ins.PING:
+            return self._ping(item, online)
+        if inst is Ins.REBOOT:
+            return self._reboot(item, online)
+        if inst in (Ins.SYNC_READ, Ins.FAST_SYNC_READ, Ins.BULK_READ, Ins.FAST_BULK_READ):
+            return self._group_read(item, online, now)
+        if inst in (Ins.SYNC_WRITE, Ins.BULK_WRITE):
+            self._group_write(item, online, now)
+            return []
+        replies = [self._unicast(item, servo, now) for servo in self._targets(item.id, online)]
+        if item.id == BROADCAST_ID:
+            return []
+        return [r for r in replies if r is not None]
+
+    def _rejected(self, item: DecodeError, online: dict[int, VirtualServo]) -> list[Reply]:
+        servo = online.get(item.id) if item.id is not None else None
+        if servo is None or servo.status_return_level < 2:
+            return []
+        if item.reason is DecodeErrorReason.MALFORMED:
+            code, p1 = StatusErrorCode.INSTRUCTION_ERROR, Protocol1Error.INSTRUCTION
+        else:
+            code, p1 = StatusErrorCode.CRC_ERROR, Protocol1Error.CHECKSUM
+        reply = self._status(servo, servo.error_byte(code, int(p1)))
+        return [] if reply is None else [reply]
+
+    def _ping(self, item: InstructionPacket, online: dict[int, VirtualServo]) -> list[Reply]:
+        if item.id == BROADCAST_ID and self.protocol == 1:
+            return []  # Protocol 1.0 has no broadcast ping: servos stay silent
+        replies = []
+        for servo in self._targets(item.id, online):
+            params = b""
+            if self.protocol == 2:
+                number = servo.spec.model_number.to_bytes(2, "little")
+                params = number + bytes((servo.firmware,))
+            reply = self._status(servo, servo.error_byte(), params)
+            if reply is not None:
+                replies.append(reply)
+        return replies
+
+    def _reboot(self, item: InstructionPacket, online: dict[int, VirtualServo]) -> list[Reply]:
+        # A browned-out servo is silent but still hears a reboot, which revives it.
+        targets = [s for s in self.servos if item.id in (BROADCAST_ID, s.id)]
+        replies = []
+        rate = self._host_baudrate()
+        for servo in targets:
+            faults = self.faults.get(servo.id)
+            alive = faults.rebooted() if faults is not None else True
+            if not alive or servo.baudrate != rate:
+                continue
+            if item.id != BROADCAST_ID and servo.status_return_level == 2:
+                reply = self._status(servo, servo.error_byte())
+                if reply is not None:
+                    replies.append(reply)
+            servo.reboot()
+        return replies
+
+    def _unicast(self, item: InstructionPacket, servo: VirtualServo, now: float) -> Reply | None:
+        error, params, level = self._execute(item, servo, now)
+        if servo.status_return_level < level:
+            return None
+        return self._status(servo, error, params)
+
+    def _execute(
+        self, item: InstructionPacket, servo: VirtualServo, now: float
+    ) -> tuple[int, bytes, int]:
+        """Run READ/WRITE/REG_WRITE/ACTION/FACTORY_RESET/CLEAR: ``(ERR, data, level)``.
+
+        ``level`` is the Status Return Level from which the servo answers.
+        """
+        inst, p = item.instruction, item.params
+        width = 2 if self.protocol == 2 else 1
+        if inst is Ins.READ:
+            if len(p) != 2 * width:
+                return self._length_error(servo), b"", 1
+            error, data = servo.read(_le(p[:width]), _le(p[width:]), now)
+            return error, data, 1
+        if inst in (Ins.WRITE, Ins.REG_WRITE):
+            if len(p) <= width:
+                return self._length_error(servo), b"", 2
+            write = servo.write if inst is Ins.WRITE else servo.reg_write
+            return write(_le(p[:width]), p[width:], now), b"", 2
+        if inst is Ins.ACTION:
+            return servo.action(now), b"", 2
+        if inst is Ins.FACTORY_RESET:
+            mode = p[0] if p else 0xFF
+            error = servo.error_byte()
+            servo.factory_reset(keep_id=mode in (0x01, 0x02), keep_baud=mode == 0x02)
+            return error, b"", 2
+        if inst is Ins.CLEAR:
+            return servo.error_byte(), b"", 2
+        code = StatusErrorCode.INSTRUCTION_ERROR
+        return servo.error_byte(code, int(Protocol1Error.INSTRUCTION)), b"", 2
+
+    def _length_error(self, servo: VirtualServo) -> int:
+        return servo.error_byte(StatusErrorCode.DATA_LENGTH_ERROR, int(Protocol1Error.INSTRUCTION))
+
+    # ------------------------------------------------------------------ group instructions
+
+    def _group_write(
+        self, item: InstructionPacket, online: dict[int, VirtualServo], now: float
+    ) -> None:
+        for servo_id, address, data in self._write_entries(item):
+            servo = online.get(servo_id)
+            if servo is not None:
+                servo.write(address, data, now)
+
+    def _write_entries(self, item: InstructionPacket) -> Iterable[tuple[int, int, bytes]]:
+        p, width = item.params, 2 if self.protocol == 2 else 1
+        if item.instruction is Ins.SYNC_WRITE:
+            address, length = _le(p[:width]), _le(p[width : 2 * width])
+            at = 2 * width
+            while length and at + 1 + length <= len(p):
+                yield p[at], address, p[at + 1 : at + 1 + length]
+                at += 1 + length
+            return
+        at = 0
+        while at + 5 <= len(p):  # BULK_WRITE: id, address(2), length(2), data
+            length = _le(p[at + 3 : at + 5])
+            yield p[at], _le(p[at + 1 : at + 3]), p[at + 5 : at + 5 + length]
+            at += 5 + length
+
+    def _read_entries(self, item: InstructionPacket) -> list[tuple[int, int, int]]:
+        p = item.params
+        if item.instruction in (Ins.SYNC_READ, Ins.FAST_SYNC_READ):
+            address, length = _le(p[0:2]), _le(p[2:4])
+            return [(servo_id, address, length) for servo_id in p[4:]]
+        if self.protocol == 1:  # 1.0 bulk read: 0x00, then (length, id, address) triples
+            return [(p[k + 1], p[k + 2], p[k]) for k in range(1, len(p) - 2, 3)]
+        return [
+            (p[k], _le(p[k + 1 : k + 3]), _le(p[k + 3 : k + 5])) for k in range(0, len(p) - 4, 5)
+        ]
+
+    def _group_read(
+        self, item: InstructionPacket, online: dict[int, VirtualServo], now: float
+    ) -> list[Reply]:
+        if item.id != BROADCAST_ID:
+            return []
+        entries = self._read_entries(item)
+        if item.instruction in (Ins.FAST_SYNC_READ, Ins.FAST_BULK_READ):
+            return self._fast_read(entries, online, now)
+        bulk = item.instruction is Ins.BULK_READ
+        replies = []
+        for servo_id, address, length in entries:
+            servo = online.get(servo_id)
+            if servo is None or servo.status_return_level < 1:
+                continue
+            if bulk and not servo.spec.has_bulk_read:
+                continue
+            error, data = servo.read(address, length, now)
+            reply = self._status(servo, error, data)
+            if reply is not None:
+                replies.append(reply)
+        return replies
+
+    def _fast_read(
+        self,
+        entries: list[tuple[int, int, int]],
+        online: dict[int, VirtualServo],
+        now: float,
+    ) -> list[Reply]:
+        parts: list[FastStatusPart] = []
+        delay, complete, corrupt = 0.0, True, False
+        for servo_id, address, length in entries:
+            servo = online.get(servo_id)
+            faults = self.faults.get(servo_id)
+            fate = ReplyFate.DELIVER if faults is None else faults.reply_fate()
+            if servo is None or not servo.spec.has_fast_sync_read or fate is ReplyFate.DROP:
+                complete = False  # the chain breaks: later servos wait in vain for a slice
+                break
+            error, data = servo.read(address, length, now)
+            parts.append(FastStatusPart(servo_id, error, data.ljust(length, b"\0")))
+            delay = max(delay, servo.return_delay + (faults.delay if faults else 0.0))
+            corrupt |= fate is ReplyFate.CORRUPT
+        if not parts:
+            return []
+        if not complete:
+            return [Reply(self._truncated_fast(parts, entries), delay)]
+        data = encode_fast_status(parts)
+        return [Reply(_corrupt(data) if corrupt else data, delay)]
+
+    def _truncated_fast(
+        self, parts: list[FastStatusPart], entries: list[tuple[int, int, int]]
+    ) -> bytes:
+        announced = 1 + sum(length + 4 for _, _, length in entries)
+        sent = encode_fast_status(parts)
+        header = bytearray(sent[:8])
+        header[5], header[6] = announced & 0xFF, announced >> 8
+        return bytes(header) + sent[8:]

@@ -1,0 +1,347 @@
+"""Servo dynamics model: the physics behind every simulated servo.
+
+A pure, deterministic model of ``n`` servos stepped by an explicit ``dt``, shared by
+``SimBackend`` and the virtual Dynamixel bus. Per servo it models, in shaft radians
+relative to the center tick:
+
+- the X-series velocity-based trapezoidal profile (profile velocity and acceleration;
+  0 means unlimited, as in the firmware) producing a reference position and velocity;
+- a second-order position loop (``bandwidth``, ``damping_ratio``) whose motor torque
+  saturates at the stall torque, derated linearly with speed (torque-speed curve);
+- an external load torque, constant or a function of position (gravity-like), which
+  shows up as tracking error and as current/load;
+- Coulomb and viscous friction: a servo with torque off coasts and is held by friction;
+- present current (or load) from the motor torque, and a first-order thermal model
+  heating with the square of the current;
+- latched hardware-error bits: overload (torque near stall for ``overload_time``),
+  overheating (temperature above the limit), input voltage (outside the limits); bits
+  in the shutdown mask switch torque off until a reboot, as the firmware does.
+
+The loop is integrated implicitly in sub-steps of at most 2 ms, so it is stable for
+any ``dt`` and the same sequence of ``dt`` always gives the same state. A model at
+rest (profiles arrived, torques balanced) only integrates temperature, so idle
+servos cost a few microseconds per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+from numpy.typing import NDArray
+
+from hilbot.hal.backend import HardwareErrorFlags
+from hilbot.sim.servo_physics import ServoPhysics
+
+F64 = NDArray[np.float64]
+#: Position-dependent external torque: shaft positions (n,) [rad] -> torques (n,) [N·m].
+LoadFunction = Callable[[F64], F64]
+
+MAX_SUBSTEP = 2e-3  # [s]; the loop's bandwidth is ~60 rad/s, so 2 ms resolves it well
+MAX_SUBSTEPS = 2000  # per step() call; longer gaps use longer (still stable) sub-steps
+#: X-series Shutdown register default (overheating | electrical shock | overload = 52).
+DEFAULT_SHUTDOWN = (
+    HardwareErrorFlags.OVERHEATING
+    | HardwareErrorFlags.ELECTRICAL_SHOCK
+    | HardwareErrorFlags.OVERLOAD
+)
+_STOP_EPS = 1e-9  # [rad] reference considered at goal
+_OVERLOAD = np.uint8(HardwareErrorFlags.OVERLOAD)
+_OVERHEATING = np.uint8(HardwareErrorFlags.OVERHEATING)
+_INPUT_VOLTAGE = np.uint8(HardwareErrorFlags.INPUT_VOLTAGE)
+_CREEP = 1e-9  # [rad/s] slower than this, friction has stopped the joint
+
+
+def _column(physics: Sequence[ServoPhysics], name: str) -> F64:
+    return np.array([float(getattr(p, name)) for p in physics], dtype=np.float64)
+
+
+class ServoModel:
+    """Dynamics of ``n`` servos, vectorised with numpy.
+
+    All positions are shaft angles [rad] relative to each servo's center tick. Arrays
+    are public for reading; change commands through the methods, which validate.
+
+    Args:
+        physics: one entry per servo.
+        initial_positions: (n,) shaft angles [rad]; default 0 (center tick).
+        ambient_temperature: [°C].
+        voltage: initial input voltage [V] of each servo; default its nominal voltage.
+    """
+
+    def __init__(
+        self,
+        physics: Sequence[ServoPhysics],
+        *,
+        initial_positions: npt.ArrayLike | None = None,
+        ambient_temperature: float = 25.0,
+        voltage: npt.ArrayLike | None = None,
+    ) -> None:
+        self.physics = tuple(physics)
+        n = len(self.physics)
+        self.n = n
+        self._stall = _column(self.physics, "stall_torque")
+        self._speed = _column(self.physics, "no_load_speed")
+        self._stall_current = _column(self.physics, "stall_current")
+        self._kp = _column(self.physics, "stiffness")
+        self._inertia = _column(self.physics, "inertia")
+        bw = _column(self.physics, "bandwidth")
+        self._kd = 2.0 * _column(self.physics, "damping_ratio") * bw * self._inertia
+        self._friction = _column(self.physics, "friction")
+        self._viscous = _column(self.physics, "viscous")
+        self._rise = _column(self.physics, "stall_temperature_rise")
+        self._tau_th = _column(self.physics, "thermal_time_constant")
+        self._overload_frac = _column(self.physics, "overload_fraction")
+        self._overload_time = _column(self.physics, "overload_time")
+        self._overload_torque = self._overload_frac * self._stall
+        self.quantum = _column(self.physics, "radians_per_tick")
+        self.min_position = _column(self.physics, "min_position")
+        self.max_position = _column(self.physics, "max_position")
+        self.velocity_quantum = _column(self.physics, "velocity_resolution")
+        self.temperature_limit = _column(self.physics, "temperature_limit")
+        self.ambient_temperature = float(ambient_temperature)
+
+        q0 = np.zeros(n) if initial_positions is None else np.asarray(initial_positions, float)
+        if q0.shape != (n,) or not np.all(np.isfinite(q0)):
+            raise ValueError(f"initial_positions must be {n} finite values, got {q0!r}")
+        self.position: F64 = q0.copy()  # (n,) [rad]
+        self.velocity: F64 = np.zeros(n)  # (n,) [rad/s]
+        self.goal: F64 = q0.copy()  # (n,) [rad]
+        self.reference: F64 = q0.copy()  # (n,) [rad], profile output
+        self.reference_velocity: F64 = np.zeros(n)  # (n,) [rad/s]
+        self.profile_velocity: F64 = np.zeros(n)  # (n,) [rad/s], 0 = unlimited
+        self.profile_acceleration: F64 = np.zeros(n)  # (n,) [rad/s²], 0 = unlimited
+        self.torque_enabled: NDArray[np.bool_] = np.zeros(n, dtype=bool)
+        self.motor_torque: F64 = np.zeros(n)  # (n,) [N·m]
+        self.external_torque: F64 = np.zeros(n)  # (n,) [N·m], constant load
+        self.load_function: LoadFunction | None = None
+        self.temperature: F64 = np.full(n, self.ambient_temperature)  # (n,) [°C]
+        self.voltage: F64 = (
+            _column(self.physics, "nominal_voltage")
+            if voltage is None
+            else np.broadcast_to(np.asarray(voltage, float), (n,)).copy()
+        )
+        self.voltage_limits: tuple[F64, F64] = (self.voltage * 0.7, self.voltage * 1.3)
+        self.hardware_error: NDArray[np.uint8] = np.zeros(n, dtype=np.uint8)
+        self.shutdown_mask: NDArray[np.uint8] = np.full(n, int(DEFAULT_SHUTDOWN), dtype=np.uint8)
+        self._overload_timer: F64 = np.zeros(n)  # [s]
+
+    # ------------------------------------------------------------------ commands
+
+    def set_goal(self, index: npt.ArrayLike, goal: npt.ArrayLike) -> None:
+        """Set goal positions [rad] of servos ``index``, clamped to the position range."""
+        idx = np.asarray(index, dtype=np.intp)
+        values = np.asarray(goal, dtype=np.float64)
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"goal positions must be finite, got {values!r}")
+        self.goal[idx] = np.clip(values, self.min_position[idx], self.max_position[idx])
+
+    def set_profile(
+        self,
+        index: npt.ArrayLike,
+        velocity: npt.ArrayLike | None = None,
+        acceleration: npt.ArrayLike | None = None,
+    ) -> None:
+        """Set profile velocity [rad/s] and/or acceleration [rad/s²]; 0 = unlimited."""
+        idx = np.asarray(index, dtype=np.intp)
+        for values, target in (
+            (velocity, self.profile_velocity),
+            (acceleration, self.profile_acceleration),
+        ):
+            if values is None:
+                continue
+            arr = np.asarray(values, dtype=np.float64)
+            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                raise ValueError(f"profile limits must be finite and >= 0, got {arr!r}")
+            target[idx] = arr
+
+    def set_torque(self, index: npt.ArrayLike, enabled: bool) -> NDArray[np.bool_]:
+        """Enable or disable torque; returns which servos actually changed state.
+
+        Enabling restarts the profile from the present position towards the (possibly
+        stale) goal, as the firmware does. A servo with a latched shutdown error
+        refuses to enable until rebooted.
+        """
+        idx = np.atleast_1d(np.asarray(index, dtype=np.intp))
+        if enabled:
+            blocked = (self.hardware_error[idx] & self.shutdown_mask[idx]) != 0
+            idx = idx[~blocked]
+            start = idx[~self.torque_enabled[idx]]
+            self.reference[start] = self.position[start]
+            self.reference_velocity[start] = self.velocity[start]
+        changed = np.zeros(self.n, dtype=bool)
+        changed[idx] = self.torque_enabled[idx] != enabled
+        self.torque_enabled[idx] = enabled
+        return changed
+
+    def reboot(self, index: npt.ArrayLike) -> None:
+        """Reboot servos: clear latched errors, torque off, goal := present position."""
+        idx = np.asarray(index, dtype=np.intp)
+        self.hardware_error[idx] = 0
+        self._overload_timer[idx] = 0.0
+        self.torque_enabled[idx] = False
+        self.goal[idx] = self.position[idx]
+        self.reference[idx] = self.position[idx]
+        self.reference_velocity[idx] = 0.0
+        self.motor_torque[idx] = 0.0
+
+    def raise_error(self, index: npt.ArrayLike, flags: HardwareErrorFlags) -> None:
+        """Latch hardware-error ``flags`` (fault injection), with the firmware's shutdown."""
+        idx = np.asarray(index, dtype=np.intp)
+        self.hardware_error[idx] |= np.uint8(int(flags))
+        self._apply_shutdown()
+
+    # ------------------------------------------------------------------ readings
+
+    @property
+    def present_ticks(self) -> NDArray[np.int64]:
+        """Encoder reading [ticks from center], quantised as the firmware reports it."""
+        return np.rint(self.position / self.quantum).astype(np.int64)
+
+    @property
+    def present_position(self) -> F64:
+        """Quantised shaft position [rad]."""
+        return np.rint(self.position / self.quantum) * self.quantum
+
+    @property
+    def present_velocity(self) -> F64:
+        """Velocity [rad/s] quantised to the Present Velocity register unit."""
+        return np.rint(self.velocity / self.velocity_quantum) * self.velocity_quantum
+
+    @property
+    def current(self) -> F64:
+        """Motor current [A], signed like the motor torque."""
+        return self.motor_torque / self._stall * self._stall_current
+
+    @property
+    def load(self) -> F64:
+        """Motor load [% of stall torque], signed."""
+        return 100.0 * self.motor_torque / self._stall
+
+    @property
+    def moving(self) -> NDArray[np.bool_]:
+        """Whether each servo is still moving (the Moving register)."""
+        done = np.abs(self.goal - self.reference) < _STOP_EPS
+        return ~done | (np.abs(self.velocity) > self.velocity_quantum)
+
+    # ------------------------------------------------------------------ stepping
+
+    def step(self, dt: float) -> None:
+        """Advance every servo by ``dt`` seconds (``dt <= 0`` does nothing)."""
+        if not dt > 0:
+            return
+        if not self.at_rest():
+            count = min(MAX_SUBSTEPS, int(np.ceil(dt / MAX_SUBSTEP - 1e-9)))
+            h = dt / count
+            gains = self._gains(h)
+            for _ in range(count):
+                self._substep(h, gains)
+        self._heat(dt)
+        self._update_errors(dt)
+
+    def at_rest(self) -> bool:
+        """Whether nothing moves: profiles arrived, no velocity, torques balanced."""
+        # Nothing moves: every profile has arrived, nothing has velocity, and every
+        # servo's torques balance (held by its loop or by friction). Then a step only
+        # changes temperature, which is integrated exactly; idle servos cost ~nothing.
+        if self.load_function is not None or self.velocity.any():
+            return False
+        if self.reference_velocity.any() or (self.reference != self.goal).any():
+            return False
+        drive = self._kp * (self.reference - self.position)
+        drive *= self.torque_enabled
+        drive += self.external_torque
+        return not (np.abs(drive) > self._friction * (1.0 + 1e-6)).any()
+
+    def _gains(self, h: float) -> tuple[F64, F64, F64, F64]:
+        on = self.torque_enabled
+        kp = np.where(on, self._kp, 0.0)
+        kd = np.where(on, self._kd, 0.0)
+        free = self._inertia + h * (kd + self._viscous) + h * h * kp
+        return kp, kd, free, self._inertia + h * self._viscous
+
+    def _substep(self, h: float, gains: tuple[F64, F64, F64, F64]) -> None:
+        kp, kd, free, free_sat = gains
+        on = self.torque_enabled
+        self._advance_profile(h, on)
+        load = self.external_torque
+        if self.load_function is not None:
+            load = load + np.asarray(self.load_function(self.position), dtype=np.float64)
+        q, v, m = self.position, self.velocity, self._inertia
+        r, rv = self.reference, self.reference_velocity
+        # Implicit Euler of m·a = kp(r - q) + kd(rv - v) + load - c·v - f·sign(v), for v+.
+        base = m * v + h * (kp * (r - q) + kd * rv + load)
+        direction = np.sign(np.where(v != 0.0, v, base))
+        friction = h * self._friction * direction
+        v_lin = (base - friction) / free
+        tau = kp * (r - q - h * v_lin) + kd * (rv - v_lin)
+        # Torque-speed curve: less torque available in the direction of motion.
+        limit = self._stall * np.clip(1.0 - np.sign(tau) * v / self._speed, 0.0, 1.0)
+        tau_sat = np.clip(tau, -limit, limit)
+        # Where the motor saturates, integrate with the clipped torque instead.
+        v_sat = (m * v + h * (tau_sat + load) - friction) / free_sat
+        v_new = np.where(tau_sat != tau, v_sat, v_lin)
+        # Coulomb friction stops (and then holds) a joint whose velocity would change
+        # sign within the step: it cannot push the joint backwards.
+        v_new = np.where((np.sign(v_new) == -direction) | (np.abs(v_new) < _CREEP), 0.0, v_new)
+        q_new = q + h * v_new
+        # End stops: the joint cannot leave the servo's position range.
+        stopped = (q_new < self.min_position) | (q_new > self.max_position)
+        if np.any(stopped):
+            q_new = np.clip(q_new, self.min_position, self.max_position)
+            v_new = np.where(stopped, 0.0, v_new)
+        self.velocity = v_new
+        self.position = q_new
+        self.motor_torque = tau_sat
+
+    def _advance_profile(self, h: float, on: NDArray[np.bool_]) -> None:
+        goal, r0, rv0 = self.goal, self.reference, self.reference_velocity
+        error = goal - r0
+        if not np.any(error) and not np.any(rv0):
+            self.reference = np.where(on, r0, self.position)
+            return
+        sign = np.sign(error)
+        vmax = np.where(self.profile_velocity > 0, self.profile_velocity, self._speed)
+        vmax = np.minimum(vmax, self._speed)
+        amax = self.profile_acceleration
+        limited = amax > 0
+        # Fastest speed from which the profile can still stop at the goal.
+        stop = np.where(limited, np.sqrt(2.0 * amax * np.abs(error)), np.inf)
+        v_des = sign * np.minimum(np.minimum(vmax, stop), np.abs(error) / h)
+        dv = v_des - rv0
+        dv = np.where(limited, np.clip(dv, -amax * h, amax * h), dv)
+        rv = rv0 + dv
+        r = r0 + rv * h
+        # Snap when the goal is reached or overshot by the discrete step.
+        arrived = (np.sign(goal - r) != sign) | (np.abs(goal - r) < _STOP_EPS)
+        self.reference = np.where(on, np.where(arrived, goal, r), self.position)
+        self.reference_velocity = np.where(on & ~arrived, rv, 0.0)
+
+    def _heat(self, dt: float) -> None:
+        # First-order thermal model, integrated exactly over dt at the present current.
+        ratio = self.current / self._stall_current
+        target = self.ambient_temperature + self._rise * ratio * ratio
+        self.temperature = target + (self.temperature - target) * np.exp(-dt / self._tau_th)
+
+    def _update_errors(self, dt: float) -> None:
+        bits = self.hardware_error
+        overloaded = np.abs(self.motor_torque) >= self._overload_torque
+        if overloaded.any() or self._overload_timer.any():
+            self._overload_timer = (self._overload_timer + dt) * overloaded
+            bits[self._overload_timer >= self._overload_time] |= _OVERLOAD
+        hot = self.temperature > self.temperature_limit
+        if hot.any():
+            bits[hot] |= _OVERHEATING
+        low, high = self.voltage_limits
+        bad_voltage = (self.voltage < low) | (self.voltage > high)
+        if bad_voltage.any():
+            bits[bad_voltage] |= _INPUT_VOLTAGE
+        if bits.any():
+            self._apply_shutdown()
+
+    def _apply_shutdown(self) -> None:
+        shut = (self.hardware_error & self.shutdown_mask) != 0
+        if (shut & self.torque_enabled).any():
+            self.torque_enabled[shut] = False
+            self.motor_torque[shut] = 0.0

@@ -1,0 +1,305 @@
+"""``SimBackend``: the servo dynamics model behind the ``Backend`` protocol, in process.
+
+No bytes, no threads: ``read()`` and ``write()`` advance the model by the time the
+injected clock says has passed, so a test that drives a fake clock gets the same
+states on every run. It is the runtime's default backend.
+
+    async with SimBackend(servos, clock=fake.now) as sim:
+        await sim.set_torque(True)
+        await sim.write({"shoulder": 0.5})
+        fake.advance(1.0)
+        state = await sim.read()
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from types import TracebackType
+from typing import Self
+
+import numpy as np
+
+from hilbot.hal.backend import BusCounters, HardwareErrorFlags, JointState
+from hilbot.hal.errors import CommTimeout, ConfigError, HalError
+from hilbot.hal.mapping import ServoSpec
+from hilbot.sim.faults import FaultTable, ReplyFate, ServoFaults
+from hilbot.sim.joint_map import JointMap
+from hilbot.sim.servo_model import F64, LoadFunction, ServoModel
+from hilbot.sim.servo_physics import ServoPhysics, physics_for
+
+Clock = Callable[[], float]
+
+
+class _State(enum.Enum):
+    IDLE = "idle"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class SimBackend:
+    """A simulated set of joints implementing ``hilbot.hal.backend.Backend``.
+
+    Args:
+        servos: the same ``ServoSpec`` list the real backend is built from; shadow
+            servos are folded into their joint (they add their torque to it).
+        joint_limits: optional ``{joint: (lower, upper)}`` [rad or m]; ``write``
+            refuses targets outside, as it refuses targets outside the servo range.
+        initial_positions: ``{joint: position}`` at start; default the center tick.
+        clock: monotonic time source [s]; the model advances by its differences.
+        physics: per-model overrides of the dynamics parameters, ``{model: ServoPhysics}``.
+        load: per-joint external torque [N·m, or N for prismatic joints], constant or
+            a function of the joint position (gravity-like); it reaches the servo
+            through the gear ratio and shows up as tracking error and effort.
+        profile_velocity: joint-space profile velocity limit [rad/s]; 0 = unlimited.
+        profile_acceleration: profile acceleration limit [rad/s²]; 0 = unlimited.
+        ambient_temperature: [°C].
+        retries: how often a read or write is retried when an injected fault loses a
+            reply (counted in ``counters.retries``), before ``CommTimeout`` is raised.
+        torque_off_on_close: disable torque when the backend is closed.
+        seed: seed of the injected random faults.
+    """
+
+    def __init__(
+        self,
+        servos: Sequence[ServoSpec],
+        *,
+        joint_limits: Mapping[str, tuple[float, float]] | None = None,
+        initial_positions: Mapping[str, float] | None = None,
+        clock: Clock = time.monotonic,
+        physics: Mapping[str, ServoPhysics] | None = None,
+        load: Mapping[str, float | Callable[[float], float]] | None = None,
+        profile_velocity: float = 0.0,
+        profile_acceleration: float = 0.0,
+        ambient_temperature: float = 25.0,
+        retries: int = 2,
+        torque_off_on_close: bool = True,
+        seed: int = 0,
+    ) -> None:
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries!r}")
+        self._map = JointMap(servos, _physics_lookup(servos, physics or {}))
+        self._map.set_limits(joint_limits or {})
+        self._clock = clock
+        self._retries = retries
+        self._torque_off_on_close = torque_off_on_close
+        self.counters = BusCounters()
+        self.faults = FaultTable(seed)
+        start = self._map.to_shaft(initial_positions or {})
+        self.model = ServoModel(
+            self._map.physics, initial_positions=start, ambient_temperature=ambient_temperature
+        )
+        self._set_profile(profile_velocity, profile_acceleration)
+        self._loads: dict[int, Callable[[float], float]] = {}
+        self._set_loads(load or {})
+        self._state = _State.IDLE
+        self._last = clock()
+        self._power_cycles = [0] * len(self._map.names)
+        self._flags_raw = b""
+        self._flags_cache: tuple[HardwareErrorFlags, ...] = ()
+
+    # ------------------------------------------------------------------ Backend API
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """Joints this backend drives, in ``JointState`` order."""
+        return self._map.names
+
+    async def __aenter__(self) -> Self:
+        if self._state is not _State.IDLE:
+            raise HalError(f"SimBackend is {self._state.value}; it cannot be entered again")
+        self._state = _State.OPEN
+        self._advance()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def read(self) -> JointState:
+        """Read every joint (one simulated sync read)."""
+        self._check_open()
+        now = self._advance()
+        self._transaction("SYNC_READ", range(len(self._map.names)))
+        m, jm = self.model, self._map
+        effort = np.where(jm.has_current, m.current, m.load) * jm.direction
+        return JointState(
+            names=jm.names,
+            position=jm.offset + jm.direction * m.present_position / jm.gear_ratio,
+            velocity=jm.direction * m.present_velocity / jm.gear_ratio,
+            effort=effort,
+            temperature=np.round(m.temperature),
+            hardware_errors=self._flags(),
+            timestamp=now,
+            effort_unit=jm.effort_units,
+            counters=self.counters.copy(),
+        )
+
+    async def write(self, positions: Mapping[str, float]) -> None:
+        """Command goal positions [rad or m]; nothing moves if any value is refused.
+
+        Raises:
+            CommandError: an unknown joint, a NaN/inf value, or a target outside the
+                servo's range or the configured joint limits.
+        """
+        self._check_open()
+        index, shaft = self._map.goal_to_shaft(positions)
+        self._advance()
+        self._transaction("SYNC_WRITE", index)
+        self.model.set_goal(index, shaft)
+
+    async def set_torque(self, enabled: bool, joints: Iterable[str] | None = None) -> None:
+        """Enable or disable torque of ``joints`` (default all)."""
+        self._check_open()
+        index = self._map.indices(joints)
+        self._advance()
+        self._transaction("SYNC_WRITE", index)
+        self.model.set_torque(index, enabled)
+
+    async def reboot(self, joints: Iterable[str]) -> None:
+        """Reboot the servos of ``joints``: errors cleared, torque off, goal = present."""
+        self._check_open()
+        index = self._map.indices(joints)
+        self._advance()
+        for i in index:
+            for servo_id in self._map.servo_ids[i]:
+                self.faults(servo_id).rebooted()
+        self.model.reboot(index)
+        self.counters.transactions += len(index)
+
+    async def close(self) -> None:
+        """Disable torque (if configured) and close; safe to call twice."""
+        if self._state is _State.CLOSED:
+            return
+        if self._torque_off_on_close:
+            self._advance()
+            self.model.set_torque(np.arange(self.model.n), False)
+        self._state = _State.CLOSED
+
+    # ------------------------------------------------------------------ simulation API
+
+    def set_load(self, joint: str, torque: float | Callable[[float], float]) -> None:
+        """Set the external torque on ``joint`` [N·m], constant or a function of its position."""
+        self._set_loads({joint: torque})
+
+    def advance(self, dt: float) -> None:
+        """Advance the model by ``dt`` seconds without waiting for the clock (tests)."""
+        self.model.step(dt)
+
+    def fault(self, joint: str) -> ServoFaults:
+        """The fault record of ``joint``'s primary servo."""
+        return self.faults(self._map.servo_ids[self._map.indices([joint])[0]][0])
+
+    # ------------------------------------------------------------------ internals
+
+    def _flags(self) -> tuple[HardwareErrorFlags, ...]:
+        raw = self.model.hardware_error.tobytes()
+        if raw != self._flags_raw:
+            self._flags_raw = raw
+            self._flags_cache = tuple(HardwareErrorFlags(b) for b in raw)
+        return self._flags_cache
+
+    def _check_open(self) -> None:
+        if self._state is _State.CLOSED:
+            raise HalError("SimBackend is closed")
+
+    def _advance(self) -> float:
+        now = self._clock()
+        self.model.step(now - self._last)
+        self._last = max(self._last, now)
+        self._apply_faults()
+        return now
+
+    def _apply_faults(self) -> None:
+        for faults in self.faults.records():
+            i = self._map.joint_of_servo(faults.servo_id)
+            if i is None:
+                continue
+            flags = faults.take_hardware_error()
+            if flags:
+                self.model.raise_error([i], flags)
+            if faults.power_cycles != self._power_cycles[i]:
+                self._power_cycles[i] = faults.power_cycles
+                self.model.reboot([i])
+
+    def _transaction(self, instruction: str, index: Iterable[int]) -> None:
+        """Count one bus transaction; injected faults may lose it (retried, then raised)."""
+        ids = [sid for i in index for sid in self._map.servo_ids[i]]
+        for attempt in range(self._retries + 1):
+            self.counters.transactions += 1
+            if attempt:
+                self.counters.retries += 1
+            lost = self._lost_reply(ids)
+            if lost is None:
+                return
+            self.counters.timeouts += 1
+        raise CommTimeout(lost, instruction)
+
+    def _lost_reply(self, ids: Iterable[int]) -> int | None:
+        for servo_id in ids:
+            faults = self.faults.get(servo_id)
+            if faults is None:
+                continue
+            if not faults.answers or faults.reply_fate() is not ReplyFate.DELIVER:
+                return servo_id
+        return None
+
+    def _set_profile(self, velocity: float, acceleration: float) -> None:
+        for name, value in (("profile_velocity", velocity), ("profile_acceleration", acceleration)):
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+        # Joint-space limits become shaft-space limits through the gear ratio.
+        ratio = self._map.gear_ratio
+        self.model.set_profile(np.arange(self.model.n), velocity * ratio, acceleration * ratio)
+
+    def _set_loads(self, load: Mapping[str, float | Callable[[float], float]]) -> None:
+        functions = dict(self._loads)
+        jm = self._map
+        for joint, value in load.items():
+            i = jm.indices([joint])[0]
+            if callable(value):
+                functions[i] = value
+                self.model.external_torque[i] = 0.0
+            else:
+                functions.pop(i, None)
+                # A joint torque reaches the shaft through the gearing and direction.
+                self.model.external_torque[i] = float(value) * jm.direction[i] / jm.gear_ratio[i]
+        self._loads = functions
+        self.model.load_function = self._combined_load() if functions else None
+
+    def _combined_load(self) -> LoadFunction:
+        items = sorted(self._loads.items())
+        jm = self._map
+
+        def load(shaft: F64) -> F64:
+            out = np.zeros_like(shaft)
+            for i, f in items:
+                joint = jm.offset[i] + jm.direction[i] * shaft[i] / jm.gear_ratio[i]
+                out[i] = f(float(joint)) * jm.direction[i] / jm.gear_ratio[i]
+            return out
+
+        return load
+
+
+def _physics_lookup(
+    servos: Sequence[ServoSpec], overrides: Mapping[str, ServoPhysics]
+) -> dict[int, ServoPhysics]:
+    result: dict[int, ServoPhysics] = {}
+    for spec in servos:
+        physics = overrides.get(spec.model)
+        if physics is None:
+            try:
+                physics = physics_for(spec.model)
+            except KeyError as exc:
+                raise ConfigError(
+                    f"servo {spec.id}: {exc.args[0]}", servo_id=spec.id, field="model"
+                ) from None
+        result[spec.id] = replace(physics, model=spec.model)
+    return result

@@ -1,0 +1,415 @@
+"""A virtual Dynamixel bus: real Protocol 1.0 / 2.0 bytes on a pseudo-terminal.
+
+``VirtualBus`` opens a pty and serves it from its own thread, so the real
+``DynamixelBackend``, dynamixel-sdk or any serial tool opens ``bus.port`` like a U2D2::
+
+    with VirtualBus({1: "XM430-W350", 2: "XM430-W350"}, protocol=2, baudrate=1_000_000) as bus:
+        port = PortHandler(bus.port)
+        ...
+        bus.faults(2).drop_rate = 0.5
+
+Packets are decoded and encoded by ``hilbot.hal.dynamixel.protocol`` (no second
+codec); each id has a control table (``hilbot.hal.dynamixel.tables``) bound to the
+servo dynamics model, advanced by the (injectable) clock. Replies leave at the time a
+real bus would deliver them: the instruction's own wire time, then per reply its
+servo's Return Delay Time and its bytes at 10 bits a byte. The server thread blocks
+in ``poll`` between packets and sleeps until shortly before each deadline (then
+spins briefly), so an idle bus costs no CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import sys
+import termios
+import threading
+import time
+import tty
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Self
+
+from hilbot.hal.backend import HardwareErrorFlags
+from hilbot.hal.dynamixel import tables
+from hilbot.hal.dynamixel.protocol import (
+    DecodeError,
+    InstructionPacket,
+    PacketDecoder,
+    PacketKind,
+    encode_instruction,
+)
+from hilbot.hal.errors import ConfigError, PortError
+from hilbot.hal.mapping import BusSpec, ServoSpec
+from hilbot.sim.faults import FaultTable, ServoFaults
+from hilbot.sim.instruction_handler import InstructionHandler, Reply
+from hilbot.sim.servo_model import ServoModel
+from hilbot.sim.servo_physics import ServoPhysics, physics_for
+from hilbot.sim.virtual_servo import VirtualServo
+
+_log = logging.getLogger(__name__)
+
+BITS_PER_BYTE = 10  # 8N1: start bit, 8 data bits, stop bit
+BACKGROUND_STEP_MS = 5  # model update period while servos move, when no packet comes
+SPIN = 3e-4
+#: GIL switch interval while a bus runs in this process [s]. A client that busy-polls
+#: the port (the stock dynamixel-sdk does) holds the GIL; at Python's default 5 ms the
+#: server thread would wake up to 5 ms late for every reply.
+SWITCH_INTERVAL = 2e-4  # [s] wake up this long before a deadline and spin (sleep overshoots)
+_TERMIOS_RATES = {
+    getattr(termios, f"B{rate}"): rate
+    for rate in (
+        9600,
+        19200,
+        57600,
+        115200,
+        200000,
+        230400,
+        250000,
+        400000,
+        460800,
+        500000,
+        921600,
+        1000000,
+        2000000,
+        2500000,
+        3000000,
+        4000000,
+    )
+    if hasattr(termios, f"B{rate}")
+}
+
+ServoList = Sequence[ServoSpec] | Mapping[int, str]
+
+
+def wait_until(deadline: float, clock: Callable[[], float] = time.monotonic) -> None:
+    """Block until ``clock() >= deadline``: sleep most of the way, spin the last ~0.3 ms."""
+    while True:
+        remaining = deadline - clock()
+        if remaining <= 0.0:
+            return
+        time.sleep(remaining - SPIN if remaining > SPIN else 0.0)
+
+
+class VirtualBus:
+    """Simulated Dynamixel servos answering on a pseudo-terminal.
+
+    Args:
+        servos: ``ServoSpec`` list (id and model are used) or ``{id: model name}``.
+        protocol: 1 or 2; every model must speak it.
+        baudrate: the servos' bit rate [bit/s]; also the rate used for wire timing when
+            the host's rate cannot be read from the pty.
+        clock: time source of the dynamics model [s] (wire timing uses real time).
+        return_delay_time: Return Delay Time register of every servo [2 µs units];
+            ``None`` keeps the factory default (250 = 500 µs).
+        initial_positions: ``{id: ticks}`` at power-up; default the center tick.
+        physics: per-model overrides of the dynamics parameters.
+        wire_timing: delay replies like a real bus; ``False`` answers at once.
+        seed: seed of the injected random faults.
+
+    Raises:
+        ConfigError: unknown model, a model that does not speak ``protocol``, a bit
+            rate the model cannot use, or a duplicate id.
+    """
+
+    def __init__(
+        self,
+        servos: ServoList,
+        protocol: int = 2,
+        baudrate: int = 1_000_000,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        return_delay_time: int | None = None,
+        initial_positions: Mapping[int, int] | None = None,
+        physics: Mapping[str, ServoPhysics] | None = None,
+        wire_timing: bool = True,
+        seed: int = 0,
+    ) -> None:
+        BusSpec("virtual", baudrate, protocol)  # validates protocol and baud rate
+        self.protocol = protocol
+        self.baudrate = baudrate
+        self.wire_timing = wire_timing
+        self.faults = FaultTable(seed)
+        self.lock = threading.RLock()
+        self._clock = clock
+        pairs = (
+            list(servos.items())
+            if isinstance(servos, Mapping)
+            else [(s.id, s.model) for s in servos]
+        )
+        specs = [_model_spec(i, name, protocol, baudrate) for i, name in pairs]
+        _check_unique(pairs)
+        positions = initial_positions or {}
+        overrides = physics or {}
+        self.model = ServoModel(
+            [overrides.get(spec.name) or physics_for(spec.name) for spec in specs],
+            initial_positions=[
+                (positions.get(i, spec.center_tick) - spec.center_tick)
+                * 2.0
+                * 3.141592653589793
+                / spec.ticks_per_rev
+                for (i, _), spec in zip(pairs, specs, strict=True)
+            ],
+        )
+        self.servos = [
+            VirtualServo(
+                spec,
+                i,
+                self.model,
+                k,
+                baud_value=spec.baud_value(baudrate),
+                return_delay_time=return_delay_time,
+            )
+            for k, ((i, _), spec) in enumerate(zip(pairs, specs, strict=True))
+        ]
+        self.handler = InstructionHandler(protocol, self.servos, self.faults, self.host_baudrate)
+        self._last = clock()
+        self._power_cycles: dict[int, int] = {}
+        self._master = self._slave = -1
+        self._wake_r = self._wake_w = -1
+        self._thread: threading.Thread | None = None
+        self._port = ""
+        self._wire_free = 0.0
+        #: Exceptions raised while answering (a bug in the simulation, never the host's).
+        self.errors: list[Exception] = []
+
+    @classmethod
+    def from_config(cls, servos: Sequence[ServoSpec], bus: BusSpec, **kwargs: object) -> VirtualBus:
+        """A virtual bus for one configured bus: its servos, protocol and bit rate."""
+        return cls(servos, bus.protocol, bus.baudrate, **kwargs)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def port(self) -> str:
+        """Path of the pty's slave side (e.g. ``/dev/pts/5``); open it like a U2D2."""
+        if not self._port:
+            raise PortError("the virtual bus is not running; use it as a context manager", port="")
+        return self._port
+
+    @property
+    def running(self) -> bool:
+        """Whether the server thread is serving the pty."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Open the pty and start serving it."""
+        if self._thread is not None:
+            raise RuntimeError("the virtual bus is already running")
+        self._master, self._slave = os.openpty()
+        tty.setraw(self._slave)
+        self._port = os.ttyname(self._slave)
+        self._wake_r, self._wake_w = os.pipe()
+        _GilTuning.acquire()
+        self._thread = threading.Thread(
+            target=self._serve, name=f"virtual-bus {self._port}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving and close the pty; safe to call twice."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            os.write(self._wake_w, b"x")
+            thread.join(timeout=5.0)
+            _GilTuning.release()
+        for fd in (self._master, self._slave, self._wake_r, self._wake_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._master = self._slave = self._wake_r = self._wake_w = -1
+        self._port = ""
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ test API
+
+    def servo(self, servo_id: int) -> VirtualServo:
+        """The servo configured with (or now answering to) ``servo_id``."""
+        for servo in self.servos:
+            if servo.id == servo_id:
+                return servo
+        raise KeyError(
+            f"no servo with id {servo_id} on this bus; ids: {[s.id for s in self.servos]}"
+        )
+
+    def register(self, servo_id: int, name: tables.RegisterName) -> int:
+        """Current value of a register, as a read would return it."""
+        with self.lock:
+            self._advance()
+            servo = self.servo(servo_id)
+            servo.refresh(self._clock())
+            return servo.memory.get(name)
+
+    def set_load(self, servo_id: int, torque: float) -> None:
+        """Apply a constant external torque [N·m] to a servo's shaft."""
+        with self.lock:
+            self._advance()
+            self.model.external_torque[self.servo(servo_id).index] = float(torque)
+
+    def raise_hardware_error(self, servo_id: int, flags: HardwareErrorFlags) -> None:
+        """Latch hardware-error bits now (same as ``faults(id).hardware_error = flags``)."""
+        with self.lock:
+            self._advance()
+            self.model.raise_error([self.servo(servo_id).index], flags)
+
+    def fault(self, servo_id: int) -> ServoFaults:
+        """Alias of ``faults(servo_id)``."""
+        return self.faults(servo_id)
+
+    def host_baudrate(self) -> int:
+        """The bit rate the host set on the pty, or the bus's rate if it cannot be read."""
+        if self._slave < 0:
+            return self.baudrate
+        try:
+            speed = termios.tcgetattr(self._slave)[5]
+        except termios.error:
+            return self.baudrate
+        return _TERMIOS_RATES.get(speed, self.baudrate)
+
+    # ------------------------------------------------------------------ server
+
+    def _advance(self) -> float:
+        now = self._clock()
+        self.model.step(now - self._last)
+        self._last = max(self._last, now)
+        for faults in self.faults.records():
+            try:
+                servo = self.servo(faults.servo_id)
+            except KeyError:
+                continue
+            flags = faults.take_hardware_error()
+            if flags:
+                self.model.raise_error([servo.index], flags)
+            if faults.power_cycles != self._power_cycles.get(faults.servo_id, 0):
+                self._power_cycles[faults.servo_id] = faults.power_cycles
+                servo.reboot()
+        return now
+
+    def _serve(self) -> None:
+        decoder = PacketDecoder(self.protocol, PacketKind.INSTRUCTION)
+        poller = select.poll()
+        poller.register(self._master, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        while True:
+            # While something moves, advance the model every few ms so that answering
+            # an instruction never has to integrate a long gap (which would delay it).
+            with self.lock:
+                idle = self.model.at_rest()
+            events = dict(poller.poll(None if idle else BACKGROUND_STEP_MS))
+            if self._wake_r in events:
+                return
+            if self._master not in events:
+                with self.lock:
+                    self._advance()
+                continue
+            try:
+                data = os.read(self._master, 4096)
+            except OSError:
+                return
+            arrived = time.monotonic()
+            for item in decoder.feed(data):
+                if not isinstance(item, InstructionPacket | DecodeError):
+                    continue
+                try:
+                    self._answer(item, arrived)
+                except Exception as exc:  # keep serving; tests check bus.errors
+                    _log.exception("virtual bus: failed to answer %r", item)
+                    self.errors.append(exc)
+
+    def _answer(self, item: InstructionPacket | DecodeError, arrived: float) -> None:
+        with self.lock:
+            now = self._advance()
+            replies = self.handler.handle(item, now)
+        if not self.wire_timing:
+            for reply in replies:
+                os.write(self._master, reply.data)
+            return
+        byte_time = BITS_PER_BYTE / self.host_baudrate()
+        size = len(item.raw) if isinstance(item, DecodeError) else len(encode_instruction(item))
+        # The pty delivers the host's bytes at once; on a wire they would take this long.
+        cursor = max(arrived, self._wire_free) + size * byte_time
+        for reply in replies:
+            cursor = self._send(reply, cursor, byte_time)
+        self._wire_free = cursor
+
+    def _send(self, reply: Reply, cursor: float, byte_time: float) -> float:
+        done = cursor + reply.delay + len(reply.data) * byte_time
+        wait_until(done)
+        os.write(self._master, reply.data)
+        return done
+
+
+class _GilTuning:
+    """Shorten the GIL switch interval while any bus runs; restore it after the last."""
+
+    _users = 0
+    _saved = 0.0
+    _lock = threading.Lock()
+
+    @classmethod
+    def acquire(cls) -> None:
+        with cls._lock:
+            if cls._users == 0:
+                cls._saved = sys.getswitchinterval()
+                sys.setswitchinterval(min(cls._saved, SWITCH_INTERVAL))
+            cls._users += 1
+
+    @classmethod
+    def release(cls) -> None:
+        with cls._lock:
+            cls._users -= 1
+            if cls._users == 0:
+                sys.setswitchinterval(cls._saved)
+
+
+def _model_spec(servo_id: int, name: str, protocol: int, baudrate: int) -> tables.ModelSpec:
+    try:
+        spec = tables.model(name)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0]), servo_id=servo_id, field="model") from None
+    if spec.protocol != protocol:
+        raise ConfigError(
+            f"servo {servo_id}: {spec.name} speaks Protocol {spec.protocol}.0, "
+            f"but the bus is Protocol {protocol}.0",
+            servo_id=servo_id,
+            field="model",
+        )
+    try:
+        spec.baud_value(baudrate)
+    except ValueError as exc:
+        raise ConfigError(f"servo {servo_id}: {exc}", servo_id=servo_id, field="baudrate") from None
+    return spec
+
+
+def _check_unique(pairs: Sequence[tuple[int, str]]) -> None:
+    seen: set[int] = set()
+    for servo_id, _ in pairs:
+        if servo_id in seen:
+            raise ConfigError(
+                f"servo id {servo_id} appears twice on the bus", servo_id=servo_id, field="id"
+            )
+        seen.add(servo_id)

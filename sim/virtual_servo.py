@@ -1,0 +1,275 @@
+"""One servo on the virtual bus: its control-table memory bound to the dynamics model.
+
+``VirtualServo`` is what the firmware of one servo does with its memory: refresh the
+present-value registers from the dynamics model before a read, apply written goal,
+torque and profile registers to the model, reboot and factory reset, and build the
+ERR byte of its status packets (Protocol 2.0 error codes with the alert bit, or
+Protocol 1.0 error bits with the hardware bits of every status packet).
+"""
+
+from __future__ import annotations
+
+import math
+
+from hilbot.hal.backend import HardwareErrorFlags
+from hilbot.hal.dynamixel.protocol import (
+    ALERT_BIT,
+    Protocol1Error,
+    StatusErrorCode,
+    hardware_flags_from_protocol1,
+    hardware_flags_to_protocol1,
+)
+from hilbot.hal.dynamixel.tables import ModelSpec, Register, RegisterName
+from hilbot.sim.control_table_memory import ControlTableMemory, WriteFault, WriteRefused
+from hilbot.sim.servo_model import ServoModel
+
+N = RegisterName
+RPM = 2.0 * math.pi / 60.0  # [rad/s] per rev/min
+#: X-series Profile Acceleration unit, 214.577 rev/min² (e-manual, address 108).
+X_ACCELERATION_UNIT = 214.577 * 2.0 * math.pi / 3600.0  # [rad/s²]
+#: MX(1.0) Goal Acceleration unit, 8.583 °/s² (e-manual, address 73).
+MX1_ACCELERATION_UNIT = math.radians(8.583)  # [rad/s²]
+#: MX-64/106 (1.0) Current register: I = 4.5 mA * (value - 2048) (e-manual, address 68).
+MX1_CURRENT_UNIT = 0.0045  # [A]
+#: Present PWM full scale on the X series (e-manual, PWM Limit 885 = 100 %).
+PWM_FULL_SCALE = 885
+
+_P2_FAULT = {
+    WriteFault.ACCESS: StatusErrorCode.ACCESS_ERROR,
+    WriteFault.RANGE: StatusErrorCode.DATA_RANGE_ERROR,
+    WriteFault.LENGTH: StatusErrorCode.DATA_LENGTH_ERROR,
+}
+
+
+class VirtualServo:
+    """The firmware of one simulated servo.
+
+    Args:
+        spec: the model (control table, units).
+        servo_id: initial ID.
+        model: the dynamics model shared by the bus.
+        index: this servo's index in ``model``.
+        baud_value: initial Baud Rate register value.
+        return_delay_time: initial Return Delay Time register value [2 µs], or
+            ``None`` for the model's default (250 = 500 µs).
+    """
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        servo_id: int,
+        model: ServoModel,
+        index: int,
+        *,
+        baud_value: int | None = None,
+        return_delay_time: int | None = None,
+    ) -> None:
+        self.spec = spec
+        self.protocol = spec.protocol
+        self.model = model
+        self.index = index
+        self.memory = ControlTableMemory(spec, servo_id, baud_value)
+        if return_delay_time is not None:
+            self.memory.set(N.RETURN_DELAY_TIME, return_delay_time)
+        self._tick_unit = 2.0 * math.pi / spec.ticks_per_rev  # [rad/tick]
+        self._velocity_unit = spec.rad_per_s_per_velocity_tick  # [rad/s per tick]
+        self.pending_write: tuple[int, bytes] | None = None  # REG_WRITE, waiting for ACTION
+        self._apply_eeprom()
+        self._reset_goal()
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def id(self) -> int:
+        """The ID register."""
+        return self.memory.get(N.ID)
+
+    @property
+    def baudrate(self) -> int | None:
+        """Bit rate the servo listens at [bit/s], ``None`` for an unlisted register value."""
+        return self.spec.baud_rates.get(self.memory.get(N.BAUD_RATE))
+
+    @property
+    def firmware(self) -> int:
+        """The Firmware Version register."""
+        return self.memory.get(N.FIRMWARE_VERSION)
+
+    @property
+    def return_delay(self) -> float:
+        """Return Delay Time [s] (register value × 2 µs)."""
+        return self.memory.get(N.RETURN_DELAY_TIME) * 2e-6
+
+    @property
+    def status_return_level(self) -> int:
+        """0: answer PING only; 1: PING and READ; 2: every instruction."""
+        return self.memory.get(N.STATUS_RETURN_LEVEL)
+
+    @property
+    def hardware_error(self) -> HardwareErrorFlags:
+        """The latched hardware-error status."""
+        return HardwareErrorFlags(int(self.model.hardware_error[self.index]))
+
+    # ------------------------------------------------------------------ status byte
+
+    def error_byte(self, code: StatusErrorCode = StatusErrorCode.NONE, p1: int = 0) -> int:
+        """ERR byte of a status packet: the command result plus the hardware alert."""
+        flags = self.hardware_error
+        if self.protocol == 2:
+            return int(code) | (ALERT_BIT if flags else 0)
+        return p1 | hardware_flags_to_protocol1(flags)
+
+    def _refused(self, refused: WriteRefused) -> int:
+        if self.protocol == 2:
+            return self.error_byte(_P2_FAULT[refused.fault])
+        return self.error_byte(p1=int(Protocol1Error.RANGE))
+
+    # ------------------------------------------------------------------ instructions
+
+    def read(self, address: int, length: int, now: float) -> tuple[int, bytes]:
+        """READ: ``(ERR, data)``; outside the table: access error / range bit, no data."""
+        self.refresh(now)
+        data = self.memory.read(address, length)
+        if data is None:
+            if self.protocol == 2:
+                return self.error_byte(StatusErrorCode.ACCESS_ERROR), b""
+            return self.error_byte(p1=int(Protocol1Error.RANGE)), b""
+        return self.error_byte(), data
+
+    def write(self, address: int, data: bytes, now: float) -> int:
+        """WRITE: apply the data if every rule allows it; return the ERR byte."""
+        self.refresh(now)
+        checked = self.memory.check_write(
+            address, data, torque_on=self._torque_on(), eeprom_lock=self.protocol == 2
+        )
+        if isinstance(checked, WriteRefused):
+            return self._refused(checked)
+        self.memory.store(address, data)
+        p1 = 0
+        for reg, value in checked:
+            p1 |= self._apply(reg, value)
+        return self.error_byte(p1=p1)
+
+    def reg_write(self, address: int, data: bytes, now: float) -> int:
+        """REG_WRITE: validate now, apply on ACTION."""
+        self.refresh(now)
+        checked = self.memory.check_write(
+            address, data, torque_on=self._torque_on(), eeprom_lock=self.protocol == 2
+        )
+        if isinstance(checked, WriteRefused):
+            return self._refused(checked)
+        self.pending_write = (address, bytes(data))
+        self.memory.set_if_present(N.REGISTERED_INSTRUCTION, 1)
+        return self.error_byte()
+
+    def action(self, now: float) -> int:
+        """ACTION: run the registered write, if any."""
+        pending, self.pending_write = self.pending_write, None
+        self.memory.set_if_present(N.REGISTERED_INSTRUCTION, 0)
+        if pending is None:
+            return self.error_byte()
+        return self.write(pending[0], pending[1], now)
+
+    def reboot(self) -> None:
+        """REBOOT (or power-up): RAM back to defaults, errors cleared, goal = present."""
+        self.model.reboot([self.index])
+        self.memory.reset(self.id, None, ram_only=True)
+        self.model.set_profile([self.index], velocity=0.0, acceleration=0.0)
+        self.pending_write = None
+        self._apply_eeprom()
+        self._reset_goal()
+
+    def factory_reset(self, keep_id: bool, keep_baud: bool) -> None:
+        """FACTORY_RESET: every register back to its default (optionally keeping ID/baud)."""
+        servo_id, baud = self.id, self.memory.get(N.BAUD_RATE)
+        self.memory.reset(servo_id if keep_id else 1, baud if keep_baud else None, ram_only=False)
+        self.reboot()
+
+    # ------------------------------------------------------------------ model binding
+
+    def refresh(self, now: float) -> None:
+        """Copy the model's present values into the present-value registers."""
+        m, i, mem = self.model, self.index, self.memory
+        ticks = int(m.present_ticks[i]) + self.spec.center_tick
+        if self.protocol == 2:
+            mem.set(N.PRESENT_POSITION, ticks + mem.get(N.HOMING_OFFSET))
+            mem.set_if_present(N.PRESENT_VELOCITY, round(m.velocity[i] / self._velocity_unit))
+            mem.set_if_present(N.HARDWARE_ERROR_STATUS, int(m.hardware_error[i]))
+            mem.set_if_present(N.REALTIME_TICK, int(now * 1000.0) % 32768)
+            mem.set_if_present(N.MOVING_STATUS, 0 if m.moving[i] else 1)
+            pwm = round(PWM_FULL_SCALE * m.motor_torque[i] / m.physics[i].stall_torque)
+            mem.set_if_present(N.PRESENT_PWM, pwm)
+            mem.set_if_present(N.PRESENT_CURRENT, round(m.current[i] / self.spec.effort_per_tick))
+            mem.set_if_present(N.PRESENT_LOAD, round(m.load[i] / 0.1))
+        else:
+            mem.set_if_present(N.PRESENT_POSITION, ticks)
+            mem.set_if_present(N.PRESENT_SPEED, round(m.velocity[i] / self._velocity_unit))
+            mem.set_if_present(N.PRESENT_LOAD, round(m.load[i] / 0.1))
+            mem.set_if_present(N.PRESENT_CURRENT, 2048 + round(m.current[i] / MX1_CURRENT_UNIT))
+        mem.set_if_present(N.MOVING, 1 if m.moving[i] else 0)
+        mem.set_if_present(N.PRESENT_TEMPERATURE, round(m.temperature[i]))
+        mem.set_if_present(N.PRESENT_INPUT_VOLTAGE, round(m.voltage[i] * 10.0))
+        mem.set(N.TORQUE_ENABLE, 1 if m.torque_enabled[i] else 0)
+
+    def _torque_on(self) -> bool:
+        return bool(self.model.torque_enabled[self.index])
+
+    def _apply(self, reg: Register, value: int) -> int:
+        """Apply one written register to the model; returns 1.0 error bits (angle limit)."""
+        m, i, name = self.model, self.index, reg.name
+        if name is N.TORQUE_ENABLE:
+            m.set_torque([i], bool(value))
+            self.memory.set(N.TORQUE_ENABLE, 1 if m.torque_enabled[i] else 0)
+        elif name is N.GOAL_POSITION:
+            return self._apply_goal(value)
+        elif name is N.PROFILE_VELOCITY:
+            m.set_profile([i], velocity=value * self._velocity_unit)
+        elif name is N.PROFILE_ACCELERATION:
+            m.set_profile([i], acceleration=value * X_ACCELERATION_UNIT)
+        elif name is N.MOVING_SPEED:
+            # 1.0 joint mode: 0 means "as fast as the motor can", else 0.111 rpm units.
+            m.set_profile([i], velocity=(value & 0x3FF) * self._velocity_unit)
+        elif name is N.GOAL_ACCELERATION:
+            m.set_profile([i], acceleration=value * MX1_ACCELERATION_UNIT)
+        else:
+            self._apply_eeprom()
+        return 0
+
+    def _apply_goal(self, value: int) -> int:
+        (lower, upper), bits = self._position_limits(), 0
+        target = value - (self.memory.get(N.HOMING_OFFSET) if self.protocol == 2 else 0)
+        if not lower <= target <= upper:
+            # 2.0 firmware clamps to the position limits; 1.0 also flags Angle Limit.
+            bits = int(Protocol1Error.ANGLE_LIMIT) if self.protocol == 1 else 0
+            target = min(max(target, lower), upper)
+        shaft = (target - self.spec.center_tick) * self._tick_unit
+        self.model.set_goal([self.index], [shaft])
+        return bits
+
+    def _position_limits(self) -> tuple[int, int]:
+        mem = self.memory
+        if self.protocol == 2:
+            return mem.get(N.MIN_POSITION_LIMIT), mem.get(N.MAX_POSITION_LIMIT)
+        return mem.get(N.CW_ANGLE_LIMIT), mem.get(N.CCW_ANGLE_LIMIT)
+
+    def _apply_eeprom(self) -> None:
+        """Copy the limit and shutdown registers into the model."""
+        m, i, mem = self.model, self.index, self.memory
+        if mem.has(N.TEMPERATURE_LIMIT):
+            m.temperature_limit[i] = float(mem.get(N.TEMPERATURE_LIMIT))
+        low, high = m.voltage_limits
+        if mem.has(N.MIN_VOLTAGE_LIMIT):
+            low[i] = mem.get(N.MIN_VOLTAGE_LIMIT) / 10.0
+        if mem.has(N.MAX_VOLTAGE_LIMIT):
+            high[i] = mem.get(N.MAX_VOLTAGE_LIMIT) / 10.0
+        if mem.has(N.SHUTDOWN):
+            shutdown = mem.get(N.SHUTDOWN)
+            if self.protocol == 1:
+                shutdown = int(hardware_flags_from_protocol1(shutdown))
+            m.shutdown_mask[i] = shutdown
+
+    def _reset_goal(self) -> None:
+        """Goal Position := Present Position, as the firmware does at power-up."""
+        ticks = int(self.model.present_ticks[self.index]) + self.spec.center_tick
+        if self.protocol == 2:
+            ticks += self.memory.get(N.HOMING_OFFSET)
+        self.memory.set_if_present(N.GOAL_POSITION, ticks)
