@@ -52,7 +52,7 @@ from hilbot.kinematics.ik.errors import (
 )
 from hilbot.kinematics.ik.residual import residuals
 from hilbot.kinematics.ik.solution import Solution, SolveMeta, Status
-from hilbot.kinematics.ik.target import OrientationKind, Target, parse_target
+from hilbot.kinematics.ik.target import Target, parse_target
 
 Array = NDArray[np.float64]
 
@@ -162,7 +162,7 @@ class Solver(abc.ABC):
         base: Any,
     ) -> Solution:
         """Run ``_solve``, make the result safe, build the ``Solution``, raise on failure."""
-        distance = info.distance_from_base(target.position)
+        distance = info.distance_from_base(target.point)
         if distance > info.reach + options.tolerance:
             self._raise_unreachable(chain, info, q0, target, box, options, base, distance)
         q, meta = self._solve(chain, q0, target, box, options)
@@ -231,7 +231,7 @@ class Solver(abc.ABC):
         distance: float,
     ) -> None:
         """Stretch towards the target (position only) and raise ``Unreachable``."""
-        point = Target(target.position, OrientationKind.NONE)
+        point = Target(target.point)
         q, meta = self._solve(chain, q0, point, box, options._replace(strict_orientation=False))
         solution = self._solution(chain, info, q, point, box, options, base, meta)
         raise Unreachable(target, info.reach, distance, solution.positions, solution)

@@ -44,6 +44,7 @@ class ChainInfo:
         self.lower = np.asarray(chain.lower, dtype=np.float64).reshape(self.dof).copy()
         self.upper = np.asarray(chain.upper, dtype=np.float64).reshape(self.dof).copy()
         self.base_origin, self.reach = _reach(chain)
+        self._base = tuple(self.base_origin.tolist())
         self._unbounded = Box(np.full(self.dof, -np.inf), np.full(self.dof, np.inf))
         self._limits = Box(self.lower, self.upper)
         self._state_index: dict[tuple[str, ...], NDArray[np.intp]] = {}
@@ -113,10 +114,10 @@ class ChainInfo:
             hi = np.maximum(np.minimum(hi, self.upper), q0)
         return Box(lo, hi)
 
-    def distance_from_base(self, position: Array) -> float:
-        """Distance [m] from the first movable joint to ``position``."""
-        d = position - self.base_origin
-        return math.sqrt(float(d @ d))
+    def distance_from_base(self, point: tuple[float, float, float]) -> float:
+        """Distance [m] from the first movable joint to ``point``."""
+        bx, by, bz = self._base
+        return math.sqrt((point[0] - bx) ** 2 + (point[1] - by) ** 2 + (point[2] - bz) ** 2)
 
     def random(self, rng: np.random.Generator, box: Box, span: float = math.pi) -> Array:
         """A uniform random configuration in ``box`` (unbounded sides use ``±span``)."""
@@ -179,4 +180,3 @@ def _reach(chain: Any) -> tuple[Array, float]:
         return np.zeros(3), 0.0
     reach += float(np.linalg.norm(pose[:3, 3]))  # last movable joint -> target link
     return base, reach
-

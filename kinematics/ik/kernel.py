@@ -210,7 +210,9 @@ def _generate(steps: list[_Step], tip: Array, dof: int, *, jacobian: bool) -> st
             value = em.assign(f"{mult!r}*q[{col}]+{offset!r}")
         axes.append((prismatic, col, mult, [r[2], r[5], r[8]], list(p)))
         if prismatic:
-            p[:] = [em.combine([_scaled(p[i], 1.0), _product(r[3 * i + 2], value)]) for i in range(3)]
+            p[:] = [
+                em.combine([_scaled(p[i], 1.0), _product(r[3 * i + 2], value)]) for i in range(3)
+            ]
             continue
         c, s = em.assign(f"cos({value})"), em.assign(f"sin({value})")
         for i in range(3):
@@ -261,5 +263,5 @@ def _literal(value: Value) -> str:
 
 def _compile(source: str) -> Callable[..., Any]:
     namespace: dict[str, Any] = {}
-    exec(compile(source, "<hilbot ik kernel>", "exec"), namespace)  # noqa: S102 - numbers only
+    exec(compile(source, "<hilbot ik kernel>", "exec"), namespace)  # the source holds only numbers
     return namespace["f"]  # type: ignore[no-any-return]

@@ -47,7 +47,7 @@ def dls_step(m: int, n: int, *, preferred: bool = True) -> StepFunction:
 def _compiled(m: int, n: int, preferred: bool) -> Callable[..., Any]:
     namespace: dict[str, Any] = {"sqrt": math.sqrt}
     source = _source(m, n, preferred)
-    exec(compile(source, f"<hilbot dls {m}x{n}>", "exec"), namespace)  # noqa: S102
+    exec(compile(source, f"<hilbot dls {m}x{n}>", "exec"), namespace)
     return namespace["f"]  # type: ignore[no-any-return]
 
 

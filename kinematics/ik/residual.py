@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.target import OrientationKind, Target
+from hilbot.kinematics.ik.target import Target
 from hilbot.kinematics.spatial import so3_log
 
 Array = NDArray[np.float64]
@@ -71,12 +71,11 @@ def axis_error(axis: Array, current: Array) -> tuple[Array, float]:
 def residuals(chain: Any, q: Array, target: Target) -> tuple[float, float | None]:
     """Position residual [m] and orientation residual [rad] (``None`` without one) at ``q``."""
     pose = chain.fk(q)
-    d = target.position - pose[:3, 3]
+    d = np.array(target.point) - pose[:3, 3]
     residual = math.sqrt(float(d @ d))
-    if target.kind is OrientationKind.FULL:
-        assert target.rotation is not None
-        return residual, rotation_error(target.rotation, pose)[1]
-    if target.kind is OrientationKind.AXIS:
-        assert target.axis is not None
-        return residual, axis_error(target.axis, pose)[1]
+    rotation, axis = target.rotation, target.axis
+    if rotation is not None:
+        return residual, rotation_error(rotation, pose)[1]
+    if axis is not None:
+        return residual, axis_error(axis, pose)[1]
     return residual, None

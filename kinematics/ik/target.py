@@ -6,17 +6,20 @@ Accepted forms (all in the source link's frame, metres):
 - ``(position, None)``: position only;
 - ``(position, axis (3,))``: the target link's z-axis points along ``axis``
   (any non-zero length; it is normalised);
-- ``(position, quaternion (4,))`` as ``(w, x, y, z)``, unit length within 1e-6;
-- ``(position, rotation (3, 3))``, orthonormal with determinant +1 within 1e-6;
+- ``(position, quaternion (4,))`` as ``(w, x, y, z)``, unit length within 1e-4;
+- ``(position, rotation (3, 3))``, orthonormal with determinant +1 within 1e-5;
 - a 4x4 homogeneous transform (last row ``0 0 0 1``).
 
-Anything else, or any NaN or infinite value, raises ``InvalidTarget``.
+Anything else, or any NaN or infinite value, raises ``InvalidTarget``. The
+parsed value keeps plain floats (the solvers' hot loops read those) and builds
+numpy views on request.
 """
 
 from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,8 +27,9 @@ from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.errors import InvalidTarget
 
-_UNIT_TOLERANCE = 1e-6  # quaternion norm and R^T R - I, in absolute terms
-_EYE3 = np.eye(3)
+# Absolute tolerances: loose enough for values that crossed JSON with ~6 digits.
+_QUATERNION_TOLERANCE = 1e-4  # on the norm; the quaternion is then normalised
+_ROTATION_TOLERANCE = 1e-5  # on the entries of R^T R - I
 
 
 class OrientationKind(enum.Enum):
@@ -41,23 +45,47 @@ class Target:
     """A parsed IK target; build with ``parse_target``.
 
     Attributes:
-        position: (3,) target position in the source frame [m].
+        point: the target position in the source frame [m], as 3 floats.
         kind: what the orientation part asks for.
-        rotation: (3, 3) target rotation for ``FULL``, else ``None``.
-        axis: (3,) unit direction of the target link's z-axis for ``AXIS``, else ``None``.
+        orientation: 9 floats (rotation, row-major) for ``FULL``, 3 floats (unit
+            z-axis direction) for ``AXIS``, empty for ``NONE``.
     """
 
-    position: NDArray[np.float64]
+    point: tuple[float, float, float]
     kind: OrientationKind = OrientationKind.NONE
-    rotation: NDArray[np.float64] | None = None
-    axis: NDArray[np.float64] | None = None
+    orientation: tuple[float, ...] = ()
+
+    @property
+    def rows(self) -> int:
+        """Task rows: 3 for a position, 6 with an orientation or a tool axis."""
+        return 3 if self.kind is OrientationKind.NONE else 6
+
+    @property
+    def position(self) -> NDArray[np.float64]:
+        """(3,) target position [m]."""
+        return np.array(self.point)
+
+    @property
+    def rotation(self) -> NDArray[np.float64] | None:
+        """(3, 3) target rotation for ``FULL`` targets, else ``None``."""
+        if self.kind is not OrientationKind.FULL:
+            return None
+        return np.array(self.orientation).reshape(3, 3)
+
+    @property
+    def axis(self) -> NDArray[np.float64] | None:
+        """(3,) unit direction of the target link's z-axis for ``AXIS`` targets, else ``None``."""
+        if self.kind is not OrientationKind.AXIS:
+            return None
+        return np.array(self.orientation)
 
     def transform(self) -> NDArray[np.float64]:
         """The target as a 4x4 transform (identity rotation unless ``FULL``)."""
         out = np.eye(4)
-        out[:3, 3] = self.position
-        if self.rotation is not None:
-            out[:3, :3] = self.rotation
+        out[:3, 3] = self.point
+        rotation = self.rotation
+        if rotation is not None:
+            out[:3, :3] = rotation
         return out
 
 
@@ -68,7 +96,7 @@ def parse_target(value: object) -> Target:
         value: a ``Target``, a position, a ``(position, orientation)`` pair or a 4x4 transform.
 
     Returns:
-        The parsed target, with validated, read-only float64 arrays.
+        The parsed target.
 
     Raises:
         InvalidTarget: on a wrong shape, NaN or infinite values, a zero axis, a
@@ -76,15 +104,13 @@ def parse_target(value: object) -> Target:
     """
     if isinstance(value, Target):
         return value
-    if isinstance(value, tuple | list) and len(value) == 2:
-        first = value[0]
-        if not _is_scalar(first):
-            return _parse_pair(first, value[1], value)
+    if isinstance(value, tuple | list) and len(value) == 2 and not _is_scalar(value[0]):
+        return _parse_pair(value[0], value[1], value)
     array = _as_float_array(value, value)
-    if array.shape == (3,):
-        return Target(_finite(array, value))
     if array.shape == (4, 4):
-        return _parse_transform(array, value)
+        return _parse_transform(array.tolist(), value)
+    if array.shape == (3,):
+        return Target(_point(array, value))
     raise InvalidTarget(f"unsupported shape {array.shape}", value)
 
 
@@ -92,19 +118,23 @@ def _parse_pair(position: object, orientation: object, value: object) -> Target:
     pos = _as_float_array(position, value)
     if pos.shape != (3,):
         raise InvalidTarget(f"position must have shape (3,), got {pos.shape}", value)
-    pos = _finite(pos, value)
+    point = _point(pos, value)
     if orientation is None:
-        return Target(pos)
-    ori = _finite(_as_float_array(orientation, value), value)
+        return Target(point)
+    ori = _as_float_array(orientation, value)
+    flat = ori.reshape(-1).tolist()
+    if not all(map(math.isfinite, flat)):
+        raise InvalidTarget("NaN or infinite values", value)
     if ori.shape == (3,):
-        norm = math.sqrt(float(ori @ ori))
+        norm = math.sqrt(flat[0] ** 2 + flat[1] ** 2 + flat[2] ** 2)
         if norm < 1e-12:
             raise InvalidTarget("the tool axis has zero length", value)
-        return Target(pos, OrientationKind.AXIS, axis=_frozen(ori / norm))
+        return Target(point, OrientationKind.AXIS, tuple(v / norm for v in flat))
     if ori.shape == (4,):
-        return Target(pos, OrientationKind.FULL, rotation=_quaternion_to_rotation(ori, value))
+        return Target(point, OrientationKind.FULL, _quaternion_to_rotation(flat, value))
     if ori.shape == (3, 3):
-        return Target(pos, OrientationKind.FULL, rotation=_check_rotation(ori, value))
+        _check_rotation_rows((flat[0:3], flat[3:6], flat[6:9]), value)
+        return Target(point, OrientationKind.FULL, tuple(flat))
     raise InvalidTarget(
         f"orientation must be None, an axis (3,), a quaternion (4,) or a rotation (3, 3), "
         f"got shape {ori.shape}",
@@ -112,43 +142,52 @@ def _parse_pair(position: object, orientation: object, value: object) -> Target:
     )
 
 
-def _parse_transform(array: NDArray[np.float64], value: object) -> Target:
-    array = _finite(array, value)
-    bottom = array[3]
-    if abs(bottom[0]) + abs(bottom[1]) + abs(bottom[2]) + abs(bottom[3] - 1.0) > 1e-9:
+def _parse_transform(rows: list[list[float]], value: object) -> Target:
+    r0, r1, r2, r3 = rows
+    if not all(map(math.isfinite, [*r0, *r1, *r2, *r3])):
+        raise InvalidTarget("NaN or infinite values", value)
+    if abs(r3[0]) + abs(r3[1]) + abs(r3[2]) + abs(r3[3] - 1.0) > 1e-9:
         raise InvalidTarget("the last row of a 4x4 transform must be [0, 0, 0, 1]", value)
-    rotation = _check_rotation(array[:3, :3], value)
-    return Target(_frozen(array[:3, 3]), OrientationKind.FULL, rotation=rotation)
+    _check_rotation_rows((r0, r1, r2), value)
+    return Target(
+        (r0[3], r1[3], r2[3]),
+        OrientationKind.FULL,
+        (r0[0], r0[1], r0[2], r1[0], r1[1], r1[2], r2[0], r2[1], r2[2]),
+    )
 
 
-def _check_rotation(matrix: NDArray[np.float64], value: object) -> NDArray[np.float64]:
-    error = float(np.abs(matrix.T @ matrix - _EYE3).max())
-    if error > _UNIT_TOLERANCE:
+def _check_rotation_rows(rows: Sequence[Sequence[float]], value: object) -> None:
+    """Reject a matrix that is not orthonormal with determinant +1 (scalar math: 3x3 is tiny)."""
+    (a, b, c, *_), (d, e, f, *_), (g, h, i, *_) = rows
+    error = max(
+        abs(a * a + d * d + g * g - 1.0),
+        abs(b * b + e * e + h * h - 1.0),
+        abs(c * c + f * f + i * i - 1.0),
+        abs(a * b + d * e + g * h),
+        abs(a * c + d * f + g * i),
+        abs(b * c + e * f + h * i),
+    )
+    if error > _ROTATION_TOLERANCE:
         raise InvalidTarget(f"the rotation is not orthonormal (|R^T R - I| = {error:.3g})", value)
-    (a, b, c), (d, e, f), (g, h, i) = matrix.tolist()
     det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
     if det < 0.0:
         raise InvalidTarget("the rotation is a reflection (determinant -1)", value)
-    return _frozen(matrix)
 
 
-def _quaternion_to_rotation(quat: NDArray[np.float64], value: object) -> NDArray[np.float64]:
-    w, x, y, z = quat.tolist()
+def _quaternion_to_rotation(quat: list[float], value: object) -> tuple[float, ...]:
+    w, x, y, z = quat
     norm = math.sqrt(w * w + x * x + y * y + z * z)
-    if abs(norm - 1.0) > _UNIT_TOLERANCE:
+    if abs(norm - 1.0) > _QUATERNION_TOLERANCE:
         raise InvalidTarget(
             f"the quaternion (w, x, y, z) must have unit norm, got {norm:.6g}; normalise it",
             value,
         )
     w, x, y, z = w / norm, x / norm, y / norm, z / norm
-    rotation = np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
-    return _frozen(rotation)
+    return (
+        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+    )  # fmt: skip
 
 
 def _is_scalar(item: object) -> bool:
@@ -164,13 +203,8 @@ def _as_float_array(item: object, value: object) -> NDArray[np.float64]:
         raise InvalidTarget(f"not numeric ({exc})", value) from None
 
 
-def _finite(array: NDArray[np.float64], value: object) -> NDArray[np.float64]:
-    if not np.isfinite(array).all():
+def _point(array: NDArray[np.float64], value: object) -> tuple[float, float, float]:
+    x, y, z = array.tolist()
+    if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
         raise InvalidTarget("NaN or infinite values", value)
-    return _frozen(array)
-
-
-def _frozen(array: NDArray[np.float64]) -> NDArray[np.float64]:
-    out = array.copy()  # never freeze or alias the caller's array
-    out.flags.writeable = False
-    return out
+    return (x, y, z)

@@ -1,0 +1,348 @@
+"""Damped least squares (Levenberg-Marquardt) IK: ``DLSSolver`` and the module-level ``solve``.
+
+Each iteration solves ``min |W^½ (J dq - e)|² + λ² |dq - z|²`` where
+
+- ``e`` is the position error and the rotation-vector (or tool-axis) error, each
+  clamped per iteration (``position_clamp``, ``orientation_clamp``) so the
+  linearisation stays valid far from the target;
+- ``W`` weighs orientation rows by ``orientation_weight²`` [m²/rad²];
+- ``λ² = μ (damping + ½ |e|²_W)``: error-scaled damping (Sugihara 2011) that
+  vanishes near the target (quadratic convergence for tracking) and grows far
+  from it or near singularities; ``μ`` grows when a step is rejected. With
+  ``svd=True`` the step is computed from the SVD instead and directions whose
+  singular value falls below ``singular_threshold`` get extra damping
+  (Maciejewski and Klein);
+- ``z`` is an optional pull towards a rest pose; it acts in the task's null space.
+
+Limits are handled inside the step by an active set on the per-call box:
+coordinates whose step would leave the box are pinned to the bound and the
+step is re-solved for the others, so the error is redistributed instead of
+clipped away. The whole step vector is then scaled (never per joint) to at
+most ``max_step``. A step that does not reduce the weighted error is halved
+(backtracking, and ``μ`` grows); if none helps the solve ends ``diverged`` with
+the last good configuration. Little progress over ``stall_iterations`` accepted
+steps ends it ``stalled``.
+
+When a pose target cannot be met, position wins: the weighted solve is polished
+by a position-only solve from its result (orientation stays best effort).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hilbot.kinematics.ik.base import SolveOptions, Solver
+from hilbot.kinematics.ik.box import Box
+from hilbot.kinematics.ik.context import Context, Evaluation, contexts, evaluate
+from hilbot.kinematics.ik.linear import dls_step
+from hilbot.kinematics.ik.solution import Solution, SolveMeta, Status
+from hilbot.kinematics.ik.target import Target
+
+Array = NDArray[np.float64]
+
+
+class DLSSolver(Solver):
+    """Damped least-squares / Levenberg-Marquardt IK (see the module docstring).
+
+    Args:
+        damping: base damping added to ``λ²`` [m²]; keeps steps finite at singularities.
+        svd: compute steps by SVD with extra damping of near-singular directions.
+        singular_threshold: singular value below which ``svd`` adds damping.
+        max_singular_damping: the extra ``λ²`` at a zero singular value.
+        orientation_weight: weight of orientation errors against position [m/rad].
+        max_step: largest coordinate change per iteration [rad] or [m] (whole-vector scaling).
+        position_clamp: largest position error used per iteration [m].
+        orientation_clamp: largest orientation error used per iteration [rad].
+        rest: joint name -> rest position, pulled in the null space (``None``: off).
+        rest_gain: fraction of the distance to the rest pose pulled per iteration.
+        max_backtracks: step halvings tried before declaring divergence.
+        stall_iterations: accepted steps with little progress before ``stalled``.
+        stall_ratio: relative decrease of the weighted error below which a step is "little".
+
+    Raises:
+        ValueError: a parameter is out of range.
+    """
+
+    def __init__(
+        self,
+        *,
+        damping: float = 1e-6,
+        svd: bool = False,
+        singular_threshold: float = 0.05,
+        max_singular_damping: float = 1e-2,
+        orientation_weight: float = 0.25,
+        max_step: float = 0.5,
+        position_clamp: float = 0.25,
+        orientation_clamp: float = 0.75,
+        rest: Mapping[str, float] | None = None,
+        rest_gain: float = 0.05,
+        max_backtracks: int = 4,
+        stall_iterations: int = 4,
+        stall_ratio: float = 1e-3,
+    ) -> None:
+        super().__init__()
+        _positive(
+            damping=damping,
+            singular_threshold=singular_threshold,
+            max_singular_damping=max_singular_damping,
+            orientation_weight=orientation_weight,
+            max_step=max_step,
+            position_clamp=position_clamp,
+            orientation_clamp=orientation_clamp,
+            rest_gain=rest_gain,
+            stall_ratio=stall_ratio,
+        )
+        if max_backtracks < 0 or stall_iterations < 1:
+            raise ValueError("max_backtracks must be >= 0 and stall_iterations >= 1")
+        self.damping = float(damping)
+        self.svd = bool(svd)
+        self.singular_threshold = float(singular_threshold)
+        self.max_singular_damping = float(max_singular_damping)
+        self.orientation_weight = float(orientation_weight)
+        self.max_step = float(max_step)
+        self.position_clamp = float(position_clamp)
+        self.orientation_clamp = float(orientation_clamp)
+        self.rest = None if rest is None else {str(k): float(v) for k, v in rest.items()}
+        self.rest_gain = float(rest_gain)
+        self.max_backtracks = int(max_backtracks)
+        self.stall_iterations = int(stall_iterations)
+        self.stall_ratio = float(stall_ratio)
+        self._contexts: dict[int, Context] = {}
+        self._rest_vectors: dict[int, list[float | None]] = {}
+
+    def context(self, chain: Any) -> Context:
+        """The cached evaluation context of ``chain``."""
+        return contexts(self._contexts, self.info(chain))
+
+    def _solve(
+        self, chain: Any, q0: Array, target: Target, box: Box, options: SolveOptions
+    ) -> tuple[Array, SolveMeta]:
+        ctx = self.context(chain)
+        run = _Run(self, ctx, box, options)
+        q, iterations, ev, status = run.iterate(q0.tolist(), target, options.max_iterations)
+        if target.rows == 6 and ev.position > options.tolerance:
+            # Position wins: polish the position alone, starting from the compromise.
+            point = Target(target.point)
+            budget = max(options.max_iterations - iterations, 10)
+            q2, more, ev2, status2 = run.iterate(q, point, budget)
+            if ev2.position < ev.position:
+                full = evaluate(target, ctx.fk(q2), [])
+                q, iterations, ev = q2, iterations + more, full
+                status = Status.STALLED if status2 is Status.CONVERGED else status2
+        meta = SolveMeta(iterations, ev.position, ev.orientation, status)
+        return np.array(q), meta
+
+
+class _Run:
+    """The state shared by the iterations of one solve."""
+
+    __slots__ = ("bounded", "ctx", "hi", "lo", "options", "rest", "solver")
+
+    def __init__(self, solver: DLSSolver, ctx: Context, box: Box, options: SolveOptions) -> None:
+        self.solver = solver
+        self.ctx = ctx
+        self.options = options
+        self.lo: list[float] = box.lower.tolist()
+        self.hi: list[float] = box.upper.tolist()
+        self.bounded = not all(map(math.isinf, self.lo + self.hi))
+        self.rest = _rest_vector(solver, ctx)
+
+    def iterate(
+        self, q: list[float], task: Target, max_iterations: int
+    ) -> tuple[list[float], int, Evaluation, Status]:
+        """Iterate from ``q``; return the last good configuration and how it ended."""
+        s, ctx = self.solver, self.ctx
+        tol, otol = self.options.tolerance, self.options.orientation_tolerance
+        w = s.orientation_weight
+        w2 = w * w
+        step = dls_step(task.rows, ctx.dof, preferred=self.rest is not None)
+        pose, cols = ctx.fk_jacobian(q)
+        ev = evaluate(task, pose, cols)
+        cost = _cost(ev.error, w2)
+        mu, stall, it = 1.0, 0, 0
+        while True:
+            if ev.position <= tol and (ev.orientation is None or ev.orientation <= otol):
+                return q, it, ev, Status.CONVERGED
+            if stall >= s.stall_iterations:
+                return q, it, ev, Status.STALLED
+            if it >= max_iterations:
+                return q, it, ev, Status.TIMEOUT
+            it += 1
+            e = _clamp(ev.error, s.position_clamp, s.orientation_clamp)
+            lam2 = mu * (s.damping + 0.5 * _cost(e, w2))
+            try:
+                dq = self.step(step, q, ev.columns, e, lam2, w, task.rows)
+            except ArithmeticError:
+                mu *= 10.0
+                continue
+            biggest = max(map(abs, dq))
+            if biggest < 1e-14:
+                return q, it, ev, Status.STALLED
+            if biggest > s.max_step:
+                k = s.max_step / biggest
+                dq = [d * k for d in dq]
+            for _ in range(s.max_backtracks + 1):
+                qn = self.clip(ctx.integrate(q, dq))
+                pose, cols = ctx.fk_jacobian(qn)
+                evn = evaluate(task, pose, cols)
+                costn = _cost(evn.error, w2)
+                if costn < cost:
+                    break
+                dq = [0.5 * d for d in dq]
+                mu *= 4.0
+            else:
+                return q, it, ev, Status.DIVERGED
+            stall = stall + 1 if costn > cost * (1.0 - s.stall_ratio) else 0
+            mu = max(1.0, 0.5 * mu)
+            q, ev, cost = qn, evn, costn
+
+    def step(
+        self,
+        step: Any,
+        q: list[float],
+        cols: list[list[float]],
+        e: list[float],
+        lam2: float,
+        w: float,
+        rows: int,
+    ) -> list[float]:
+        """One damped step with the box handled by an active set (pin and re-solve)."""
+        z = self.preferred(q)
+        solve = self.svd_step if self.solver.svd else step
+        dq: list[float] = solve(cols, e, lam2, w, z)
+        if not self.bounded:
+            return dq
+        lo, hi = self.lo, self.hi
+        n = len(dq)
+        violated = [i for i in range(n) if not lo[i] <= q[i] + dq[i] <= hi[i]]
+        free = list(range(n))
+        r = list(e)
+        while violated:
+            for i in violated:
+                d = (hi[i] if q[i] + dq[i] > hi[i] else lo[i]) - q[i]
+                dq[i] = d
+                c = cols[i]
+                for k in range(rows):
+                    r[k] -= c[k] * d
+                free.remove(i)
+            if not free:
+                break
+            sub_step = dls_step(rows, len(free), preferred=True)
+            sub_solve = self.svd_step if self.solver.svd else sub_step
+            sub = sub_solve([cols[i] for i in free], r, lam2, w, [z[i] for i in free])
+            for k, i in enumerate(free):
+                dq[i] = sub[k]
+            violated = [i for i in free if not lo[i] <= q[i] + dq[i] <= hi[i]]
+        return dq
+
+    def preferred(self, q: list[float]) -> list[float]:
+        """The rest-pose pull ``z`` (zeros without a rest pose)."""
+        if self.rest is None:
+            return [0.0] * len(q)
+        g = self.solver.rest_gain
+        return [0.0 if r is None else g * (r - x) for r, x in zip(self.rest, q, strict=True)]
+
+    def svd_step(
+        self, cols: list[list[float]], e: list[float], lam2: float, w: float, z: list[float]
+    ) -> list[float]:
+        """The step from an SVD, damping near-singular directions more."""
+        s = self.solver
+        rows = len(e)
+        jac = np.array(cols, dtype=np.float64).T[:rows]
+        weights = np.ones(rows)
+        weights[3:] = w
+        jac *= weights[:, None]
+        zz = np.array(z)
+        r = np.array(e) * weights - jac @ zz
+        u, sigma, vt = np.linalg.svd(jac, full_matrices=False)
+        extra = np.where(
+            sigma < s.singular_threshold,
+            (1.0 - (sigma / s.singular_threshold) ** 2) * s.max_singular_damping,
+            0.0,
+        )
+        gain = sigma / (sigma * sigma + lam2 + extra)
+        return list((zz + vt.T @ (gain * (u.T @ r))).tolist())
+
+    def clip(self, q: list[float]) -> list[float]:
+        """``q`` clipped into the box (guards the rounding of the integration)."""
+        if not self.bounded:
+            return q
+        return [min(max(x, a), b) for x, a, b in zip(q, self.lo, self.hi, strict=True)]
+
+
+def _cost(e: list[float], w2: float) -> float:
+    p = e[0] * e[0] + e[1] * e[1] + e[2] * e[2]
+    if len(e) == 3:
+        return p
+    return p + w2 * (e[3] * e[3] + e[4] * e[4] + e[5] * e[5])
+
+
+def _clamp(e: list[float], position: float, orientation: float) -> list[float]:
+    p = math.sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2])
+    o = math.sqrt(e[3] * e[3] + e[4] * e[4] + e[5] * e[5]) if len(e) == 6 else 0.0
+    if p <= position and o <= orientation:
+        return e
+    kp = position / p if p > position else 1.0
+    out = [e[0] * kp, e[1] * kp, e[2] * kp]
+    if len(e) == 6:
+        ko = orientation / o if o > orientation else 1.0
+        out += [e[3] * ko, e[4] * ko, e[5] * ko]
+    return out
+
+
+def _rest_vector(solver: DLSSolver, ctx: Context) -> list[float | None] | None:
+    if solver.rest is None:
+        return None
+    key = id(ctx)
+    vector = solver._rest_vectors.get(key)
+    if vector is None:
+        rest = solver.rest
+        vector = [rest.get(name) for name in ctx.info.names]
+        solver._rest_vectors[key] = vector
+    return vector
+
+
+def _positive(**values: float) -> None:
+    for name, value in values.items():
+        if not (value > 0.0 and math.isfinite(value)):
+            raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+
+
+_SHARED = DLSSolver()
+
+
+def solve(
+    robot: Any,
+    state_or_positions: Any,
+    source_link: str,
+    target_link: str,
+    target: object,
+    *,
+    max_iterations: int = 50,
+    tolerance: float = 1e-4,
+    orientation_tolerance: float = 0.01,
+    strict_orientation: bool = False,
+    respect_limits: bool = True,
+    initial_positions: Any = None,
+    max_delta: float | None = None,
+) -> Solution:
+    """``DLSSolver().solve(...)`` with a shared solver (see ``Solver.solve``)."""
+    return _SHARED.solve(
+        robot,
+        state_or_positions,
+        source_link,
+        target_link,
+        target,
+        max_iterations=max_iterations,
+        tolerance=tolerance,
+        orientation_tolerance=orientation_tolerance,
+        strict_orientation=strict_orientation,
+        respect_limits=respect_limits,
+        initial_positions=initial_positions,
+        max_delta=max_delta,
+    )
