@@ -138,6 +138,7 @@ class StartupProblem(enum.Enum):
     UNSUPPORTED_MODEL = "unsupported model"
     WRONG_MODE = "wrong operating mode"
     WRONG_PROTOCOL = "wrong protocol"
+    NO_STATUS_RETURN = "status return level 0"  # the servo never answers reads
 
 
 class StartupError(HalError):

@@ -374,6 +374,38 @@ def split_fast_status(packet: StatusPacket, lengths: Sequence[int]) -> list[Fast
     return parts
 
 
+def fast_status_prefix(raw: bytes, lengths: Sequence[int]) -> list[FastStatusPart]:
+    """Recover the complete, CRC-valid leading slices of a truncated fast-read reply.
+
+    When a servo in the middle of a fast read does not answer, the servos after it
+    wait in vain and the reply stops short of its announced length. Because each
+    slice ends with the running CRC of the packet so far, the slices before the gap
+    can still be verified and used.
+
+    Args:
+        raw: bytes received, starting at the header.
+        lengths: the data length of each expected slice, in request order.
+    """
+    at = 8
+    if (
+        len(raw) < at
+        or raw[:4] != HEADER_2
+        or raw[4] != BROADCAST_ID
+        or raw[7] != Instruction.STATUS
+    ):
+        return []
+    parts = []
+    for n in lengths:
+        end = at + 2 + n + 2
+        if end > len(raw) or crc16(raw[: end - 2]) != int.from_bytes(raw[end - 2 : end], "little"):
+            break
+        parts.append(
+            FastStatusPart(id=raw[at + 1], error=raw[at], data=bytes(raw[at + 2 : end - 2]))
+        )
+        at = end
+    return parts
+
+
 # --- streaming decoder -------------------------------------------------------------------
 
 
@@ -403,6 +435,12 @@ class PacketDecoder:
     def reset(self) -> None:
         """Drop buffered bytes (after a timeout, say)."""
         self._buf.clear()
+
+    def take_pending(self) -> bytes:
+        """Return and drop the bytes buffered towards an incomplete packet."""
+        data = bytes(self._buf)
+        self._buf.clear()
+        return data
 
     def feed(self, data: bytes) -> list[Packet | DecodeError]:
         """Add bytes; return every packet (or rejected frame) completed by them."""

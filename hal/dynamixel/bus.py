@@ -1,0 +1,437 @@
+"""Synchronous bus transactions on one serial port: the backend's worker thread calls these.
+
+Single-servo instructions (ping, read, write, reboot) go through dynamixel-sdk's
+``PacketHandler`` on a :class:`~hilbot.hal.dynamixel.port.BlockingPortHandler`.
+Group reads (sync read, fast sync read, bulk read, one read per servo) are
+framed with our own codec (:mod:`hilbot.hal.dynamixel.protocol`), because the
+SDK's group classes drop each servo's ERR byte (so a hardware-error alert would
+go unseen), stop at the first missing servo, and cannot salvage the slices of a
+fast-read reply that came before a missing servo.
+
+Every transaction is counted in :attr:`DynamixelBus.counters`; failures raise
+the typed errors of :mod:`hilbot.hal.errors` and are retried a bounded number
+of times first. A value is never invented for a servo that did not answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dynamixel_sdk as sdk
+
+from hilbot.hal.backend import BusCounters
+from hilbot.hal.dynamixel import protocol as P
+from hilbot.hal.dynamixel.port import DEFAULT_MARGIN_MS, BlockingPortHandler
+from hilbot.hal.dynamixel.timing import RETURN_DELAY_UNIT, ReadMethod
+from hilbot.hal.errors import (
+    CommError,
+    CommResult,
+    CommTimeout,
+    CrcError,
+    PortError,
+    ServoError,
+)
+
+log = logging.getLogger(__name__)
+
+_RESULTS = {
+    sdk.COMM_PORT_BUSY: CommResult.PORT_BUSY,
+    sdk.COMM_TX_FAIL: CommResult.TX_FAIL,
+    sdk.COMM_RX_FAIL: CommResult.RX_FAIL,
+    sdk.COMM_TX_ERROR: CommResult.TX_ERROR,
+    sdk.COMM_RX_TIMEOUT: CommResult.RX_TIMEOUT,
+    sdk.COMM_RX_CORRUPT: CommResult.RX_CORRUPT,
+    sdk.COMM_NOT_AVAILABLE: CommResult.NOT_AVAILABLE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ServoReply:
+    """One servo's answer to a read: its data and the raw ERR byte."""
+
+    id: int
+    data: bytes
+    error: int
+
+
+def describe_error(protocol: int, error: int) -> str:
+    """Readable form of the command part of an ERR byte."""
+    code = P.StatusPacket(protocol, 0, error).error_code
+    if protocol == 2:
+        return str(code.name).lower().replace("_", " ")
+    return P.Protocol1Error(int(code)).name or "none"
+
+
+def command_failed(protocol: int, error: int) -> bool:
+    """True when ERR says the instruction was rejected (not merely a hardware alert)."""
+    return bool(int(P.StatusPacket(protocol, 0, error).error_code))
+
+
+class DynamixelBus:
+    """Transactions on one Dynamixel bus. Not thread-safe: use from one thread.
+
+    Args:
+        port: serial device path.
+        baudrate: [bit/s].
+        protocol: 1 or 2.
+        retries: extra attempts after a timeout or corrupt reply.
+        margin_ms: reply deadline slack beyond wire time (see ``BlockingPortHandler``).
+        latency_ms: USB adapter latency; read from sysfs when ``None``.
+        port_handler: a ``PortHandler`` to use instead of ours (the benchmark passes the
+            stock SDK one to compare; group reads need ``BlockingPortHandler``).
+    """
+
+    def __init__(
+        self,
+        port: str,
+        baudrate: int,
+        protocol: int = 2,
+        *,
+        retries: int = 1,
+        margin_ms: float = DEFAULT_MARGIN_MS,
+        latency_ms: float | None = None,
+        port_handler: BlockingPortHandler | None = None,
+    ) -> None:
+        if protocol not in (1, 2):
+            raise ValueError(f"protocol must be 1 or 2, got {protocol!r}")
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries!r}")
+        self.port_name = port
+        self.baudrate = baudrate
+        self.protocol = protocol
+        self.retries = retries
+        self.port = port_handler or BlockingPortHandler(
+            port, margin_ms=margin_ms, latency_ms=latency_ms
+        )
+        self.packets = sdk.PacketHandler(float(protocol))
+        self.counters = BusCounters()
+        self.return_delay = 0.0  # [s] the slowest servo's return delay time
+        self.byte_time = 10.0 / baudrate
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def open(self) -> None:
+        """Open the port at the bus's baud rate.
+
+        Raises:
+            PortError: the port cannot be opened or the baud rate set.
+        """
+        if not self.port.openPort():
+            raise PortError(f"cannot open {self.port_name}", port=self.port_name)
+        if not self.port.setBaudRate(self.baudrate):
+            self.port.closePort()
+            raise PortError(
+                f"{self.port_name}: baud rate {self.baudrate} is not supported",
+                port=self.port_name,
+            )
+
+    def close(self) -> None:
+        """Close the port (idempotent)."""
+        if self.port.is_open:
+            self.port.closePort()
+
+    def set_baudrate(self, baudrate: int) -> None:
+        """Switch the host side to another baud rate (scan, ``hilbot servo --set-baud``)."""
+        if not self.port.setBaudRate(baudrate):
+            raise PortError(f"baud rate {baudrate} is not supported", port=self.port_name)
+        self.baudrate = baudrate
+        self.byte_time = 10.0 / baudrate
+
+    def set_return_delay(self, register_value: int) -> None:
+        """Tell the bus the largest Return Delay Time among its servos (2 µs units)."""
+        self.return_delay = register_value * RETURN_DELAY_UNIT
+        self.port.reply_delay_ms = self.return_delay * 1000.0
+
+    # --- single-servo instructions (SDK) ------------------------------------------------
+
+    def _check(self, servo_id: int | None, instruction: str, result: int) -> None:
+        if result == sdk.COMM_SUCCESS:
+            return
+        kind = _RESULTS.get(result, CommResult.RX_FAIL)
+        self.port.is_using = False
+        if kind is CommResult.RX_TIMEOUT:
+            self.counters.timeouts += 1
+            raise CommTimeout(servo_id, instruction)
+        if kind is CommResult.RX_CORRUPT:
+            self.counters.crc_errors += 1
+            raise CrcError(servo_id, instruction)
+        raise CommError(servo_id, instruction, kind)
+
+    def _servo_error(self, servo_id: int, instruction: str, error: int) -> None:
+        if error and command_failed(self.protocol, error):
+            self.counters.servo_errors += 1
+            raise ServoError(servo_id, instruction, error, describe_error(self.protocol, error))
+
+    def _retrying(
+        self, servo_id: int, instruction: str, call: Callable[[], tuple[Any, int, int]]
+    ) -> tuple[Any, int]:
+        """Run ``call() -> (value, result, error)`` with bounded retries on timeouts/CRC."""
+        for attempt in range(self.retries + 1):
+            self.counters.transactions += 1
+            if attempt:
+                self.counters.retries += 1
+            value, result, error = call()
+            try:
+                self._check(servo_id, instruction, result)
+            except (CommTimeout, CrcError):
+                if attempt == self.retries:
+                    raise
+                continue
+            self._servo_error(servo_id, instruction, error)
+            return value, error
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def ping(self, servo_id: int) -> int:
+        """Ping one servo; return its model number.
+
+        Raises:
+            CommTimeout: no answer (after retries).
+        """
+        value, _ = self._retrying(servo_id, "PING", lambda: self.packets.ping(self.port, servo_id))
+        assert isinstance(value, int)
+        return value
+
+    def try_ping(self, servo_id: int) -> int | None:
+        """Ping once without retries; the model number, or ``None`` when nothing answers."""
+        retries, self.retries = self.retries, 0
+        try:
+            return self.ping(servo_id)
+        except (CommTimeout, CrcError):
+            return None
+        finally:
+            self.retries = retries
+
+    def read(self, servo_id: int, address: int, length: int) -> tuple[bytes, int]:
+        """Read ``length`` bytes at ``address``; return ``(data, ERR byte)``.
+
+        Raises:
+            CommTimeout, CrcError: no valid answer after retries.
+            ServoError: the servo rejected the read.
+        """
+        value, error = self._retrying(
+            servo_id,
+            "READ",
+            lambda: self.packets.readTxRx(self.port, servo_id, address, length),
+        )
+        assert isinstance(value, list)
+        data = bytes(value)
+        if len(data) != length:
+            self.counters.crc_errors += 1
+            raise CrcError(servo_id, "READ")
+        return data, error
+
+    def write(self, servo_id: int, address: int, data: bytes) -> int:
+        """Write ``data`` at ``address`` and wait for the status; return the ERR byte.
+
+        Raises:
+            CommTimeout, CrcError: no valid status after retries.
+            ServoError: the servo rejected the write (range, access, EEPROM locked, ...).
+        """
+        _, error = self._retrying(
+            servo_id,
+            "WRITE",
+            lambda: (
+                None,
+                *self.packets.writeTxRx(self.port, servo_id, address, len(data), list(data)),
+            ),
+        )
+        return error
+
+    def reboot(self, servo_id: int) -> None:
+        """Send REBOOT (Protocol 2.0); the servo answers, then restarts.
+
+        Raises:
+            CommError: Protocol 1.0 has no reboot (result ``NOT_AVAILABLE``), or no answer.
+        """
+        if self.protocol == 1:
+            raise CommError(servo_id, "REBOOT", CommResult.NOT_AVAILABLE)
+        self._retrying(
+            servo_id, "REBOOT", lambda: (None, *self.packets.reboot(self.port, servo_id))
+        )
+
+    def broadcast_ping(self) -> dict[int, tuple[int, int]]:
+        """Protocol 2.0 broadcast ping: ``{id: (model number, firmware)}`` of every servo."""
+        if self.protocol == 1:
+            raise CommError(None, "PING", CommResult.NOT_AVAILABLE)
+        self.counters.transactions += 1
+        found, result = self.packets.broadcastPing(self.port)
+        self.port.is_using = False
+        if result not in (sdk.COMM_SUCCESS, sdk.COMM_RX_TIMEOUT):
+            self._check(None, "PING", result)
+        return {int(k): (int(v[0]), int(v[1])) for k, v in found.items()}
+
+    # --- group instructions (own codec) ------------------------------------------------
+
+    def sync_write(self, address: int, length: int, data: Mapping[int, bytes]) -> None:
+        """Sync Write ``data[id]`` (``length`` bytes each) at ``address``; no reply."""
+        if not data:
+            return
+        params = P.sync_write_params(self.protocol, address, length, dict(data))
+        self._send(
+            P.InstructionPacket(self.protocol, P.BROADCAST_ID, P.Instruction.SYNC_WRITE, params)
+        )
+
+    def _send(self, packet: P.InstructionPacket) -> None:
+        wire = P.encode_instruction(packet)
+        self.port.clearPort()
+        self.counters.transactions += 1
+        if self.port.writePort(wire) != len(wire):
+            raise CommError(None, packet.instruction.name, CommResult.TX_FAIL)
+
+    def group_read(
+        self, method: ReadMethod, reads: Sequence[tuple[int, int, int]]
+    ) -> dict[int, ServoReply]:
+        """Read ``(id, address, length)`` from every servo with ``method``, retrying the missing.
+
+        A retry reads only the servos that did not answer, with a plain (not fast)
+        read, so one slow servo cannot break a fast reply twice.
+
+        Raises:
+            CrcError: a servo's reply was still corrupt after the retries.
+            CommTimeout: a servo still did not answer (``servo_id`` is the first one).
+        """
+        replies: dict[int, ServoReply] = {}
+        pending = list(reads)
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self.counters.retries += 1
+                method = _plain(method)
+            got, corrupt = self._group_attempt(method, pending)
+            replies.update(got)
+            missing = [r for r in pending if r[0] not in got]
+            self.counters.timeouts += sum(1 for r in missing if r[0] not in corrupt)
+            if not missing:
+                return replies
+            pending = missing
+        first = pending[0][0]
+        if any(r[0] in corrupt for r in pending):
+            raise CrcError(next(r[0] for r in pending if r[0] in corrupt), method.name)
+        raise CommTimeout(first, method.name)
+
+    def _group_attempt(
+        self, method: ReadMethod, reads: Sequence[tuple[int, int, int]]
+    ) -> tuple[dict[int, ServoReply], set[int]]:
+        if method is ReadMethod.READ_EACH:
+            replies: dict[int, ServoReply] = {}
+            corrupt: set[int] = set()
+            for read in reads:
+                got, bad = self._transact(method, [read])
+                replies.update(got)
+                corrupt |= bad
+            return replies, corrupt
+        return self._transact(method, reads)
+
+    def _transact(
+        self, method: ReadMethod, reads: Sequence[tuple[int, int, int]]
+    ) -> tuple[dict[int, ServoReply], set[int]]:
+        packet = _read_packet(self.protocol, method, reads)
+        self._send(packet)
+        fast = method in (ReadMethod.FAST_SYNC_READ, ReadMethod.FAST_BULK_READ)
+        n = len(reads)
+        if fast:
+            reply_bytes = 8 + sum(r[2] + 4 for r in reads)
+            delays = 1
+        else:
+            reply_bytes = sum((11 if self.protocol == 2 else 6) + r[2] for r in reads)
+            delays = n
+        wait = (
+            (len(P.encode_instruction(packet)) + reply_bytes) * self.byte_time
+            + delays * self.return_delay
+            + (self.port.latency_ms + self.port.margin_ms) / 1000.0
+        )
+        return self._collect(reads, fast, time.monotonic() + wait)
+
+    def _collect(
+        self, reads: Sequence[tuple[int, int, int]], fast: bool, deadline: float
+    ) -> tuple[dict[int, ServoReply], set[int]]:
+        lengths = {r[0]: r[2] for r in reads}
+        decoder = P.PacketDecoder(self.protocol, P.PacketKind.STATUS)
+        replies: dict[int, ServoReply] = {}
+        corrupt: set[int] = set()
+        while len(replies) + len(corrupt) < len(reads):
+            chunk = self.port.read_available(deadline - time.monotonic())
+            if not chunk:
+                break
+            for item in decoder.feed(chunk):
+                self._file(item, reads, lengths, fast, replies, corrupt)
+            if fast and (replies or corrupt):
+                break
+        if fast and not replies and decoder.pending:
+            # a truncated fast reply: keep the slices before the missing servo
+            for part in P.fast_status_prefix(decoder.take_pending(), [r[2] for r in reads]):
+                if lengths.get(part.id) == len(part.data):
+                    replies[part.id] = ServoReply(part.id, part.data, part.error)
+        return replies, corrupt
+
+    def _file(
+        self,
+        item: P.Packet | P.DecodeError,
+        reads: Sequence[tuple[int, int, int]],
+        lengths: Mapping[int, int],
+        fast: bool,
+        replies: dict[int, ServoReply],
+        corrupt: set[int],
+    ) -> None:
+        if isinstance(item, P.DecodeError):
+            self.counters.crc_errors += 1
+            if fast and item.id == P.BROADCAST_ID:
+                corrupt.update(lengths)
+            elif item.id is not None and item.id in lengths:
+                corrupt.add(item.id)
+            return
+        if not isinstance(item, P.StatusPacket):
+            return
+        if fast and item.id == P.BROADCAST_ID:
+            try:
+                parts = P.split_fast_status(item, [r[2] for r in reads])
+            except ValueError:
+                self.counters.crc_errors += 1
+                corrupt.update(lengths)
+                return
+            for part in parts:
+                if part.id in lengths:
+                    replies[part.id] = ServoReply(part.id, part.data, part.error)
+            return
+        if item.id not in lengths:
+            return
+        if command_failed(self.protocol, item.error):
+            self.counters.servo_errors += 1
+            raise ServoError(item.id, "READ", item.error, describe_error(self.protocol, item.error))
+        if len(item.params) != lengths[item.id]:
+            self.counters.crc_errors += 1
+            corrupt.add(item.id)
+            return
+        replies[item.id] = ServoReply(item.id, item.params, item.error)
+
+
+def _plain(method: ReadMethod) -> ReadMethod:
+    if method is ReadMethod.FAST_SYNC_READ:
+        return ReadMethod.SYNC_READ
+    if method is ReadMethod.FAST_BULK_READ:
+        return ReadMethod.BULK_READ
+    return method
+
+
+def _read_packet(
+    protocol: int, method: ReadMethod, reads: Sequence[tuple[int, int, int]]
+) -> P.InstructionPacket:
+    ins = P.Instruction
+    match method:
+        case ReadMethod.SYNC_READ | ReadMethod.FAST_SYNC_READ:
+            _, address, length = reads[0]
+            params = P.sync_read_params(address, length, [r[0] for r in reads])
+            inst = ins.FAST_SYNC_READ if method is ReadMethod.FAST_SYNC_READ else ins.SYNC_READ
+            return P.InstructionPacket(protocol, P.BROADCAST_ID, inst, params)
+        case ReadMethod.BULK_READ | ReadMethod.FAST_BULK_READ:
+            params = P.bulk_read_params(protocol, reads)
+            inst = ins.FAST_BULK_READ if method is ReadMethod.FAST_BULK_READ else ins.BULK_READ
+            return P.InstructionPacket(protocol, P.BROADCAST_ID, inst, params)
+        case ReadMethod.READ_EACH:
+            servo_id, address, length = reads[0]
+            params = P.read_params(protocol, address, length)
+            return P.InstructionPacket(protocol, servo_id, ins.READ, params)
+    raise ValueError(f"unknown read method {method!r}")  # pragma: no cover

@@ -1,0 +1,197 @@
+"""The servos of one bus as the backend drives them: joint mapping, read spans, decoding.
+
+Pure data and arithmetic, no I/O: :class:`BusLayout` validates a set of
+``ServoSpec`` against the control tables (unique ids, one primary per joint,
+shadows on their primary's joint, one protocol) and knows which bytes of a
+cycle's read reply hold which reading for each servo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hilbot.hal.dynamixel.tables import ModelSpec, Register, RegisterName
+from hilbot.hal.dynamixel.timing import ReadMethod, choose_read_method, cycle_registers
+from hilbot.hal.dynamixel.units import ServoUnits
+from hilbot.hal.errors import ConfigError
+from hilbot.hal.mapping import BusSpec, ServoSpec
+
+N = RegisterName
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """Where one reading sits in a servo's cycle read: offset into the span, and its register."""
+
+    offset: int
+    register: Register
+
+    def decode(self, data: bytes) -> int:
+        """Integer value of this field in a span's bytes."""
+        return self.register.decode(data[self.offset : self.offset + self.register.size])
+
+
+@dataclass(frozen=True, slots=True)
+class ServoSlot:
+    """One servo: conversions, and the span the cycle reads from it."""
+
+    units: ServoUnits
+    address: int
+    length: int
+    position: Field
+    velocity: Field
+    effort: Field
+    temperature: Field | None  # in the cycle span on Protocol 1.0 only
+
+    @property
+    def id(self) -> int:
+        """The servo's bus id."""
+        return self.units.spec.id
+
+    @property
+    def model(self) -> ModelSpec:
+        """The servo's model."""
+        return self.units.model
+
+    @property
+    def is_shadow(self) -> bool:
+        """True when this servo mirrors another on the same joint."""
+        return self.units.spec.shadow_of is not None
+
+
+def _slot(units: ServoUnits) -> ServoSlot:
+    m = units.model
+    address, length = m.span(cycle_registers(m))
+
+    def field(name: RegisterName) -> Field:
+        reg = m.register(name)
+        return Field(reg.address - address, reg)
+
+    temperature = field(N.PRESENT_TEMPERATURE) if m.protocol == 1 else None
+    return ServoSlot(
+        units=units,
+        address=address,
+        length=length,
+        position=field(N.PRESENT_POSITION),
+        velocity=field(m.velocity_register),
+        effort=field(m.effort_register),
+        temperature=temperature,
+    )
+
+
+class BusLayout:
+    """The validated servos of one bus.
+
+    Raises:
+        ConfigError: duplicate ids, unknown models, a model of the other protocol,
+            a joint with no or two primaries, a shadow of a missing servo or on another joint.
+    """
+
+    def __init__(self, bus: BusSpec, servos: Sequence[ServoSpec]) -> None:
+        if not servos:
+            raise ConfigError(f"bus {bus.port} has no servos", field="servos")
+        self.bus = bus
+        seen: set[int] = set()
+        slots = []
+        for spec in servos:
+            if spec.id in seen:
+                raise ConfigError(f"servo id {spec.id} appears twice", servo_id=spec.id, field="id")
+            seen.add(spec.id)
+            units = ServoUnits.of(spec)
+            if units.model.protocol != bus.protocol:
+                raise ConfigError(
+                    f"servo {spec.id} is a {units.model.name}, which speaks protocol "
+                    f"{units.model.protocol}.0, but bus {bus.port} is protocol {bus.protocol}.0",
+                    servo_id=spec.id,
+                    field="model",
+                )
+            slots.append(_slot(units))
+        self.slots: tuple[ServoSlot, ...] = tuple(slots)
+        self.by_id = {s.id: s for s in self.slots}
+        self._check_joints()
+        self.joint_names: tuple[str, ...] = tuple(
+            s.units.spec.joint for s in self.slots if not s.is_shadow
+        )
+        self.primary = {s.units.spec.joint: s for s in self.slots if not s.is_shadow}
+        self.shadows: dict[str, tuple[ServoSlot, ...]] = {
+            joint: tuple(s for s in self.slots if s.units.spec.shadow_of == p.id)
+            for joint, p in self.primary.items()
+        }
+
+    def _check_joints(self) -> None:
+        primaries: dict[str, int] = {}
+        for s in self.slots:
+            spec = s.units.spec
+            if spec.shadow_of is None:
+                if spec.joint in primaries:
+                    raise ConfigError(
+                        f"joint {spec.joint!r} is driven by servos {primaries[spec.joint]} and "
+                        f"{spec.id}; mark one as shadow_of the other",
+                        servo_id=spec.id,
+                        field="joint",
+                    )
+                primaries[spec.joint] = spec.id
+        for s in self.slots:
+            spec = s.units.spec
+            if spec.shadow_of is None:
+                continue
+            primary = self.by_id.get(spec.shadow_of)
+            if primary is None or primary.is_shadow:
+                raise ConfigError(
+                    f"servo {spec.id} is shadow_of {spec.shadow_of}, which is not a primary servo "
+                    "on this bus",
+                    servo_id=spec.id,
+                    field="shadow_of",
+                )
+            if primary.units.spec.joint != spec.joint:
+                raise ConfigError(
+                    f"servo {spec.id} shadows servo {primary.id} but names joint {spec.joint!r}, "
+                    f"not {primary.units.spec.joint!r}",
+                    servo_id=spec.id,
+                    field="joint",
+                )
+
+    @property
+    def protocol(self) -> int:
+        """The bus protocol."""
+        return self.bus.protocol
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        """Every servo id, primaries and shadows, in configuration order."""
+        return tuple(s.id for s in self.slots)
+
+    def read_method(self, *, fast_ok: bool) -> ReadMethod:
+        """The cycle's read instruction for this bus."""
+        return choose_read_method([s.model for s in self.slots], fast_ok=fast_ok)
+
+    def reads(self) -> list[tuple[int, int, int]]:
+        """``(id, address, length)`` of the cycle read, for every servo."""
+        return [(s.id, s.address, s.length) for s in self.slots]
+
+    def register(self, name: RegisterName) -> Register:
+        """The register ``name`` of the bus's models (every servo must have it at one address).
+
+        Raises:
+            ConfigError: some model lacks it or has it elsewhere.
+        """
+        regs = {s.id: s.model.table.get(name) for s in self.slots}
+        found = {r for r in regs.values() if r is not None}
+        missing = [i for i, r in regs.items() if r is None]
+        if missing or len({(r.address, r.size) for r in found}) != 1:
+            raise ConfigError(
+                f"{name.value} is not at one address on every servo of {self.bus.port} "
+                f"(missing on {missing or 'none'})",
+                field="model",
+            )
+        return next(iter(found))
+
+    def servos_of(self, joints: Sequence[str]) -> list[ServoSlot]:
+        """The servos (primaries and shadows) driving ``joints``."""
+        out = []
+        for joint in joints:
+            primary = self.primary[joint]
+            out.append(primary)
+            out.extend(self.shadows[joint])
+        return out
