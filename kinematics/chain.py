@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.typing import NDArray
 
-from hilbot.kinematics import _program, spatial
+from hilbot.kinematics import _codegen, _program, spatial
 from hilbot.kinematics.errors import UnknownLink
 from hilbot.kinematics.joint import Joint, JointType, coordinates
 
@@ -59,6 +59,14 @@ class Chain:
         self._program = _program.compile_chain(path, leaders, self._start, self.dof, source)
         self.lower, self.upper, self.velocity_limit = self._bounds()
         self._floating = [self._start[j.name] for j in joints if j.type is JointType.FLOATING]
+        self._shape = (self.dof,)
+        self._kernel_fk: _codegen.Kernel | None = None
+        self._kernel_fj: _codegen.Kernel | None = None
+        p = self._program
+        if p.size and not self._floating:
+            post = p.frames[target][1]
+            self._kernel_fk = _codegen.generate(p, False, post)
+            self._kernel_fj = _codegen.generate(p, True, post)
 
     def __repr__(self) -> str:
         return f"Chain({self.source!r} -> {self.target!r}, dof={self.dof})"
@@ -157,9 +165,16 @@ class Chain:
 
     def fk(self, q: npt.ArrayLike | Mapping[str, object]) -> Array:
         """Pose (4, 4) of the target link in the source frame."""
-        if self._program.size == 0:
-            return self._program.frames[self.target][1].copy()
-        return _program.frame_pose(self._program, self._running(self._batch(q)), self.target)[0]
+        kernel = self._kernel_fk
+        if kernel is not None:
+            if type(q) is not np.ndarray or q.shape != self._shape:
+                q = self.q_from(q)
+            return kernel(q).reshape(4, 4)
+        p = self._program
+        if p.size == 0:
+            return p.frames[self.target][1].copy()
+        pose: Array = _program.frame_pose(p, self._running(self._batch(q)), self.target)[0]
+        return pose
 
     def jacobian(self, q: npt.ArrayLike | Mapping[str, object]) -> Array:
         """Geometric Jacobian (6, dof), linear rows first, in the source frame, at the target."""
@@ -167,6 +182,12 @@ class Chain:
 
     def fk_jacobian(self, q: npt.ArrayLike | Mapping[str, object]) -> tuple[Array, Array]:
         """``(fk(q), jacobian(q))`` in one pass."""
+        kernel = self._kernel_fj
+        if kernel is not None:
+            if type(q) is not np.ndarray or q.shape != self._shape:
+                q = self.q_from(q)
+            out = kernel(q)
+            return out[:16].reshape(4, 4), out[16:].reshape(6, self.dof)
         t, j = self.fk_jacobian_batch(self._batch(q))
         return t[0], j[0]
 
@@ -189,7 +210,8 @@ class Chain:
             return np.zeros((6, self.dof))
         w = self._running(self._batch(q))
         point = _program.frame_pose(p, w, link)[:, :3, 3]
-        return _program.jacobian(p, w, point, upto=p.frames[link][0])[0]
+        jac: Array = _program.jacobian(p, w, point, upto=p.frames[link][0])[0]
+        return jac
 
     def fk_batch(self, q: npt.ArrayLike) -> Array:
         """Poses (B, 4, 4) of the target for configurations ``q`` (B, dof), vectorised."""

@@ -153,7 +153,7 @@ class Robot:
                 value = np.zeros(joint.type.dof)
             else:
                 value = coordinates(joint, given[joint.name])
-            poses[joint.child] = poses[joint.parent] @ joint.motion(value)  # type: ignore[arg-type]
+            poses[joint.child] = poses[joint.parent] @ joint.motion(value)
         return {name: poses[name] for name in self._links}
 
     def _link(self, name: str, role: str) -> Link:

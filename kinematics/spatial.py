@@ -211,10 +211,10 @@ def quat_to_rotvec(q: npt.ArrayLike) -> Array:
         w, x, y, z = -w, -x, -y, -z
     v = np.array([x, y, z])
     n = math.sqrt(x * x + y * y + z * z)
-    if n < _SMALL:
-        # angle = 2 atan2(n, w) ~ 2 n / w, so the vector is ~ (2 / w) v (error O(n^3)).
-        return (2.0 / w) * v
-    return (2.0 * math.atan2(n, w) / n) * v
+    # For tiny n, angle = 2 atan2(n, w) ~ 2 n / w: the vector is ~ (2 / w) v (error O(n^3)).
+    scale = 2.0 / float(w) if n < _SMALL else 2.0 * math.atan2(n, float(w)) / n
+    out: Array = scale * v
+    return out
 
 
 def rotvec_to_quat(v: npt.ArrayLike) -> Array:
