@@ -61,7 +61,9 @@ class ServoModel:
     """Dynamics of ``n`` servos, vectorised with numpy.
 
     All positions are shaft angles [rad] relative to each servo's center tick. Arrays
-    are public for reading; change commands through the methods, which validate.
+    are public for reading; change commands through the methods, which validate. A
+    model at rest caches that fact: after changing an array in place (a limit, the
+    voltage), call ``invalidate()``.
 
     Args:
         physics: one entry per servo.
@@ -115,8 +117,11 @@ class ServoModel:
         self.torque_enabled: NDArray[np.bool_] = np.zeros(n, dtype=bool)
         self.motor_torque: F64 = np.zeros(n)  # (n,) [N·m]
         self.external_torque: F64 = np.zeros(n)  # (n,) [N·m], constant load
-        self.load_function: LoadFunction | None = None
-        self.temperature: F64 = np.full(n, self.ambient_temperature)  # (n,) [°C]
+        self._resting: bool | None = None  # cached at_rest(); None = recompute
+        self._quiet = False  # at rest and no error bit can latch
+        self._load_function: LoadFunction | None = None
+        self._temperature: F64 = np.full(n, self.ambient_temperature)  # (n,) [°C]
+        self._heat_pending = 0.0  # [s] of rest not yet integrated into the temperature
         self.voltage: F64 = (
             _column(self.physics, "nominal_voltage")
             if voltage is None
@@ -135,7 +140,10 @@ class ServoModel:
         values = np.asarray(goal, dtype=np.float64)
         if not np.all(np.isfinite(values)):
             raise ValueError(f"goal positions must be finite, got {values!r}")
-        self.goal[idx] = np.clip(values, self.min_position[idx], self.max_position[idx])
+        clipped = np.clip(values, self.min_position[idx], self.max_position[idx])
+        if (self.goal[idx] != clipped).any():
+            self.goal[idx] = clipped
+            self.invalidate()
 
     def set_profile(
         self,
@@ -155,6 +163,7 @@ class ServoModel:
             if not np.all(np.isfinite(arr)) or np.any(arr < 0):
                 raise ValueError(f"profile limits must be finite and >= 0, got {arr!r}")
             target[idx] = arr
+        self.invalidate()
 
     def set_torque(self, index: npt.ArrayLike, enabled: bool) -> NDArray[np.bool_]:
         """Enable or disable torque; returns which servos actually changed state.
@@ -173,6 +182,7 @@ class ServoModel:
         changed = np.zeros(self.n, dtype=bool)
         changed[idx] = self.torque_enabled[idx] != enabled
         self.torque_enabled[idx] = enabled
+        self.invalidate()
         return changed
 
     def reboot(self, index: npt.ArrayLike) -> None:
@@ -185,12 +195,14 @@ class ServoModel:
         self.reference[idx] = self.position[idx]
         self.reference_velocity[idx] = 0.0
         self.motor_torque[idx] = 0.0
+        self.invalidate()
 
     def raise_error(self, index: npt.ArrayLike, flags: HardwareErrorFlags) -> None:
         """Latch hardware-error ``flags`` (fault injection), with the firmware's shutdown."""
         idx = np.asarray(index, dtype=np.intp)
         self.hardware_error[idx] |= np.uint8(int(flags))
         self._apply_shutdown()
+        self.invalidate()
 
     # ------------------------------------------------------------------ readings
 
@@ -231,14 +243,59 @@ class ServoModel:
         """Advance every servo by ``dt`` seconds (``dt <= 0`` does nothing)."""
         if not dt > 0:
             return
-        if not self.at_rest():
+        if self._resting is None:
+            self._resting = self.at_rest()
+            self._quiet = self._resting and self._stays_quiet()
+        if not self._resting:
             count = min(MAX_SUBSTEPS, int(np.ceil(dt / MAX_SUBSTEP - 1e-9)))
             h = dt / count
             gains = self._gains(h)
             for _ in range(count):
                 self._substep(h, gains)
+            self._resting = None
+        if self._resting and self._quiet:
+            # Constant current at rest: the exponential can be integrated later, at once.
+            self._heat_pending += dt
+            return
         self._heat(dt)
-        self._update_errors(dt)
+        if not self._quiet:
+            self._update_errors(dt)
+
+    def invalidate(self) -> None:
+        """Forget the cached "at rest" state; call after changing public arrays in place."""
+        self._flush_heat()
+        self._resting = None
+        self._quiet = False
+
+    def set_external_torque(self, index: npt.ArrayLike, torque: npt.ArrayLike) -> None:
+        """Set the constant external torque [N·m] on servos ``index``."""
+        self.external_torque[np.asarray(index, dtype=np.intp)] = torque
+        self.invalidate()
+
+    @property
+    def load_function(self) -> LoadFunction | None:
+        """Position-dependent external torque, added to ``external_torque``."""
+        return self._load_function
+
+    @load_function.setter
+    def load_function(self, function: LoadFunction | None) -> None:
+        self._load_function = function
+        self.invalidate()
+
+    def _stays_quiet(self) -> bool:
+        # At rest nothing changes but temperature, which relaxes monotonically towards
+        # its target: if neither is above the limit, and torque and voltage are fine,
+        # no error bit can latch until something is commanded.
+        ratio = self.current / self._stall_current
+        target = self.ambient_temperature + self._rise * ratio * ratio
+        low, high = self.voltage_limits
+        return not (
+            (np.abs(self.motor_torque) >= self._overload_torque).any()
+            or (np.maximum(target, self._temperature) > self.temperature_limit).any()
+            or (self.voltage < low).any()
+            or (self.voltage > high).any()
+            or self._overload_timer.any()
+        )
 
     def at_rest(self) -> bool:
         """Whether nothing moves: profiles arrived, no velocity, torques balanced."""
@@ -247,10 +304,11 @@ class ServoModel:
         # changes temperature, which is integrated exactly; idle servos cost ~nothing.
         if self.load_function is not None or self.velocity.any():
             return False
-        if self.reference_velocity.any() or (self.reference != self.goal).any():
+        on = self.torque_enabled
+        if self.reference_velocity.any() or ((self.reference != self.goal) & on).any():
             return False
         drive = self._kp * (self.reference - self.position)
-        drive *= self.torque_enabled
+        drive *= on
         drive += self.external_torque
         return not (np.abs(drive) > self._friction * (1.0 + 1e-6)).any()
 
@@ -318,11 +376,28 @@ class ServoModel:
         self.reference = np.where(on, np.where(arrived, goal, r), self.position)
         self.reference_velocity = np.where(on & ~arrived, rv, 0.0)
 
+    @property
+    def temperature(self) -> F64:
+        """Winding temperature of each servo [°C]."""
+        self._flush_heat()
+        return self._temperature
+
+    @temperature.setter
+    def temperature(self, value: npt.ArrayLike) -> None:
+        self._heat_pending = 0.0
+        self._temperature = np.broadcast_to(np.asarray(value, dtype=np.float64), (self.n,)).copy()
+        self.invalidate()
+
+    def _flush_heat(self) -> None:
+        if self._heat_pending > 0.0:
+            dt, self._heat_pending = self._heat_pending, 0.0
+            self._heat(dt)
+
     def _heat(self, dt: float) -> None:
         # First-order thermal model, integrated exactly over dt at the present current.
         ratio = self.current / self._stall_current
         target = self.ambient_temperature + self._rise * ratio * ratio
-        self.temperature = target + (self.temperature - target) * np.exp(-dt / self._tau_th)
+        self._temperature = target + (self._temperature - target) * np.exp(-dt / self._tau_th)
 
     def _update_errors(self, dt: float) -> None:
         bits = self.hardware_error
@@ -330,7 +405,7 @@ class ServoModel:
         if overloaded.any() or self._overload_timer.any():
             self._overload_timer = (self._overload_timer + dt) * overloaded
             bits[self._overload_timer >= self._overload_time] |= _OVERLOAD
-        hot = self.temperature > self.temperature_limit
+        hot = self._temperature > self.temperature_limit
         if hot.any():
             bits[hot] |= _OVERHEATING
         low, high = self.voltage_limits
@@ -345,3 +420,4 @@ class ServoModel:
         if (shut & self.torque_enabled).any():
             self.torque_enabled[shut] = False
             self.motor_torque[shut] = 0.0
+            self._resting = None

@@ -266,11 +266,12 @@ class SimBackend:
             i = jm.indices([joint])[0]
             if callable(value):
                 functions[i] = value
-                self.model.external_torque[i] = 0.0
+                self.model.set_external_torque([i], 0.0)
             else:
                 functions.pop(i, None)
                 # A joint torque reaches the shaft through the gearing and direction.
-                self.model.external_torque[i] = float(value) * jm.direction[i] / jm.gear_ratio[i]
+                torque = float(value) * jm.direction[i] / jm.gear_ratio[i]
+                self.model.set_external_torque([i], torque)
         self._loads = functions
         self.model.load_function = self._combined_load() if functions else None
 

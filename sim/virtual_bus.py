@@ -268,7 +268,7 @@ class VirtualBus:
         """Apply a constant external torque [N·m] to a servo's shaft."""
         with self.lock:
             self._advance()
-            self.model.external_torque[self.servo(servo_id).index] = float(torque)
+            self.model.set_external_torque([self.servo(servo_id).index], float(torque))
 
     def raise_hardware_error(self, servo_id: int, flags: HardwareErrorFlags) -> None:
         """Latch hardware-error bits now (same as ``faults(id).hardware_error = flags``)."""

@@ -266,6 +266,7 @@ class VirtualServo:
             if self.protocol == 1:
                 shutdown = int(hardware_flags_from_protocol1(shutdown))
             m.shutdown_mask[i] = shutdown
+        m.invalidate()
 
     def _reset_goal(self) -> None:
         """Goal Position := Present Position, as the firmware does at power-up."""

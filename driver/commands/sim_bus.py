@@ -1,0 +1,181 @@
+"""Serve a virtual Dynamixel bus on a pseudo-terminal until stopped.
+
+Each bus of the robot config (or the servos given with --servo) gets a pty that
+speaks the real Dynamixel protocol, with each model's control table and a servo
+dynamics model behind every id. Open the printed port with the real backend,
+dynamixel-sdk or the Dynamixel Wizard like a U2D2. Ctrl+C stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from hilbot.hal.errors import HalError
+from hilbot.hal.mapping import ServoSpec
+
+
+@dataclass(frozen=True, slots=True)
+class _Bus:
+    name: str
+    servos: Sequence[ServoSpec] | dict[int, str]
+    protocol: int
+    baudrate: int
+    home: dict[str, float]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``hilbot sim-bus`` options."""
+    parser.add_argument(
+        "config",
+        nargs="?",
+        help="robot config: a YAML file or a shipped robot name (or use --servo)",
+    )
+    parser.add_argument(
+        "--servo",
+        action="append",
+        default=[],
+        metavar="ID:MODEL",
+        help="a servo to simulate, e.g. 1:XM430-W350 (repeat; replaces the config's servos)",
+    )
+    parser.add_argument("--bus", help="serve only this bus of a multi-bus config")
+    parser.add_argument(
+        "--protocol", type=int, choices=(1, 2), help="protocol version (default: config's, or 2)"
+    )
+    parser.add_argument("--baud", type=int, help="bit rate [bit/s] (default: config's, or 1000000)")
+    parser.add_argument(
+        "--return-delay",
+        type=int,
+        metavar="N",
+        help="Return Delay Time register of every servo, in 2 µs units (default: factory 250)",
+    )
+    parser.add_argument(
+        "--no-wire-timing",
+        action="store_true",
+        help="answer at once instead of at the bus's bit rate",
+    )
+    parser.add_argument(
+        "--link", type=Path, help="also make this path a symlink to the pty (one bus only)"
+    )
+    parser.add_argument(
+        "--duration", type=float, metavar="S", help="stop after S seconds instead of waiting"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until Ctrl+C, SIGTERM or ``--duration``; returns the exit code."""
+    from hilbot.driver.errors import DriverError
+
+    try:
+        buses = _buses(args)
+    except (DriverError, HalError, ValueError) as exc:
+        print(f"hilbot sim-bus: {exc}", file=sys.stderr)
+        return 2
+    if args.link is not None and len(buses) != 1:
+        print("hilbot sim-bus: --link needs exactly one bus (use --bus)", file=sys.stderr)
+        return 2
+    try:
+        with _serving(buses, args) as ports:
+            for bus, port in zip(buses, ports, strict=True):
+                ids = " ".join(str(i) for i in _ids(bus.servos))
+                print(
+                    f"{bus.name}: {port}  (Protocol {bus.protocol}.0, {bus.baudrate} bit/s, "
+                    f"servos {ids})",
+                    flush=True,
+                )
+            if args.link is not None:
+                _link(args.link, ports[0])
+                print(f"{args.link} -> {ports[0]}", flush=True)
+            _wait(args.duration)
+    except HalError as exc:
+        print(f"hilbot sim-bus: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if args.link is not None and args.link.is_symlink():
+            args.link.unlink()
+    return 0
+
+
+def _buses(args: argparse.Namespace) -> list[_Bus]:
+    protocol, baud = args.protocol, args.baud
+    if args.servo:
+        servos = dict(_parse_servo(text) for text in args.servo)
+        return [_Bus("main", servos, protocol or 2, baud or 1_000_000, {})]
+    if args.config is None:
+        raise ValueError("give a robot config or at least one --servo ID:MODEL")
+    from hilbot.driver.config import load_config
+
+    config = load_config(args.config)
+    chosen = [b for b in config.buses if args.bus in (None, b.name)]
+    if not chosen:
+        names = ", ".join(b.name for b in config.buses)
+        raise ValueError(f"the config has no bus {args.bus!r}; its buses: {names}")
+    return [
+        _Bus(
+            b.name,
+            config.servo_specs(b.name),
+            protocol or b.protocol,
+            baud or b.baudrate,
+            dict(config.home),
+        )
+        for b in chosen
+    ]
+
+
+def _parse_servo(text: str) -> tuple[int, str]:
+    ident, sep, model = text.partition(":")
+    if not sep or not ident.strip().isdigit() or not model.strip():
+        raise ValueError(f"--servo {text!r}: expected ID:MODEL, e.g. 1:XM430-W350")
+    return int(ident), model.strip()
+
+
+def _ids(servos: Sequence[ServoSpec] | dict[int, str]) -> list[int]:
+    return sorted(servos) if isinstance(servos, dict) else [s.id for s in servos]
+
+
+@contextlib.contextmanager
+def _serving(buses: Sequence[_Bus], args: argparse.Namespace) -> Iterator[list[str]]:
+    from hilbot.sim.testing import running_virtual_bus
+
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for bus in buses:
+            vbus = running_virtual_bus(
+                bus.servos,
+                protocol=bus.protocol,
+                baudrate=bus.baudrate,
+                initial_positions=bus.home or None,
+                return_delay_time=args.return_delay,
+                wire_timing=not args.no_wire_timing,
+            )
+            ports.append(stack.enter_context(vbus).port)
+        yield ports
+
+
+def _link(link: Path, port: str) -> None:
+    if link.is_symlink():
+        link.unlink()
+    os.symlink(port, link)
+
+
+def _wait(duration: float | None) -> None:
+    stop = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        stop.wait(duration)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
