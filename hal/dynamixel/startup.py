@@ -92,20 +92,21 @@ def inspect(bus: DynamixelBus, slot: ServoSlot, log: logging.Logger) -> ServoRep
     m = slot.model
     # One read covers model number .. operating mode (2.0: 0..11; 1.0: 0..9 with angle limits).
     end = m.register(N.OPERATING_MODE if m.protocol == 2 else N.CCW_ANGLE_LIMIT).end
-    eeprom, _ = bus.read(spec.id, 0, end)
-    firmware = _value(slot, eeprom, 0, N.FIRMWARE_VERSION)
-    rdt = _value(slot, eeprom, 0, N.RETURN_DELAY_TIME)
-    srl_reg = m.register(N.STATUS_RETURN_LEVEL)
-    srl = srl_reg.decode(bus.read(spec.id, srl_reg.address, 1)[0])
-    if srl == 0:
+    srl = m.register(N.STATUS_RETURN_LEVEL)
+    try:
+        eeprom, _ = bus.read(spec.id, 0, end)
+    except CommTimeout:
+        # It answered the ping (always answered) but not a read: Status Return Level 0.
         raise StartupError(
-            f"servo {spec.id} has Status Return Level 0 and will not answer reads; set it to "
-            f"1 or 2 (address {srl_reg.address})",
+            f"servo {spec.id} answers ping but not reads: its Status Return Level (address "
+            f"{srl.address}) is probably 0; set it to 2 (or 1)",
             servo_id=spec.id,
             problem=StartupProblem.NO_STATUS_RETURN,
             expected=2,
             found=0,
-        )
+        ) from None
+    firmware = _value(slot, eeprom, 0, N.FIRMWARE_VERSION)
+    rdt = _value(slot, eeprom, 0, N.RETURN_DELAY_TIME)
     _check_mode(slot, eeprom)
     if rdt:
         log.warning(
