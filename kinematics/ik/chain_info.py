@@ -48,7 +48,8 @@ class ChainInfo:
         self._unbounded = Box(np.full(self.dof, -np.inf), np.full(self.dof, np.inf))
         self._limits = Box(self.lower, self.upper)
         self._state_index: dict[tuple[str, ...], NDArray[np.intp]] = {}
-        self._lower_list = self.lower.tolist()
+        self.lower_list: list[float] = self.lower.tolist()
+        self.upper_list: list[float] = self.upper.tolist()
 
     def to_dict(self, q: Array) -> dict[str, Any]:
         """Chain joints -> positions (floats; poses for planar/floating joints)."""

@@ -125,7 +125,12 @@ class DLSSolver(Solver):
         ctx = self.context(chain)
         run = _Run(self, ctx, box, options)
         q, iterations, ev, status = run.iterate(q0.tolist(), target, options.max_iterations)
-        if target.rows == 6 and ev.position > options.tolerance:
+        if (
+            target.rows == 6
+            and ev.position > options.tolerance
+            and status is not Status.TIMEOUT
+            and not run.on_delta_bound(q)
+        ):
             # Position wins: polish the position alone, starting from the compromise.
             point = Target(target.point)
             budget = max(options.max_iterations - iterations, 10)
@@ -267,6 +272,19 @@ class _Run:
         )
         gain = sigma / (sigma * sigma + lam2 + extra)
         return list((zz + vt.T @ (gain * (u.T @ r))).tolist())
+
+    def on_delta_bound(self, q: list[float]) -> bool:
+        """Whether a coordinate sits on a ``max_delta`` bound (one that is not a joint limit).
+
+        Then the call's budget, not the chain, stopped the solve: the next call continues.
+        """
+        if self.options.max_delta is None:
+            return False
+        lower, upper = self.ctx.info.lower_list, self.ctx.info.upper_list
+        for x, a, b, la, ub in zip(q, self.lo, self.hi, lower, upper, strict=True):
+            if (x <= a + 1e-12 and a > la) or (x >= b - 1e-12 and b < ub):
+                return True
+        return False
 
     def clip(self, q: list[float]) -> list[float]:
         """``q`` clipped into the box (guards the rounding of the integration)."""
