@@ -49,6 +49,7 @@ from hilbot.hal.errors import (
     CommTimeout,
     HalError,
     HardwareFault,
+    ServoError,
 )
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
@@ -338,6 +339,11 @@ class DynamixelBackend:
             self._hold(slots)
         value = self._torque.encode(1 if enabled else 0)
         self._bus.sync_write(self._torque.address, self._torque.size, {s.id: value for s in slots})
+        # Read back: a sync write has no reply, and torque is worth one round trip to confirm.
+        reads = [(s.id, self._torque.address, self._torque.size) for s in slots]
+        for servo_id, reply in self._bus.group_read(self.method, reads).items():
+            if self._torque.decode(reply.data) != int(enabled):
+                raise ServoError(servo_id, "TORQUE_ENABLE", reply.error, "torque did not change")
 
     def _reboot_sync(self, slots: Sequence[ServoSlot]) -> None:
         for slot in slots:
