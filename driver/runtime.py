@@ -126,6 +126,7 @@ class Runtime:
         self._fault_log: deque[Fault] = deque(maxlen=64)
         self._bus_failing_since: float | None = None
         self._watchdog_tripped = False
+        self._torque_off_pending = False  # a fault disarmed the robot: torque off next cycle
         self._listeners: list[CycleListener] = []
         self._record = CycleRecord(desired=np.zeros(n), command=np.zeros(n))
         self._queue: asyncio.Queue[tuple[Command, asyncio.Future[None]]] = asyncio.Queue()
@@ -193,8 +194,10 @@ class Runtime:
         try:
             await self._backend.set_torque(False)
         except BUS_ERRORS as err:
+            # Nothing more can be done from here; the servo-side bus watchdog (where the
+            # firmware has one) stops the servos once the host falls silent.
             self._log.error("shutdown: could not disable torque: %s", err)
-            raise
+            return
         self._modes.disable()
         self._log.info("shutdown: torque off")
 
@@ -326,6 +329,8 @@ class Runtime:
         if state is not None:
             self._state = state
             self._check_hardware(state)
+        if self._torque_off_pending:
+            await self._torque_off_after_fault()
         mode = self._modes.mode
         if mode is Mode.ARMED and state is not None:
             desired = self._desired(rec)
@@ -436,6 +441,21 @@ class Runtime:
             self._report(FaultKind.BUS, None, f"bus down for {BUS_FAULT_TIME} s: {err}")
             self._modes.fault()
 
+    def _fault(self) -> None:
+        """Disarm after a fault: mode faulted, targets dropped, torque off at the next cycle."""
+        self._modes.fault()
+        self._home = None
+        self._targets.clear()
+        self._torque_off_pending = self._modes.mode is Mode.FAULTED
+
+    async def _torque_off_after_fault(self) -> None:
+        try:
+            await self._backend.set_torque(False)
+        except BUS_ERRORS as err:
+            self._log.error("fault: could not disable torque yet: %s", err)
+            return
+        self._torque_off_pending = False
+
     def _bus_ok(self) -> None:
         self._bus_failing_since = None
         self._active_faults.pop((FaultKind.BUS, None), None)
@@ -452,9 +472,7 @@ class Runtime:
             self._report(FaultKind.HARDWARE, joint, flags.describe())
             newly = newly or bool(flags & DISARMING_ERRORS)
         if newly and self._modes.mode is not Mode.ESTOPPED:
-            self._modes.fault()
-            self._home = None
-            self._targets.clear()
+            self._fault()
 
     def _report(
         self, kind: FaultKind, joint: str | None, detail: str, *, active: bool = True

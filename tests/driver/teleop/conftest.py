@@ -1,0 +1,142 @@
+"""Fixtures: a real mosquitto broker on 127.0.0.1, and a simulated robot runtime."""
+
+import asyncio
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+import hilbot.configs
+from hilbot.driver.config import parse_config
+from hilbot.driver.runtime import Runtime
+from hilbot.driver.teleop import TeleopSettings, serve
+from hilbot.sim.sim_backend import SimBackend
+
+MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+ROBOTS = Path(hilbot.configs.__file__).parent / "robots"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"mosquitto did not listen on {port} within {timeout} s")
+
+
+class Mosquitto:
+    """A mosquitto process on 127.0.0.1:port; stop() kills it, start() brings it back."""
+
+    def __init__(self, directory: Path) -> None:
+        self.port = free_port()
+        self.config = directory / "mosquitto.conf"
+        self.config.write_text(
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+        )
+        self.log = directory / "mosquitto.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        assert self.process is None
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [MOSQUITTO, "-c", str(self.config)], stdout=log, stderr=subprocess.STDOUT
+            )
+        wait_for_port(self.port)
+
+    def stop(self) -> None:
+        """Kill the broker (SIGKILL: no clean disconnect for anyone)."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(5)
+            self.process = None
+
+
+@pytest.fixture
+def mosquitto(tmp_path):
+    if not Path(MOSQUITTO).exists():
+        pytest.fail("mosquitto is not installed (apt-get install mosquitto)")
+    broker = Mosquitto(tmp_path)
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+def omx_config(**overrides):
+    """The OpenManipulator-X config, with ``overrides`` merged at the top level."""
+    data = yaml.safe_load((ROBOTS / "openmanipulator_x.yaml").read_text())
+    data.update(overrides)
+    return parse_config(data, base_dir=ROBOTS)
+
+
+@contextlib.asynccontextmanager
+async def running_sim(*, chains=True):
+    """The OpenManipulator-X on the simulated backend, running (disarmed) at its 200 Hz.
+
+    ``chains=False`` drops its IK chain, for tests of joint targets and commands only.
+    """
+    config = omx_config() if chains else omx_config(chains=[])
+    backend = SimBackend(config.servo_specs(), initial_positions=config.home)
+    async with Runtime(config, backend) as runtime:
+        yield runtime
+
+
+FAST = TeleopSettings(keepalive_s=1, reconnect_min_s=0.05, reconnect_max_s=0.4, state_rate_hz=50)
+
+
+@contextlib.asynccontextmanager
+async def serving(runtime, url, settings=FAST, **kwargs):
+    """Run ``serve`` for ``runtime`` and yield its bridge once connected."""
+    ready = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        serve(runtime, settings, url, robot_name="omx", ready=ready, **kwargs)
+    )
+    done, _ = await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        task.result()  # raises what serve raised
+    assert ready in done, "the bridge did not connect within 10 s"
+    try:
+        yield ready.result()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def eventually(predicate, timeout=5.0, interval=0.01, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout} s")
+        await asyncio.sleep(interval)
+
+
+class Kit:
+    """The helpers above, for tests (conftest modules cannot be imported by tests)."""
+
+    running_sim = staticmethod(running_sim)
+    serving = staticmethod(serving)
+    eventually = staticmethod(eventually)
+    omx_config = staticmethod(omx_config)
+    fast = FAST
+
+
+@pytest.fixture
+def kit():
+    return Kit
