@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -102,7 +104,7 @@ async def test_hostile_targets_never_exceed_limits_or_max_delta(sim_factory, clo
         bound = rt.safety.step_bound
     written = [c for c, w in seen if w]
     assert len(written) > 500
-    for prev, cmd in zip(written, written[1:], strict=False):
+    for prev, cmd in itertools.pairwise(written):
         assert np.all(cmd >= lower) and np.all(cmd <= upper)
         assert np.all(np.abs(cmd - prev) <= bound + 1e-12)
 
