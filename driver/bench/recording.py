@@ -17,7 +17,8 @@ channel                 shape         meaning
 ``mode``                (N,)          index into ``header["modes"]``
 ``q_measured``          (N, J)        joint positions read this cycle [rad or m]
 ``qd_measured``         (N, J)        joint velocities read [rad/s or m/s]
-``q_target``            (N, J)        joint targets (NaN: none for that joint)
+``q_target``            (N, J)        what targets and IK asked for, before safety (armed)
+``q_joint_target``      (N, J)        joint-space targets received (NaN: none for that joint)
 ``q_ik``                (N, J)        IK result before safety (NaN: no IK ran)
 ``q_command``           (N, J)        goal positions written (NaN: nothing written)
 ``clamped``             (N, J)        clamp kinds applied, bit flags of ``ClampKind``
@@ -25,7 +26,10 @@ channel                 shape         meaning
 ``ee_target``           (N, C, 3)     end-effector position target [m] (NaN: none)
 ``ee_measured``         (N, C, 3)     forward kinematics of ``q_measured`` [m]
 ``ik_residual``         (N, C)        IK position residual [m] (NaN: no IK)
-``bus_errors``          (N,)          bus errors so far (timeouts + CRC + servo errors)
+``bus_errors``          (N,)          cycles whose bus read or write failed, so far
+``ee_target_kind``      (N, C)        how the pose target was given (``OrientationKind``)
+``ee_target_orientation`` (N, C, 9)   its orientation values (axis, quaternion or matrix)
+``target_new``          (N, C + 1)    a new target arrived for the chain (last: joints)
 ``clamp_events``        (K, 5)        cycle, joint index, ClampKind, before, after
 ======================  ============  ==========================================
 """
@@ -90,6 +94,7 @@ CHANNELS: dict[str, tuple[type[np.generic], str]] = {
     "q_measured": (np.float64, "J"),
     "qd_measured": (np.float64, "J"),
     "q_target": (np.float64, "J"),
+    "q_joint_target": (np.float64, "J"),
     "q_ik": (np.float64, "J"),
     "q_command": (np.float64, "J"),
     "clamped": (np.uint8, "J"),
@@ -98,10 +103,24 @@ CHANNELS: dict[str, tuple[type[np.generic], str]] = {
     "ee_measured": (np.float64, "C3"),
     "ik_residual": (np.float64, "C"),
     "bus_errors": (np.int64, ""),
+    "ee_target_kind": (np.int8, "C"),
+    "ee_target_orientation": (np.float64, "C9"),
+    "target_new": (np.bool_, "S"),
 }
 CLAMP_EVENT_COLUMNS = ("cycle", "joint", "kind", "before", "after")
 #: Channels that are NaN (no value) rather than zero when a cycle has nothing to record.
-NAN_FILLED = frozenset({"q_target", "q_ik", "q_command", "ee_target", "ee_measured", "ik_residual"})
+NAN_FILLED = frozenset(
+    {
+        "q_target",
+        "q_joint_target",
+        "q_ik",
+        "q_command",
+        "ee_target",
+        "ee_measured",
+        "ik_residual",
+        "ee_target_orientation",
+    }
+)
 
 
 def channel_shape(kind: str, n: int, joints: int, chains: int) -> tuple[int, ...]:
@@ -111,6 +130,8 @@ def channel_shape(kind: str, n: int, joints: int, chains: int) -> tuple[int, ...
         "J": (n, joints),
         "C": (n, chains),
         "C3": (n, chains, 3),
+        "C9": (n, chains, 9),
+        "S": (n, chains + 1),
     }[kind]
 
 
@@ -128,7 +149,10 @@ class RecordingHeader:
         config: the robot config as a JSON-able mapping.
         scenario: the scenario as a mapping, or ``None`` (``hilbot run --record``).
         clock: ``"fake"`` (deterministic) or ``"monotonic"``.
-        faults: fault injections and other timed notes, ``{"cycle", "kind", ...}``.
+        faults: fault injections, ``{"cycle", "action", "joint", ...}``.
+        commands: lifecycle commands sent, ``{"cycle", "command"}`` (run before that cycle).
+        initial_positions: joint positions when the run started (the simulator's start).
+        sim: simulator settings of the run (``SimBackend`` keyword arguments).
         versions: hilbot, numpy and python versions that wrote the file.
     """
 
@@ -142,6 +166,9 @@ class RecordingHeader:
     scenario: dict[str, Any] | None = None
     clock: str = "monotonic"
     faults: list[dict[str, Any]] = field(default_factory=list)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    initial_positions: dict[str, float] = field(default_factory=dict)
+    sim: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -159,6 +186,9 @@ class RecordingHeader:
             "scenario": self.scenario,
             "clock": self.clock,
             "faults": self.faults,
+            "commands": self.commands,
+            "initial_positions": self.initial_positions,
+            "sim": self.sim,
             "versions": self.versions or current_versions(),
         }
         return json.dumps(doc, default=_json_default)
@@ -190,6 +220,9 @@ class RecordingHeader:
                 scenario=doc.get("scenario"),
                 clock=str(doc.get("clock", "monotonic")),
                 faults=list(doc.get("faults", [])),
+                commands=list(doc.get("commands", [])),
+                initial_positions=dict(doc.get("initial_positions", {})),
+                sim=dict(doc.get("sim", {})),
                 versions=dict(doc.get("versions", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:

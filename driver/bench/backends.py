@@ -1,0 +1,141 @@
+"""Open the backend a bench run drives: the simulator, the virtual bus, or hardware.
+
+Each yields a :class:`BenchBackend`: the ``Backend``, the clock the runtime
+must use, and (where faults can be injected) the servo fault table.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from hilbot.driver.config import RobotConfig
+from hilbot.driver.ticker import ManualClock
+from hilbot.hal.backend import Backend
+
+
+class BackendKind(enum.StrEnum):
+    """Backends ``hilbot bench`` can drive."""
+
+    SIM = "sim"  # in-process simulator
+    VIRTUAL = "virtual"  # the real Dynamixel backend on a virtual bus (pty)
+    DYNAMIXEL = "dynamixel"  # real hardware on the config's ports
+
+
+class ClockKind(enum.StrEnum):
+    """Time base of a run."""
+
+    REAL = "real"  # wall-clock time, a precise ticker: timing results are real
+    FAKE = "fake"  # simulated time, as fast as the computation runs: deterministic
+
+
+@dataclass
+class BenchBackend:
+    """An opened backend and what the runner needs to know about it.
+
+    Attributes:
+        kind: which backend.
+        backend: the joints to drive.
+        clock: the clock the runtime (and the simulator) run on.
+        faults: ``faults(servo_id) -> ServoFaults`` where faults can be injected.
+        sim: the simulator's keyword arguments (stored in recordings for replay).
+    """
+
+    kind: BackendKind
+    backend: Backend
+    clock: Callable[[], float]
+    faults: Callable[[int], Any] | None = None
+    sim: dict[str, Any] = field(default_factory=dict)
+
+
+def make_clock(kind: ClockKind) -> Callable[[], float]:
+    """Return a fresh clock of ``kind``."""
+    return ManualClock() if kind is ClockKind.FAKE else time.perf_counter
+
+
+def make_sim_backend(
+    config: RobotConfig,
+    clock: Callable[[], float],
+    *,
+    initial_positions: Mapping[str, float] | None = None,
+    seed: int = 0,
+) -> BenchBackend:
+    """The simulator of ``config``'s servos (as ``hilbot run`` builds it), at ``initial_positions``.
+
+    By default the simulated arm rests at the config's home pose.
+    """
+    from hilbot.driver.backends import sim_backend
+
+    start = dict(config.home if initial_positions is None else initial_positions)
+    backend = sim_backend(config, initial_positions=start, clock=clock, seed=seed)
+    return BenchBackend(
+        BackendKind.SIM,
+        backend,
+        clock,
+        faults=getattr(backend, "faults", None),
+        sim={"initial_positions": start, "seed": seed},
+    )
+
+
+@asynccontextmanager
+async def open_backend(
+    kind: BackendKind, config: RobotConfig, clock_kind: ClockKind, *, seed: int = 0
+) -> AsyncIterator[BenchBackend]:
+    """Open the backend of ``kind`` for ``config`` (not yet entered: the runtime enters it).
+
+    Raises:
+        ValueError: a fake clock with a backend that runs in real time.
+    """
+    if clock_kind is ClockKind.FAKE and kind is not BackendKind.SIM:
+        raise ValueError(f"--clock fake works with the sim backend only, not {kind.value}")
+    clock = make_clock(clock_kind)
+    if kind is BackendKind.SIM:
+        yield make_sim_backend(config, clock, seed=seed)
+    elif kind is BackendKind.VIRTUAL:
+        async with _virtual(config, clock, seed) as bench:
+            yield bench
+    else:
+        from hilbot.driver.backends import dynamixel_backend
+
+        yield BenchBackend(BackendKind.DYNAMIXEL, dynamixel_backend(config), clock)
+
+
+@asynccontextmanager
+async def _virtual(
+    config: RobotConfig, clock: Callable[[], float], seed: int
+) -> AsyncIterator[BenchBackend]:
+    """One virtual bus per config bus, driven by the real Dynamixel backend."""
+    from hilbot.driver.backends import dynamixel_backend
+    from hilbot.sim.testing import running_virtual_bus
+
+    async with AsyncExitStack() as stack:
+        ports: dict[str, str] = {}
+        tables: dict[int, Callable[[int], Any]] = {}
+        for bus in config.buses:
+            servos = config.servo_specs(bus.name)
+            vbus = await stack.enter_async_context(
+                running_virtual_bus(
+                    servos,
+                    baudrate=bus.baudrate,
+                    protocol=bus.protocol,
+                    initial_positions=dict(config.home),
+                    seed=seed,
+                )
+            )
+            ports[bus.name] = vbus.port
+            tables.update({s.id: vbus.faults for s in servos})
+
+        def faults(servo_id: int) -> Any:
+            return tables[servo_id](servo_id)
+
+        yield BenchBackend(
+            BackendKind.VIRTUAL,
+            dynamixel_backend(config, ports),
+            clock,
+            faults=faults,
+            sim={"initial_positions": dict(config.home), "seed": seed},
+        )

@@ -1,0 +1,150 @@
+"""Run a recording again on the simulator under a fake clock and compare the commands.
+
+The replay feeds the runtime the same inputs, cycle by cycle: the lifecycle
+commands (logged by the bench runner, or inferred from mode changes for a
+``hilbot run --record`` file), the injected faults, and every new target the
+original run received. The simulator starts where the original robot was. On
+the simulator under a fake clock the whole stack is deterministic, so a bench
+run replays to identical commands; a difference points at a change in the
+code, the config or the solver settings (or, for a hardware recording, at what
+the hardware did differently from the simulator).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from hilbot.driver.bench.backends import ClockKind, make_clock, make_sim_backend
+from hilbot.driver.bench.progress import Progress
+from hilbot.driver.bench.recorder import OrientationKind, Recorder, join_pose_target
+from hilbot.driver.bench.recording import Recording, RecordingHeader
+from hilbot.driver.bench.runner import apply_fault
+from hilbot.driver.bench.scenario import FaultAction
+from hilbot.driver.config import RobotConfig
+from hilbot.driver.runtime import Runtime
+from hilbot.driver.state import Command
+
+_log = logging.getLogger(__name__)
+
+#: (mode before, mode after) -> the command that explains the change.
+_TRANSITIONS = {
+    ("disarmed", "armed"): "enable",
+    ("armed", "disarmed"): "disable",
+    ("estopped", "disarmed"): "reset",
+    ("faulted", "disarmed"): "reset",
+}
+
+
+def inferred_commands(recording: Recording) -> list[dict[str, Any]]:
+    """Lifecycle commands that explain the recorded mode changes (when none were logged).
+
+    A change into ``estopped`` is an e-stop; a change into ``faulted`` is not a
+    command (the replayed simulator has to fault by itself).
+    """
+    modes = recording.header.modes
+    mode = recording["mode"]
+    out: list[dict[str, Any]] = []
+    previous = "disarmed"
+    for row in range(recording.n_cycles):
+        current = modes[int(mode[row])]
+        if current != previous:
+            command = "estop" if current == "estopped" else _TRANSITIONS.get((previous, current))
+            if command is not None:
+                out.append({"cycle": int(recording["cycle"][row]), "command": command})
+        previous = current
+    return out
+
+
+def _by_cycle(entries: list[dict[str, Any]]) -> Mapping[int, list[dict[str, Any]]]:
+    grouped: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for entry in entries:
+        grouped[int(entry["cycle"])].append(entry)
+    return grouped
+
+
+async def replay(recording: Recording, config: RobotConfig, *, progress: bool = True) -> Recording:
+    """Replay ``recording`` on the simulator of ``config`` under a fake clock.
+
+    Returns:
+        The replay's own recording (compare it with :func:`compare_commands`).
+    """
+    header = recording.header
+    clock = make_clock(ClockKind.FAKE)
+    start = header.initial_positions or header.sim.get("initial_positions") or None
+    bench = make_sim_backend(
+        config, clock, initial_positions=start, seed=int(header.sim.get("seed", 0))
+    )
+    commands = _by_cycle(header.commands or inferred_commands(recording))
+    faults = _by_cycle(header.faults)
+    bar = Progress(recording.n_cycles, enabled=None if progress else False)
+    async with Runtime(config, bench.backend, clock=clock) as runtime:
+        replay_header = RecordingHeader(
+            joint_names=(),
+            chain_names=(),
+            rate_hz=header.rate_hz,
+            backend="sim",
+            config_path=header.config_path,
+            config=config.model_dump(mode="json"),
+            scenario=header.scenario,
+            clock=ClockKind.FAKE.value,
+            sim=bench.sim,
+        )
+        recorder = Recorder(runtime, replay_header, capacity=recording.n_cycles + 16).start()
+        servo_of = {s.joint: s.id for s in config.servos if s.shadow_of is None}
+        try:
+            for row in range(recording.n_cycles):
+                cycle = int(recording["cycle"][row])
+                while runtime.stats.cycles < cycle - 1:  # idle cycles before the recording
+                    await runtime.wait_cycles(1)
+                for entry in commands.get(cycle, ()):
+                    await _command(runtime, recorder, entry["command"])
+                if runtime.stats.cycles >= cycle:
+                    # A command returns after the cycle that follows it: as in the original
+                    # run, nothing new could be sent for this cycle.
+                    bar.update(row + 1, f"replaying cycle {cycle}")
+                    continue
+                for fault in faults.get(cycle, ()):
+                    assert bench.faults is not None  # the simulator always has a fault table
+                    record = bench.faults(servo_of[fault["joint"]])
+                    action = FaultAction(fault["action"])
+                    apply_fault(
+                        record, action, float(fault.get("rate", 1.0)), clear="clear" in fault
+                    )
+                    recorder.note_fault({k: v for k, v in fault.items() if k != "cycle"})
+                _send(runtime, recording, row)
+                await runtime.wait_cycles(1)
+                bar.update(row + 1, f"replaying cycle {cycle}")
+        finally:
+            bar.close()
+        return recorder.finish()
+
+
+async def _command(runtime: Runtime, recorder: Recorder, name: str) -> None:
+    recorder.note_command(name)
+    try:
+        await runtime.command(Command(name))
+    except Exception as err:  # the original may have failed the same way: compare, don't stop
+        _log.warning("replayed command %s failed: %s", name, err)
+        recorder.header.commands[-1]["error"] = str(err)
+
+
+def _send(runtime: Runtime, recording: Recording, row: int) -> None:
+    """Send the targets that were new in ``row`` of the original run."""
+    new = recording["target_new"][row]
+    for c, chain in enumerate(recording.header.chain_names):
+        if new[c]:
+            kind = OrientationKind(int(recording["ee_target_kind"][row, c]))
+            position = recording["ee_target"][row, c]
+            orientation = recording["ee_target_orientation"][row, c]
+            runtime.set_target(chain, join_pose_target(position, kind, orientation))
+    if new[-1]:
+        joints = recording["q_joint_target"][row]
+        names = recording.header.joint_names
+        targets = {names[j]: float(joints[j]) for j in np.flatnonzero(np.isfinite(joints))}
+        if targets:
+            runtime.set_joint_targets(targets)

@@ -1,0 +1,257 @@
+"""Run a scenario on a runtime, cycle by cycle, recording every cycle.
+
+The runner sends one target per control cycle (``set_target`` or
+``set_joint_targets``, then ``wait_cycles(1)``), so a scenario's timeline is
+counted in cycles: on a fake clock the run is deterministic, in real time it
+is paced by the runtime's ticker.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hilbot.driver.bench.backends import BenchBackend
+from hilbot.driver.bench.errors import UnsupportedStep
+from hilbot.driver.bench.progress import Progress
+from hilbot.driver.bench.recorder import Recorder
+from hilbot.driver.bench.recording import Recording, RecordingHeader
+from hilbot.driver.bench.scenario import (
+    CartesianCircleStep,
+    CartesianLineStep,
+    CommandName,
+    CommandStep,
+    FaultAction,
+    FaultStep,
+    Scenario,
+    Step,
+    TeleopStep,
+)
+from hilbot.driver.bench.segments import StepContext, Target, build_segment
+from hilbot.driver.runtime import Runtime
+from hilbot.driver.state import Command
+from hilbot.hal.backend import HardwareErrorFlags
+
+_log = logging.getLogger(__name__)
+_CARTESIAN = (CartesianLineStep, CartesianCircleStep, TeleopStep)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a scenario.
+
+    Attributes:
+        base_dir: where the scenario's relative file names point.
+        config_path: the robot config as given on the command line (stored for replay).
+        clock: ``"real"`` or ``"fake"`` (stored in the recording).
+        progress: show a live status line (on a terminal).
+    """
+
+    base_dir: Path = Path()
+    config_path: str | None = None
+    clock: str = "real"
+    progress: bool = True
+
+
+def check_supported(scenario: Scenario, bench: BenchBackend, runtime: Runtime) -> None:
+    """Refuse, before anything moves, steps the backend or config cannot perform.
+
+    Raises:
+        UnsupportedStep: a fault step without fault injection, or a joint-space step after
+            a Cartesian one without a watchdog (the pose target would never be released).
+    """
+    cartesian_seen = False
+    servo_of = _servo_ids(runtime)
+    for index, step in enumerate(scenario.steps):
+        if isinstance(step, FaultStep):
+            if bench.faults is None:
+                raise UnsupportedStep(
+                    index, step.kind, bench.kind.value, "faults need --backend sim or virtual"
+                )
+            if step.joint not in servo_of:
+                known = ", ".join(servo_of)
+                raise UnsupportedStep(
+                    index, step.kind, bench.kind.value, f"unknown joint {step.joint!r}; {known}"
+                )
+        if isinstance(step, _CARTESIAN):
+            cartesian_seen = True
+        elif cartesian_seen and runtime.config.safety.watchdog_timeout is None:
+            raise UnsupportedStep(
+                index,
+                step.kind,
+                bench.kind.value,
+                "a joint-space step after a Cartesian one needs safety.watchdog_timeout "
+                "(the runtime releases a pose target only when it goes stale)",
+            )
+
+
+def _servo_ids(runtime: Runtime) -> dict[str, int]:
+    return {s.joint: s.id for s in runtime.config.servos if s.shadow_of is None}
+
+
+class ScenarioRunner:
+    """Runs one scenario on an entered runtime and records it.
+
+    Args:
+        runtime: an entered runtime.
+        bench: the backend it drives (for fault injection).
+        scenario: the scenario.
+        options: run options.
+    """
+
+    def __init__(
+        self, runtime: Runtime, bench: BenchBackend, scenario: Scenario, options: RunOptions
+    ) -> None:
+        check_supported(scenario, bench, runtime)
+        self.runtime = runtime
+        self.bench = bench
+        self.scenario = scenario
+        self.options = options
+        self.rate = float(runtime.config.rate_hz)
+        header = RecordingHeader(
+            joint_names=(),
+            chain_names=(),
+            rate_hz=self.rate,
+            backend=bench.kind.value,
+            config_path=options.config_path,
+            config=runtime.config.model_dump(mode="json"),
+            scenario=scenario.model_dump(mode="json"),
+            clock=options.clock,
+            sim=dict(bench.sim),
+        )
+        capacity = int(scenario.duration() * self.rate * 1.2) + 64
+        self.recorder = Recorder(runtime, header, capacity=capacity).start()
+        self._servo_of = _servo_ids(runtime)
+        self._chain_joints = self._chain_joint_names()
+        self._pose_active = False
+        self._cycles_done = 0
+        self._progress = Progress(
+            int(scenario.duration() * self.rate), enabled=None if options.progress else False
+        )
+
+    def _chain_joint_names(self) -> dict[str, frozenset[str]]:
+        robot, out = self.runtime.robot, {}
+        for chain in self.runtime.config.chains:
+            path = robot.path_between(chain.source_link, chain.target_link)
+            out[chain.name] = frozenset(j.name for j in path.joints)
+        return out
+
+    async def run(self) -> Recording:
+        """Run every step, then return the recording."""
+        try:
+            for index, step in enumerate(self.scenario.steps):
+                _log.info("step %d: %s", index, step.kind)
+                await self._step(index, step)
+        finally:
+            self._progress.close()
+        return self.recorder.finish()
+
+    async def _step(self, index: int, step: Step) -> None:
+        if isinstance(step, CommandStep):
+            await self._command(step.command)
+        if isinstance(step, FaultStep):
+            self._inject(step, clear=False)
+        if self._pose_active and not isinstance(step, _CARTESIAN):
+            await self._release_pose_targets()
+        ctx = self._context()
+        segment = build_segment(step, ctx)
+        cycles = round(segment.duration * self.rate)
+        silent = isinstance(step, CommandStep) and step.command is CommandName.HOME
+        for i in range(cycles):
+            if not silent:
+                self._send(segment.at((i + 1) / self.rate), ctx)
+            await self._cycle(f"step {index + 1}/{len(self.scenario.steps)} {step.kind}")
+        if isinstance(step, FaultStep):
+            self._inject(step, clear=True)
+        self._pose_active = self._pose_active or isinstance(step, _CARTESIAN)
+
+    async def _cycle(self, status: str) -> None:
+        await self.runtime.wait_cycles(1)
+        self._cycles_done += 1
+        mode = self.runtime.mode.value
+        self._progress.update(self._cycles_done, f"{status}  mode {mode}")
+
+    async def _release_pose_targets(self) -> None:
+        """Hold in joint space until the last pose target goes stale (the runtime drops it)."""
+        timeout = self.runtime.config.safety.watchdog_timeout or 0.0
+        ctx = self._context()
+        hold = Target(joints=dict(ctx.joints))
+        for _ in range(int(np.ceil(timeout * self.rate)) + 2):
+            self.runtime.set_joint_targets(dict(hold.joints or {}))
+            await self._cycle("releasing the pose target")
+        self._pose_active = False
+
+    async def _command(self, name: CommandName) -> None:
+        self.recorder.note_command(name.value)
+        try:
+            await self.runtime.command(Command(name.value))
+        except Exception as err:  # the report shows it; the scenario goes on
+            _log.warning("command %s failed: %s", name.value, err)
+            self.recorder.header.commands[-1]["error"] = str(err)
+
+    def _send(self, target: Target, ctx: StepContext) -> None:
+        if target.chain is not None and target.position is not None:
+            self.runtime.set_target(target.chain, target.position)
+            # Joints outside the chain hold where they are (and keep the watchdog fed).
+            others = {
+                j: q for j, q in ctx.joints.items() if j not in self._chain_joints[target.chain]
+            }
+            if others:
+                self.runtime.set_joint_targets(others)
+        elif target.joints:
+            self.runtime.set_joint_targets(dict(target.joints))
+
+    def _context(self) -> StepContext:
+        state = self.runtime.state()
+        joints = dict(state.command)
+        ee: dict[str, NDArray[np.float64]] = {}
+        robot = self.runtime.robot
+        for chain in self.runtime.config.chains:
+            path = robot.path_between(chain.source_link, chain.target_link)
+            ee[chain.name] = np.asarray(path.fk(path.q_from(joints))[:3, 3], dtype=np.float64)
+        limits = self.runtime.limits
+        return StepContext(
+            joints=joints,
+            ee=ee,
+            limits={
+                n: (float(lo), float(hi))
+                for n, lo, hi in zip(limits.names, limits.lower, limits.upper, strict=True)
+            },
+            home=dict(self.runtime.config.home),
+            base_dir=self.options.base_dir,
+        )
+
+    def _inject(self, step: FaultStep, *, clear: bool) -> None:
+        assert self.bench.faults is not None  # checked in check_supported
+        record = self.bench.faults(self._servo_of[step.joint])
+        apply_fault(record, step.action, step.rate, clear=clear)
+        note: dict[str, Any] = {"action": step.action.value, "joint": step.joint}
+        note.update({"clear": True} if clear else {"rate": step.rate})
+        self.recorder.note_fault(note)
+
+
+def apply_fault(record: Any, action: FaultAction, rate: float, *, clear: bool) -> None:
+    """Set (or clear) one fault on a servo's ``ServoFaults`` record.
+
+    Hardware errors latch in the servo until it is rebooted, as real firmware
+    does: clearing them here only stops injecting new ones.
+    """
+    match action:
+        case FaultAction.DROP_REPLIES:
+            record.drop_rate = 0.0 if clear else rate
+        case FaultAction.CORRUPT:
+            record.corrupt_rate = 0.0 if clear else rate
+        case FaultAction.UNPLUG:
+            if clear:
+                record.replug()
+            else:
+                record.unplug()
+        case FaultAction.OVERLOAD | FaultAction.OVERHEATING:
+            if not clear:
+                flag = HardwareErrorFlags[action.name]
+                record.hardware_error = HardwareErrorFlags(record.hardware_error | flag)
