@@ -43,8 +43,12 @@ class Program:
         mult: (s,) mimic multiplier per scalar element (1 if not a mimic).
         offset: (s,) mimic offset per scalar element (0 if not a mimic).
         plain: Whether ``col`` is 0..s-1 with unit multipliers and zero offsets.
-        k0, kc, ks, kv: (s, 4, 4) so that ``C M(v) = k0 + cos(v) kc + sin(v) ks + v kv``.
+        rev, pris: Element indices of rotations and translations; ``rev_v``, ``pris_v``
+            their positions among the scalar elements; ``all_rev``: every element rotates.
+        rev_x, rev_y: (r, 4) columns 0 and 1 of the constants of rotations; ``pris_z``
+            (t, 4) column 2 of the constants of translations.
         free: (f,) indices of FREE elements; ``free_col`` (f,) their first column.
+        z_only: No FREE element (Jacobian columns are the elements' z axes, in order).
         jac_elem, jac_axis: (m,) element and axis (0, 1, 2 of its frame) of each elementary
             Jacobian column; ``jac_rev`` (m,) 1.0 for rotations, 0.0 for translations.
         select: (m, dof) map from elementary columns to chain columns, or ``None`` for identity.
@@ -59,12 +63,17 @@ class Program:
     mult: Array
     offset: Array
     plain: bool
-    k0: Array
-    kc: Array
-    ks: Array
-    kv: Array
+    rev: IntArray
+    rev_v: IntArray
+    all_rev: bool
+    pris: IntArray
+    pris_v: IntArray
+    rev_x: Array
+    rev_y: Array
+    pris_z: Array
     free: IntArray
     free_col: IntArray
+    z_only: bool
     jac_elem: IntArray
     jac_axis: IntArray
     jac_rev: Array
@@ -146,8 +155,8 @@ def compile_chain(
     col = np.array([b.drive[e][0] for e in scalar], dtype=np.intp)
     mult = np.array([b.drive[e][1] for e in scalar])
     offset = np.array([b.drive[e][2] for e in scalar])
-    k0, kc, ks, kv = _affine_parts(kinds[scalar], consts[scalar])
     free = np.flatnonzero(kinds == FREE)
+    scalar_kinds = kinds[scalar]
     jac_elem, jac_axis, jac_rev, select = _columns(kinds, b.drive, dof)
     plain = bool(
         len(scalar) == n
@@ -163,11 +172,16 @@ def compile_chain(
         mult=mult,
         offset=offset,
         plain=plain,
-        k0=k0,
-        kc=kc,
-        ks=ks,
-        kv=kv,
+        rev=scalar[scalar_kinds == REV],
+        rev_v=np.flatnonzero(scalar_kinds == REV),
+        all_rev=bool(len(scalar) == n and (scalar_kinds == REV).all()),
+        pris=scalar[scalar_kinds == PRIS],
+        pris_v=np.flatnonzero(scalar_kinds == PRIS),
+        rev_x=consts[scalar[scalar_kinds == REV], :, 0],
+        rev_y=consts[scalar[scalar_kinds == REV], :, 1],
+        pris_z=consts[scalar[scalar_kinds == PRIS], :, 2],
         free=free,
+        z_only=not len(free),
         free_col=np.array([b.drive[e][0] for e in free], dtype=np.intp),
         jac_elem=jac_elem,
         jac_axis=jac_axis,
@@ -176,24 +190,6 @@ def compile_chain(
         frames=frames,
         dof=dof,
     )
-
-
-def _affine_parts(kinds: IntArray, consts: Array) -> tuple[Array, Array, Array, Array]:
-    """Split ``C @ M(v)`` into ``k0 + cos(v) kc + sin(v) ks + v kv`` per scalar element."""
-    s = len(kinds)
-    k0, kc, ks, kv = (np.zeros((s, 4, 4)) for _ in range(4))
-    for i, (kind, c) in enumerate(zip(kinds, consts, strict=True)):
-        if kind == REV:
-            # C @ Rz(v): column 0 -> cos c0 + sin c1, column 1 -> -sin c0 + cos c1.
-            k0[i][:, 2:] = c[:, 2:]
-            kc[i][:, :2] = c[:, :2]
-            ks[i][:, 0] = c[:, 1]
-            ks[i][:, 1] = -c[:, 0]
-        else:
-            # C @ Tz(v): column 3 gains v times column 2.
-            k0[i] = c
-            kv[i][:, 3] = c[:, 2]
-    return k0, kc, ks, kv
 
 
 def _columns(
@@ -232,14 +228,25 @@ def local_transforms(p: Program, q: Array) -> Array:
     """``C_k M_k(q)`` for every element: (B, n, 4, 4) from ``q`` (B, dof)."""
     batch = q.shape[0]
     out = np.empty((batch, p.size, 4, 4))
+    out[:] = p.consts
+    columns = out.swapaxes(-1, -2)  # a view indexed (B, element, column, row)
     if len(p.scalar):
         v = q if p.plain else q[:, p.col] * p.mult + p.offset
-        c = np.cos(v)[:, :, None, None]
-        s = np.sin(v)[:, :, None, None]
-        local = p.k0 + c * p.kc + s * p.ks + v[:, :, None, None] * p.kv
-        if len(p.scalar) == p.size:
-            return local
-        out[:, p.scalar] = local
+        if len(p.rev):
+            # C @ Rz(v): columns 0 and 1 turn by v; columns 2 and 3 stay.
+            a = v if p.all_rev else v[:, p.rev_v]
+            c = np.cos(a)[:, :, None]
+            s = np.sin(a)[:, :, None]
+            x, y = p.rev_x, p.rev_y
+            if p.all_rev:
+                columns[:, :, 0] = c * x + s * y
+                columns[:, :, 1] = c * y - s * x
+            else:
+                columns[:, p.rev, 0] = c * x + s * y
+                columns[:, p.rev, 1] = c * y - s * x
+        if len(p.pris):
+            # C @ Tz(v): column 3 gains v times column 2.
+            columns[:, p.pris, 3] += v[:, p.pris_v, None] * p.pris_z
     for e, column in zip(p.free, p.free_col, strict=True):
         motion = np.zeros((batch, 4, 4))
         motion[:, :3, :3] = spatial.so3_exp_batch(q[:, column + 3 : column + 6])
@@ -275,19 +282,32 @@ def jacobian(p: Program, w: Array, point: Array, upto: int | None = None) -> Arr
         point: Reference point per batch item.
         upto: Only elements with index <= ``upto`` move the point (``None``: all).
     """
-    columns = w.swapaxes(-1, -2)  # (B, n, column, row): adjacent fancy indices keep (B, m, .)
-    axes = columns[:, p.jac_elem, p.jac_axis, :3]  # (B, m, 3)
-    d = point[:, None, :] - columns[:, p.jac_elem, 3, :3]
-    rev = p.jac_rev
+    if p.z_only:  # one column per element, each about its own z: plain views
+        axes, origins = w[:, :, :3, 2], w[:, :, :3, 3]
+    else:
+        columns = w.swapaxes(-1, -2)  # (B, n, column, row): adjacent fancy indices keep (B, m, .)
+        axes = columns[:, p.jac_elem, p.jac_axis, :3]  # (B, m, 3)
+        origins = columns[:, p.jac_elem, 3, :3]
     if upto is not None:
-        rev = rev * (p.jac_elem <= upto)
         axes = axes * (p.jac_elem <= upto)[None, :, None]
-    cross = np.empty_like(d)
-    cross[..., 0] = axes[..., 1] * d[..., 2] - axes[..., 2] * d[..., 1]
-    cross[..., 1] = axes[..., 2] * d[..., 0] - axes[..., 0] * d[..., 2]
-    cross[..., 2] = axes[..., 0] * d[..., 1] - axes[..., 1] * d[..., 0]
-    j = np.empty((w.shape[0], 6, len(rev)))
-    rev3 = rev[None, :, None]
-    j[:, :3] = (cross * rev3 + axes * (1.0 - rev3)).transpose(0, 2, 1)
-    j[:, 3:] = (axes * rev3).transpose(0, 2, 1)
+    d = point[:, None, :] - origins
+    cross = _cross(axes, d)
+    rev = p.jac_rev[None, :, None]
+    lin = axes + rev * (cross - axes)  # cross for rotations, the axis for translations
+    j = np.concatenate([lin, axes * rev], axis=2).transpose(0, 2, 1)  # (B, 6, m)
     return j if p.select is None else j @ p.select
+
+
+_LEVI_CIVITA = np.zeros((3, 3, 3))
+_LEVI_CIVITA[0, 1, 2] = _LEVI_CIVITA[1, 2, 0] = _LEVI_CIVITA[2, 0, 1] = 1.0
+_LEVI_CIVITA[0, 2, 1] = _LEVI_CIVITA[2, 1, 0] = _LEVI_CIVITA[1, 0, 2] = -1.0
+
+
+def _cross(a: Array, b: Array) -> Array:
+    """Row-wise cross products of (..., 3) stacks (``np.cross`` is slow on small stacks)."""
+    if a.size <= 96:  # one einsum call beats nine tiny operations
+        out: Array = np.einsum("ijk,...j,...k->...i", _LEVI_CIVITA, a, b)
+        return out
+    ax, ay, az = a[..., 0], a[..., 1], a[..., 2]
+    bx, by, bz = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], axis=-1)
