@@ -23,6 +23,7 @@ from hilbot.hal.dynamixel.protocol import (
     encode_fast_status,
     encode_instruction,
     encode_status,
+    fast_status_prefix,
     hardware_flags_from_protocol1,
     read_params,
     split_fast_status,
@@ -178,6 +179,18 @@ def test_fast_sync_read_reply_matches_the_emanual():
     assert isinstance(packet, StatusPacket)
     assert packet.id == BROADCAST_ID
     assert split_fast_status(packet, [4, 4, 4]) == FAST_PARTS
+
+
+def test_truncated_fast_reply_keeps_the_slices_before_the_gap():
+    # Servo 7 never answered: the reply announces 3 slices (LEN 0x19) but carries one,
+    # whose running CRC still checks; the garbage-free prefix is all that is kept.
+    truncated = FAST_REPLY[:16]
+    assert fast_status_prefix(truncated, [4, 4, 4]) == FAST_PARTS[:1]
+    assert fast_status_prefix(FAST_REPLY, [4, 4, 4]) == FAST_PARTS
+    broken = bytearray(FAST_REPLY)
+    broken[18] ^= 0x01  # a data byte of the second slice
+    assert fast_status_prefix(bytes(broken), [4, 4, 4]) == FAST_PARTS[:1]
+    assert fast_status_prefix(b"\xff\xff", [4]) == []
 
 
 def test_fast_reply_with_wrong_lengths_is_rejected():
