@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.base import SolveOptions, Solver
 from hilbot.kinematics.ik.box import Box
+from hilbot.kinematics.ik.limits.collision_avoidance import CollisionAvoidance
 from hilbot.kinematics.ik.limits.configuration_limit import ConfigurationLimit
 from hilbot.kinematics.ik.limits.limit import Limit, check_positive
 from hilbot.kinematics.ik.qp_step import solve_step
@@ -195,7 +196,9 @@ class QPSolver(Solver):
                 pose_new, jac_new = chain.fk_jacobian(q_new)
                 a_new, b_new, res_new, ang_new = task_rows(pose_new, jac_new, target, weights)
                 cost_new = _true_cost(res_new, ang_new, weights)
-                if cost_new < _true_cost(residual, angle, weights):
+                if cost_new < _true_cost(residual, angle, weights) and _clear(
+                    limits, context, ChainContext(chain, q_new, info.names)
+                ):
                     break
                 step *= 0.5
             else:
@@ -221,6 +224,13 @@ class QPSolver(Solver):
             if _done(residual, angle, options):
                 status = Status.CONVERGED
         return q, SolveMeta(iteration, residual, angle, status)
+
+
+def _clear(limits: Sequence[Limit], before: ChainContext, after: ChainContext) -> bool:
+    """The true collision distances after a step respect the margins (see ``step_ok``)."""
+    return all(
+        limit.step_ok(before, after) for limit in limits if isinstance(limit, CollisionAvoidance)
+    )
 
 
 def _true_cost(residual: float, angle: float | None, weights: _Weights) -> float:

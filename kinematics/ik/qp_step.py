@@ -41,6 +41,28 @@ def solve_step(
     Returns:
         ``(dq, result)``; ``dq`` satisfies every box bound exactly.
     """
+    lo, hi, g_mat, h_vec = gather(limits, context, lower, upper)
+    if g_mat is None or h_vec is None:
+        result = solve_box_qp(h_mat, c, lo, hi)
+        return result.x, result
+    result = solve_qp(h_mat, c, g_mat, h_vec, lo, hi)
+    if result.status is QPStatus.INFEASIBLE:
+        result = solve_qp(h_mat, c, g_mat, np.maximum(h_vec, 0.0), lo, hi)
+    if result.status is not QPStatus.OPTIMAL:
+        return np.zeros_like(c), result
+    return result.x, result
+
+
+def gather(
+    limits: Sequence[Limit], context: LimitContext, lower: Array, upper: Array
+) -> tuple[Array, Array, Array | None, Array | None]:
+    """Intersect the limits' boxes with ``[lower, upper]`` and stack their rows.
+
+    A coordinate whose bounds conflict (a limit excluding ``dq = 0``) is held at 0.
+
+    Returns:
+        ``(lower (nv,), upper (nv,), G (m, nv) or None, h (m,) or None)``.
+    """
     lo = lower.copy()
     hi = upper.copy()
     rows: list[Array] = []
@@ -59,13 +81,5 @@ def solve_step(
         lo[conflict] = 0.0
         hi[conflict] = 0.0
     if not rows:
-        result = solve_box_qp(h_mat, c, lo, hi)
-        return result.x, result
-    g_mat = np.vstack(rows)
-    h_vec = np.concatenate(rhs)
-    result = solve_qp(h_mat, c, g_mat, h_vec, lo, hi)
-    if result.status is QPStatus.INFEASIBLE:
-        result = solve_qp(h_mat, c, g_mat, np.maximum(h_vec, 0.0), lo, hi)
-    if result.status is not QPStatus.OPTIMAL:
-        return np.zeros_like(c), result
-    return result.x, result
+        return lo, hi, None, None
+    return lo, hi, np.vstack(rows), np.concatenate(rhs)

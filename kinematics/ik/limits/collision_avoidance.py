@@ -82,6 +82,18 @@ class CollisionAvoidance(Limit):
             out.append(float(np.linalg.norm(pa - pb)) - a.radius - b.radius)
         return out
 
+    def step_ok(self, before: LimitContext, after: LimitContext) -> bool:
+        """Whether a step kept every pair out of the margin (or, if in, no closer).
+
+        The rows are a linearisation: a long step can still cut a corner, so the
+        solvers check the true distances after a step and shorten it when this fails.
+        """
+        tolerance = 1e-9
+        for d0, d1 in zip(self.distances(before), self.distances(after), strict=True):
+            if d1 < self.margin - tolerance and d1 < d0 - tolerance:
+                return False
+        return True
+
     def constraint(self, context: LimitContext) -> Constraint:
         """One row per pair closer than ``detection_distance``."""
         rows: list[Array] = []

@@ -1,0 +1,276 @@
+"""The multi-task iteration: a primary QP, then a secondary QP in its null space."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hilbot.kinematics.ik.base import SolveOptions
+from hilbot.kinematics.ik.limits.collision_avoidance import CollisionAvoidance
+from hilbot.kinematics.ik.limits.limit import Limit
+from hilbot.kinematics.ik.mt_model import TreeContext, TreeModel
+from hilbot.kinematics.ik.mt_tasks import (
+    ElbowHint,
+    FrameTask,
+    JointLimitTask,
+    ManipulabilityTask,
+    PostureTask,
+    RestTask,
+    SelfCollision,
+    Task,
+)
+from hilbot.kinematics.ik.mt_terms import (
+    collision_rows,
+    frame_rows,
+    hint_rows,
+    joint_limit_rows,
+    log_manipulability,
+    manipulability_gradient,
+    posture_rows,
+    rest_rows,
+)
+from hilbot.kinematics.ik.qp_dense import QPStatus, solve_box_qp, solve_qp
+from hilbot.kinematics.ik.qp_step import gather
+from hilbot.kinematics.ik.solution import SolveMeta, Status
+from hilbot.kinematics.ik.target import OrientationKind
+
+Array = NDArray[np.float64]
+_BACKTRACKS = 5
+_NULL_TOLERANCE = 1e-6  # singular values below this fraction of the largest span the null space
+
+
+class Problem(NamedTuple):
+    """Everything one multi-task solve needs besides the seed and the box."""
+
+    model: TreeModel
+    primary: tuple[FrameTask, ...]
+    secondary: tuple[Task, ...]
+    limits: tuple[Limit, ...]
+    max_reach: float | None
+    prioritized: bool
+    damping: float
+    lm_damping: float
+    secondary_damping: float
+
+
+class _Eval(NamedTuple):
+    """The tasks evaluated at one configuration."""
+
+    ctx: TreeContext
+    a1: Array  # (k1, nv) primary rows
+    b1: Array
+    a2: Array  # (k2, nv) secondary rows
+    b2: Array
+    grad: Array  # (nv,) secondary gradient to climb (manipulability)
+    residual: float
+    orientation_residual: float | None
+    merit: float  # what a step must decrease
+
+
+def evaluate(problem: Problem, q: Array, q0: Array) -> _Eval:
+    """Rows, residuals and merit of every task at ``q``."""
+    model = problem.model
+    ctx = TreeContext(model, q)
+    rows1: list[Array] = []
+    rhs1: list[Array] = []
+    residual = 0.0
+    orientation: float | None = None
+    merit = 0.0
+    for task in problem.primary:
+        fr = frame_rows(ctx, task, problem.max_reach)
+        rows1.append(fr.a)
+        rhs1.append(fr.b)
+        residual = max(residual, fr.residual)
+        if fr.orientation_residual is not None:
+            orientation = max(orientation or 0.0, fr.orientation_residual)
+        merit += fr.cost
+    rows2: list[Array] = []
+    rhs2: list[Array] = []
+    grad = np.zeros(model.nv)
+    for other in problem.secondary:
+        if isinstance(other, ManipulabilityTask):
+            grad += manipulability_gradient(model, q, other)
+            merit -= 2.0 * other.weight * log_manipulability(model, q, other.link)
+            continue
+        a, b = _secondary_rows(ctx, q, q0, other)
+        rows2.append(a)
+        rhs2.append(b)
+        merit += float(b @ b)
+    nv = model.nv
+    a1 = np.vstack(rows1) if rows1 else np.zeros((0, nv))
+    b1 = np.concatenate(rhs1) if rhs1 else np.zeros(0)
+    a2 = np.vstack(rows2) if rows2 else np.zeros((0, nv))
+    b2 = np.concatenate(rhs2) if rhs2 else np.zeros(0)
+    return _Eval(ctx, a1, b1, a2, b2, grad, residual, orientation, merit)
+
+
+def _secondary_rows(ctx: TreeContext, q: Array, q0: Array, task: Task) -> tuple[Array, Array]:
+    model = ctx.model
+    if isinstance(task, ElbowHint):
+        return hint_rows(ctx, task)
+    if isinstance(task, PostureTask):
+        return posture_rows(model, q, task)
+    if isinstance(task, RestTask):
+        return rest_rows(model, q, q0, task)
+    if isinstance(task, JointLimitTask):
+        return joint_limit_rows(model, q, task)
+    if isinstance(task, SelfCollision):
+        return collision_rows(ctx, task)
+    raise TypeError(f"{type(task).__name__} is not a secondary task")
+
+
+def _done(ev: _Eval, options: SolveOptions) -> bool:
+    if ev.residual > options.tolerance:
+        return False
+    return (
+        ev.orientation_residual is None or ev.orientation_residual <= options.orientation_tolerance
+    )
+
+
+def _primary_met(problem: Problem, ev: _Eval, options: SolveOptions) -> bool:
+    """Every frame task within tolerance (orientation only where it has weight)."""
+    if ev.residual > options.tolerance:
+        return False
+    if ev.orientation_residual is None:
+        return True
+    weighted = any(
+        t.orientation_weight > 0.0 and t.parsed.kind is not OrientationKind.NONE
+        for t in problem.primary
+    )
+    return not weighted or ev.orientation_residual <= options.orientation_tolerance
+
+
+def iterate(
+    problem: Problem, q0: Array, lower: Array, upper: Array, options: SolveOptions
+) -> tuple[Array, SolveMeta]:
+    """Run the two-level iterations from ``q0`` inside ``[lower, upper]``."""
+    model = problem.model
+    q = q0.copy()
+    ev = evaluate(problem, q, q0)
+    has_secondary = ev.a2.shape[0] > 0 or bool(ev.grad.any()) or _has_gradient(problem)
+    status = Status.TIMEOUT
+    iteration = 0
+    for iteration in range(1, options.max_iterations + 1):
+        met = _primary_met(problem, ev, options)
+        if met and not has_secondary:
+            return q, _meta(iteration - 1, ev, Status.CONVERGED)
+        dq = _step(problem, ev, q, lower, upper)
+        if float(np.max(np.abs(dq), initial=0.0)) < 1e-10:
+            status = Status.CONVERGED if met else Status.STALLED
+            break
+        step = 1.0
+        for _ in range(_BACKTRACKS):
+            q_new = model.integrate(q, step * dq)
+            ev_new = evaluate(problem, q_new, q0)
+            if ev_new.merit < ev.merit and _clear(problem, ev.ctx, ev_new.ctx):
+                break
+            step *= 0.5
+        else:
+            status = Status.CONVERGED if met else Status.STALLED
+            break
+        gain = ev.merit - ev_new.merit
+        q, ev = q_new, ev_new
+        if _primary_met(problem, ev, options) and gain < 1e-12 * max(1.0, abs(ev.merit)):
+            return q, _meta(iteration, ev, Status.CONVERGED)
+    else:
+        if _primary_met(problem, ev, options):
+            status = Status.CONVERGED
+    return q, _meta(iteration, ev, status)
+
+
+def _clear(problem: Problem, before: TreeContext, after: TreeContext) -> bool:
+    """The true collision distances after a step respect the margins (see ``step_ok``)."""
+    return all(
+        limit.step_ok(before, after)
+        for limit in problem.limits
+        if isinstance(limit, CollisionAvoidance)
+    )
+
+
+def _has_gradient(problem: Problem) -> bool:
+    return any(isinstance(t, ManipulabilityTask) for t in problem.secondary)
+
+
+def _meta(iterations: int, ev: _Eval, status: Status) -> SolveMeta:
+    return SolveMeta(iterations, ev.residual, ev.orientation_residual, status)
+
+
+def _step(problem: Problem, ev: _Eval, q: Array, lower: Array, upper: Array) -> Array:
+    """The step ``dq``: primary QP, then (prioritized) the secondary QP in its null space."""
+    nv = problem.model.nv
+    eye = np.eye(nv)
+    lo, hi, g_mat, h_vec = gather(problem.limits, ev.ctx, lower - q, upper - q)
+    if not problem.prioritized:
+        a = np.vstack((ev.a1, ev.a2))
+        b = np.concatenate((ev.b1, ev.b2))
+        h_mat = a.T @ a + (problem.damping + problem.lm_damping * float(b @ b)) * eye
+        return _solve(h_mat, -(a.T @ b) - ev.grad, lo, hi, g_mat, h_vec)
+    cost1 = float(ev.b1 @ ev.b1)
+    h1 = ev.a1.T @ ev.a1 + (problem.damping + problem.lm_damping * cost1) * eye
+    dq1 = _solve(h1, -(ev.a1.T @ ev.b1), lo, hi, g_mat, h_vec)
+    if ev.a2.shape[0] == 0 and not ev.grad.any():
+        return dq1
+    basis = _null_space(ev.a1, nv)
+    if basis.shape[1] == 0:
+        return dq1
+    return dq1 + basis @ _secondary(problem, ev, dq1, basis, lo, hi, g_mat, h_vec)
+
+
+def _solve(
+    h_mat: Array, c: Array, lo: Array, hi: Array, g_mat: Array | None, h_vec: Array | None
+) -> Array:
+    if g_mat is None or h_vec is None:
+        return solve_box_qp(h_mat, c, lo, hi).x
+    result = solve_qp(h_mat, c, g_mat, h_vec, lo, hi)
+    if result.status is QPStatus.INFEASIBLE:
+        result = solve_qp(h_mat, c, g_mat, np.maximum(h_vec, 0.0), lo, hi)
+    if result.status is not QPStatus.OPTIMAL:
+        return np.zeros_like(c)
+    return result.x
+
+
+def _null_space(a1: Array, nv: int) -> Array:
+    """Orthonormal basis (nv, r) of the null space of the primary rows."""
+    if a1.shape[0] == 0:
+        return np.eye(nv)
+    _, sigma, vt = np.linalg.svd(a1, full_matrices=True)
+    rank = int(np.sum(sigma > _NULL_TOLERANCE * max(float(sigma[0]), 1e-12)))
+    basis: Array = vt[rank:].T
+    return basis
+
+
+def _secondary(
+    problem: Problem,
+    ev: _Eval,
+    dq1: Array,
+    basis: Array,
+    lo: Array,
+    hi: Array,
+    g_mat: Array | None,
+    h_vec: Array | None,
+) -> Array:
+    """Null-space coordinates ``z``: minimise the secondary cost of ``dq1 + N z``, feasibly."""
+    a2n = ev.a2 @ basis
+    r = basis.shape[1]
+    h_mat = a2n.T @ a2n + problem.secondary_damping * np.eye(r)
+    c = a2n.T @ (ev.a2 @ dq1 - ev.b2) - basis.T @ ev.grad
+    rows = [basis, -basis]
+    rhs = [hi - dq1, dq1 - lo]
+    if g_mat is not None and h_vec is not None:
+        rows.append(g_mat @ basis)
+        rhs.append(h_vec - g_mat @ dq1)
+    g_all = np.vstack(rows)
+    h_all = np.concatenate(rhs)
+    finite = np.isfinite(h_all)
+    # dq1 is feasible, so z = 0 is; round-off may leave h a hair below 0.
+    h_all = np.maximum(h_all[finite], 0.0)
+    result = solve_qp(h_mat, c, g_all[finite], h_all)
+    if result.status is not QPStatus.OPTIMAL:
+        return np.zeros(r)
+    z: Array = result.x
+    return z
+
+
+__all__ = ["Problem", "evaluate", "iterate"]
