@@ -1,0 +1,136 @@
+"""Time FK and FK + Jacobian per call of hilbot chains against pinocchio, in the same run.
+
+Chains: the 6-DoF UR5 (base_link -> tool0) and the 7-DoF Panda (panda_link0 -> panda_hand_tcp)
+from configs/robots. Both libraries return numpy arrays: the 4 x 4 pose of the tip in the
+base frame, and the 6 x n geometric Jacobian (linear rows first, base-frame axes, reference
+point at the tip). Each measurement is the median over repeats of the mean over a block of
+calls, with the contenders interleaved so that load from other processes hits them alike.
+
+Usage: python benchmarks/fk_bench.py [--repeats N] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import timeit
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import write_section  # noqa: E402
+
+from hilbot.kinematics import load_urdf  # noqa: E402
+
+ROBOTS = Path(__file__).resolve().parent.parent / "configs" / "robots"
+CHAINS = [("ur5", "base_link", "tool0"), ("panda", "panda_link0", "panda_hand_tcp")]
+BLOCK = 2000
+BATCH = 1000
+
+
+def _pinocchio(xml: str, target: str, q: np.ndarray) -> dict[str, Callable[[], object]]:
+    import pinocchio as pin
+
+    model = pin.buildModelFromXML(xml)
+    data = model.createData()
+    fid = model.getFrameId(target)
+    world = pin.LOCAL_WORLD_ALIGNED
+    qp = np.zeros(model.nq)
+    qp[: len(q)] = q
+
+    def fk() -> object:
+        pin.forwardKinematics(model, data, qp)
+        return pin.updateFramePlacement(model, data, fid).homogeneous
+
+    def fk_jacobian() -> object:
+        pin.computeJointJacobians(model, data, qp)
+        pose = pin.updateFramePlacement(model, data, fid).homogeneous
+        return pose, pin.getFrameJacobian(model, data, fid, world)
+
+    # Same numbers as ours before timing anything.
+    return {"fk": fk, "fk+J": fk_jacobian}
+
+
+def measure(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median per-call time [µs] of each function, measured round-robin."""
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(repeats):
+        for key, fn in fns.items():
+            samples[key].append(timeit.timeit(fn, number=BLOCK) / BLOCK * 1e6)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def bench_chain(name: str, source: str, target: str, repeats: int) -> list[str]:
+    xml = (ROBOTS / f"{name}.urdf").read_text()
+    chain = load_urdf(xml).path_between(source, target)
+    rng = np.random.default_rng(0)
+    q = rng.uniform(chain.lower, chain.upper)
+    qs = rng.uniform(chain.lower, chain.upper, size=(BATCH, chain.dof))
+    peer = _pinocchio(xml, target, q)
+    t_pin, j_pin = peer["fk+J"]()  # type: ignore[misc]
+    t, j = chain.fk_jacobian(q)
+    assert np.allclose(t, t_pin, atol=1e-9) and np.allclose(j, j_pin[:, : chain.dof], atol=1e-9)
+    fns: dict[str, Callable[[], object]] = {
+        "hilbot fk": lambda: chain.fk(q),
+        "pinocchio fk": peer["fk"],
+        "hilbot fk+J": lambda: chain.fk_jacobian(q),
+        "pinocchio fk+J": peer["fk+J"],
+        "hilbot fk+J numpy path (B=1)": lambda: chain.fk_jacobian_batch(q[None]),
+    }
+    times = measure(fns, repeats)
+    batch = statistics.median(
+        timeit.repeat(lambda: chain.fk_jacobian_batch(qs), number=5, repeat=max(3, repeats // 3))
+    )
+    per_item = batch / 5 / BATCH * 1e6
+    label = f"{name} ({chain.dof}-DoF, {source} -> {target})"
+    rows = []
+    for op in ("fk", "fk+J"):
+        ours, theirs = times[f"hilbot {op}"], times[f"pinocchio {op}"]
+        rows.append(f"| {label} | {op} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.1f}x |")
+    rows.append(
+        f"| {label} | fk+J, vectorised numpy path, one call of B=1 | "
+        f"{times['hilbot fk+J numpy path (B=1)']:.2f} | | |"
+    )
+    rows.append(f"| {label} | fk+J per item in a batch of {BATCH} | {per_item:.2f} | | |")
+    return rows
+
+
+def main() -> None:
+    """Run the benchmark and write its section of BENCHMARKS.md."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=21)
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    rows = []
+    for name, source, target in CHAINS:
+        rows += bench_chain(name, source, target, args.repeats)
+    body = "\n".join(
+        [
+            "Per-call time in µs (median of "
+            f"{args.repeats} blocks of {BLOCK} calls, contenders interleaved). The machine is",
+            "shared with other busy processes, so absolute numbers move from run to run;",
+            "the ratio (hilbot / pinocchio, same run) is the figure to compare. pinocchio is",
+            "compiled C++ called through its Python bindings (the figures include that",
+            "overhead and the conversion of the results to numpy arrays); hilbot is pure",
+            "Python + numpy: single calls run code generated per chain (straight-line float",
+            "arithmetic with the constant transforms folded in), batches run vectorised numpy.",
+            "Target: FK + Jacobian of a 6-DoF chain under 15 µs per call.",
+            "",
+            "| chain | operation | hilbot [µs] | pinocchio [µs] | ratio |",
+            "|---|---|---|---|---|",
+            *rows,
+        ]
+    )
+    if args.no_write:
+        print(body)
+    else:
+        write_section("fk", "Forward kinematics and Jacobians (kinematics core)", body)
+
+
+if __name__ == "__main__":
+    main()
