@@ -6,10 +6,12 @@ Every solver has the same call::
 
 and returns a ``Solution`` or raises one of the errors below (all under
 ``IKError``, itself a ``KinematicsError``). ``solve`` is that call on a shared
-``DLSSolver``.
+``DLSSolver``. ``BatchSolver.solve_batch`` solves many targets at once and
+``MultiTaskSolver`` weighs several targets of one tree (bimanual, legged).
 """
 
 from hilbot.kinematics.ik.base import Solver
+from hilbot.kinematics.ik.batch import BatchResult, BatchSolver
 from hilbot.kinematics.ik.dls import DLSSolver, solve
 from hilbot.kinematics.ik.errors import (
     IKError,
@@ -20,17 +22,27 @@ from hilbot.kinematics.ik.errors import (
     Unreachable,
     UnsupportedJoint,
 )
+from hilbot.kinematics.ik.fabrik import FABRIKSolver
+from hilbot.kinematics.ik.multistart import MultiStartSolver
+from hilbot.kinematics.ik.multitask import MultiTaskSolver
+from hilbot.kinematics.ik.qp import QPSolver
 from hilbot.kinematics.ik.solution import Solution, Status
 from hilbot.kinematics.ik.target import OrientationKind, Target, parse_target
 
 __all__ = [
+    "BatchResult",
+    "BatchSolver",
     "DLSSolver",
+    "FABRIKSolver",
     "IKError",
     "InvalidTarget",
+    "MultiStartSolver",
+    "MultiTaskSolver",
     "NoDofs",
     "NoSolution",
     "OrientationKind",
     "OrientationUnreachable",
+    "QPSolver",
     "Solution",
     "Solver",
     "Status",
