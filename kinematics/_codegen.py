@@ -5,8 +5,8 @@ operation) dominates: a 6-DoF FK + Jacobian needs dozens of tiny array operation
 the compiled :class:`~hilbot.kinematics._program.Program` is unrolled, once per chain, into a
 Python function of plain float arithmetic. Constants are folded while generating: entries of
 the fixed transforms that are 0 or ±1 (axis-aligned URDF frames, within 1e-14) produce no
-operation at all, so a typical arm costs a few dozen float operations per joint. Chains with a
-floating joint keep the vectorised numpy path.
+operation at all, so a typical arm costs a few dozen float operations per joint. A floating
+joint's rotation comes from one helper call (Rodrigues' formula on its rotation vector).
 
 The generated source is kept on the function as ``__source__`` for inspection.
 """
@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics._program import FREE, REV, Program
+from hilbot.kinematics._program import FREE, PRIS, REV, Program
 
 Array = NDArray[np.float64]
 Sym = float | str
@@ -109,37 +110,93 @@ def _sym(x: Sym) -> str:
     return repr(x) if isinstance(x, float) else x
 
 
+def _rotvec(x: float, y: float, z: float) -> tuple[float, ...]:
+    """Row-major entries of ``so3_exp((x, y, z))`` (same formula as :mod:`spatial`)."""
+    t2 = x * x + y * y + z * z
+    if t2 < 1e-12:
+        a, b = 1.0 - t2 / 6.0, 0.5 - t2 / 24.0
+    else:
+        theta = math.sqrt(t2)
+        a, b = math.sin(theta) / theta, (1.0 - math.cos(theta)) / t2
+    return (
+        1.0 - b * (y * y + z * z), b * x * y - a * z, b * x * z + a * y,
+        b * x * y + a * z, 1.0 - b * (x * x + z * z), b * y * z - a * x,
+        b * x * z - a * y, b * y * z + a * x, 1.0 - b * (x * x + y * y),
+    )  # fmt: skip
+
+
+class _Frame(NamedTuple):
+    """What the Jacobian needs of one element: its frame after the motion."""
+
+    kind: int
+    col: int
+    mult: float
+    axes: list[list[Sym]]  # columns of the frame's rotation: x, y, z
+    origin: list[Sym]
+
+
+def _drives(p: Program) -> dict[int, tuple[int, float, float]]:
+    drives = {
+        int(e): (int(c), float(m), float(o))
+        for e, c, m, o in zip(p.scalar, p.col, p.mult, p.offset, strict=True)
+    }
+    drives.update({int(e): (int(c), 1.0, 0.0) for e, c in zip(p.free, p.free_col, strict=True)})
+    return drives
+
+
+def _emit_motion(
+    em: _Emitter, kind: int, drive: tuple[int, float, float], rot: list[list[Sym]],
+    pos: list[Sym],
+) -> tuple[list[list[Sym]], list[Sym]]:  # fmt: skip
+    """Symbolic ``[rot pos] @ M(q)`` for one elementary motion."""
+    col, mult, offset = drive
+    if kind == FREE:
+        r = [f"r{col}_{k}" for k in range(9)]
+        em.lines.append(f"    {', '.join(r)} = _rotvec(q{col + 3}, q{col + 4}, q{col + 5})")
+        m = [r[0:3], r[3:6], r[6:9]]
+        t = [f"q{col}", f"q{col + 1}", f"q{col + 2}"]
+        new_rot = [
+            [em.combo([(1.0, rot[i][k], m[k][j]) for k in range(3)]) for j in range(3)]
+            for i in range(3)
+        ]
+        new_pos = [
+            em.combo([(1.0, rot[i][k], t[k]) for k in range(3)] + [(1.0, pos[i], 1.0)])
+            for i in range(3)
+        ]
+        return new_rot, new_pos
+    value = em.combo([(mult, f"q{col}", 1.0)], offset)
+    if kind == REV:
+        c = em.let(f"_cos({_sym(value)})", "c")
+        s = em.let(f"_sin({_sym(value)})", "s")
+        x = [em.combo([(1.0, c, rot[i][0]), (1.0, s, rot[i][1])]) for i in range(3)]
+        y = [em.combo([(1.0, c, rot[i][1]), (-1.0, s, rot[i][0])]) for i in range(3)]
+        return [[x[i], y[i], rot[i][2]] for i in range(3)], pos
+    return rot, [em.combo([(1.0, pos[i], 1.0), (1.0, value, rot[i][2])]) for i in range(3)]
+
+
 def generate(p: Program, with_jacobian: bool, target_post: Array) -> Kernel:
     """Build ``f(q) -> flat array``: the 16 target pose entries, then the 6 x dof Jacobian.
 
     Args:
-        p: A compiled chain without floating joints.
+        p: A compiled chain.
         with_jacobian: Also emit the Jacobian.
         target_post: The constant from the last element's frame to the target link.
     """
-    if (p.kinds == FREE).any():
-        raise ValueError("generated code does not handle floating joints")
     em = _Emitter()
     rot: list[list[Sym]] = [[float(i == j) for j in range(3)] for i in range(3)]
     pos: list[Sym] = [0.0, 0.0, 0.0]
-    frames: list[tuple[list[Sym], list[Sym]]] = []  # (z axis, origin) after each element
+    frames: list[_Frame] = []
+    drives = _drives(p)
     for e in range(p.size):
-        col, mult, offset = int(p.col[e]), float(p.mult[e]), float(p.offset[e])
-        value = em.combo([(mult, f"q{col}", 1.0)], offset)
+        kind = int(p.kinds[e])
         rot, pos = _rigid_times_const(em, rot, pos, p.consts[e])
-        if p.kinds[e] == REV:
-            c = em.let(f"_cos({_sym(value)})", "c")
-            s = em.let(f"_sin({_sym(value)})", "s")
-            x = [em.combo([(1.0, c, rot[i][0]), (1.0, s, rot[i][1])]) for i in range(3)]
-            y = [em.combo([(1.0, c, rot[i][1]), (-1.0, s, rot[i][0])]) for i in range(3)]
-            rot = [[x[i], y[i], rot[i][2]] for i in range(3)]
-        else:
-            pos = [em.combo([(1.0, pos[i], 1.0), (1.0, value, rot[i][2])]) for i in range(3)]
-        frames.append(([rot[i][2] for i in range(3)], pos))
+        rot, pos = _emit_motion(em, kind, drives[e], rot, pos)
+        axes = [[rot[i][k] for i in range(3)] for k in range(3)]
+        frames.append(_Frame(kind, drives[e][0], drives[e][1], axes, pos))
     rot, pos = _rigid_times_const(em, rot, pos, target_post)
     out: list[Sym] = [*rot[0], pos[0], *rot[1], pos[1], *rot[2], pos[2], 0.0, 0.0, 0.0, 1.0]
     if with_jacobian:
-        out += _jacobian(em, p, frames, pos)
+        out += _jacobian(em, p.dof, frames, pos)
     names = ", ".join(f"q{i}" for i in range(p.dof))
     unpack = f"    {names}{',' if p.dof == 1 else ''} = q.tolist()" if p.dof else ""
     values = ", ".join(map(_sym, out))
@@ -148,6 +205,7 @@ def generate(p: Program, with_jacobian: bool, target_post: Array) -> Kernel:
     namespace: dict[str, object] = {
         "_cos": math.cos,
         "_sin": math.sin,
+        "_rotvec": _rotvec,
         "_fromiter": np.fromiter,
         "_float": np.float64,
     }
@@ -158,24 +216,31 @@ def generate(p: Program, with_jacobian: bool, target_post: Array) -> Kernel:
     return fn  # type: ignore[return-value]
 
 
-def _jacobian(
-    em: _Emitter, p: Program, frames: list[tuple[list[Sym], list[Sym]]], target: list[Sym]
-) -> list[Sym]:
-    """Symbolic Jacobian entries (row-major 6 x dof) from each element's axis and origin."""
-    columns: list[list[list[Term]]] = [[[] for _ in range(6)] for _ in range(p.dof)]
-    for e, (z, origin) in enumerate(frames):
-        col, mult = int(p.col[e]), float(p.mult[e])
-        if p.kinds[e] == REV:
-            d = [em.combo([(1.0, target[i], 1.0), (-1.0, origin[i], 1.0)]) for i in range(3)]
-            lin = [
-                em.combo(
-                    [(1.0, z[(i + 1) % 3], d[(i + 2) % 3]), (-1.0, z[(i + 2) % 3], d[(i + 1) % 3])]
-                )
-                for i in range(3)
-            ]
-            ang: list[Sym] = z
+def _moment(em: _Emitter, axis: list[Sym], d: list[Sym]) -> list[Sym]:
+    """Symbolic ``cross(axis, d)``."""
+    return [
+        em.combo(
+            [(1.0, axis[(i + 1) % 3], d[(i + 2) % 3]), (-1.0, axis[(i + 2) % 3], d[(i + 1) % 3])]
+        )
+        for i in range(3)
+    ]
+
+
+def _jacobian(em: _Emitter, dof: int, frames: list[_Frame], target: list[Sym]) -> list[Sym]:
+    """Symbolic Jacobian entries (row-major 6 x dof) from each element's frame."""
+    columns: list[list[list[Term]]] = [[[] for _ in range(6)] for _ in range(dof)]
+    zero: list[Sym] = [0.0, 0.0, 0.0]
+    for f in frames:
+        if f.kind == PRIS:
+            contributions = [(f.col, [*f.axes[2], *zero])]
         else:
-            lin, ang = z, [0.0, 0.0, 0.0]
-        for row, value in enumerate([*lin, *ang]):
-            columns[col][row].append((mult, value, 1.0))
-    return [em.combo(columns[c][row]) for row in range(6) for c in range(p.dof)]
+            d = [em.combo([(1.0, target[i], 1.0), (-1.0, f.origin[i], 1.0)]) for i in range(3)]
+            spins = f.axes if f.kind == FREE else [f.axes[2]]
+            first = f.col + 3 if f.kind == FREE else f.col
+            contributions = [(first + k, [*_moment(em, a, d), *a]) for k, a in enumerate(spins)]
+            if f.kind == FREE:
+                contributions += [(f.col + k, [*a, *zero]) for k, a in enumerate(f.axes)]
+        for col, values in contributions:
+            for row, value in enumerate(values):
+                columns[col][row].append((f.mult, value, 1.0))
+    return [em.combo(columns[c][row]) for row in range(6) for c in range(dof)]

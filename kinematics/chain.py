@@ -63,7 +63,7 @@ class Chain:
         self._kernel_fk: _codegen.Kernel | None = None
         self._kernel_fj: _codegen.Kernel | None = None
         p = self._program
-        if p.size and not self._floating:
+        if p.size:
             post = p.frames[target][1]
             self._kernel_fk = _codegen.generate(p, False, post)
             self._kernel_fj = _codegen.generate(p, True, post)

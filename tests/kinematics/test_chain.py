@@ -147,7 +147,9 @@ def test_chain_agrees_with_robot_fk_and_mimic_follows(exotic, random_q):
         np.testing.assert_allclose(rel, want, atol=1e-12)
 
 
-@pytest.mark.parametrize("source", ["world", "body"], ids=["numpy path", "generated code"])
+@pytest.mark.parametrize(
+    "source", ["world", "body"], ids=["floating, planar, mimic", "mimic, off-path leader"]
+)
 def test_batch_equals_one_by_one(exotic, random_q, source):
     chain = exotic.path_between(source, "tip")
     rng = np.random.default_rng(6)
