@@ -1,0 +1,94 @@
+"""Multi-start IK: random restarts within the limits around any solver, for cold starts."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hilbot.kinematics.ik.base import SolveOptions, Solver
+from hilbot.kinematics.ik.box import Box
+from hilbot.kinematics.ik.dls import DLSSolver
+from hilbot.kinematics.ik.solution import SolveMeta, Status
+from hilbot.kinematics.ik.target import Target
+
+Array = NDArray[np.float64]
+
+
+class MultiStartSolver(Solver):
+    """Run ``inner`` from the seed, then from random configurations in the box.
+
+    The first attempt starts at the seed (so a good warm start costs nothing
+    extra); each restart draws a configuration uniformly within the per-call
+    box (limits and ``max_delta``; ``±span`` around the seed where unbounded).
+    The first converged attempt wins; otherwise the best one (smallest position
+    residual, then orientation) is returned with its status, or ``timeout`` if
+    the time budget ran out. ``Solution.iterations`` counts all attempts.
+
+    Args:
+        inner: the solver to restart (default: a ``DLSSolver``).
+        restarts: random restarts after the seeded attempt.
+        time_budget: wall-clock budget per call [s] (``None``: count only).
+        seed: seed of the restart generator (reproducible sequences).
+        span: half-width of the sampling range of unbounded coordinates [rad] or [m].
+
+    Raises:
+        ValueError: a parameter is out of range.
+    """
+
+    def __init__(
+        self,
+        inner: Solver | None = None,
+        *,
+        restarts: int = 30,
+        time_budget: float | None = None,
+        seed: int | None = 0,
+        span: float = math.pi,
+    ) -> None:
+        super().__init__()
+        if restarts < 0:
+            raise ValueError(f"restarts must be >= 0, got {restarts}")
+        if time_budget is not None and not time_budget > 0.0:
+            raise ValueError(f"time_budget must be None or > 0 [s], got {time_budget}")
+        if not span > 0.0:
+            raise ValueError(f"span must be > 0, got {span}")
+        self.inner = DLSSolver() if inner is None else inner
+        self.restarts = int(restarts)
+        self.time_budget = time_budget
+        self.span = float(span)
+        self.rng = np.random.default_rng(seed)
+
+    def _solve(
+        self, chain: Any, q0: Array, target: Target, box: Box, options: SolveOptions
+    ) -> tuple[Array, SolveMeta]:
+        deadline = None if self.time_budget is None else time.perf_counter() + self.time_budget
+        lo = np.where(np.isfinite(box.lower), box.lower, q0 - self.span)
+        hi = np.where(np.isfinite(box.upper), box.upper, q0 + self.span)
+        best: tuple[Array, SolveMeta] | None = None
+        total = 0
+        start = q0
+        for attempt in range(self.restarts + 1):
+            if attempt:
+                start = self.rng.uniform(lo, hi)
+            q, meta = self.inner._solve(chain, start, target, box, options)
+            total += meta.iterations
+            if best is None or _score(meta) < _score(best[1]):
+                best = (q, meta)
+            if meta.status is Status.CONVERGED:
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                q, meta = best
+                if meta.status is not Status.CONVERGED:
+                    best = (q, meta._replace(status=Status.TIMEOUT))
+                break
+        assert best is not None
+        q, meta = best
+        return q, meta._replace(iterations=total)
+
+
+def _score(meta: SolveMeta) -> tuple[bool, float, float]:
+    orientation = 0.0 if meta.orientation_residual is None else meta.orientation_residual
+    return (meta.status is not Status.CONVERGED, meta.residual, orientation)

@@ -1,0 +1,101 @@
+"""MultiStartSolver: random restarts within the limits, count and time budgets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hilbot.kinematics.ik import DLSSolver, MultiStartSolver, NoSolution, Status
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("ur5", "base_link", "tool0"),
+        ("panda", "panda_link0", "panda_hand_tcp"),
+        ("widowx_250s", "base_link", "ee_gripper_link"),
+        ("koch_v1_1", "base_link", "tool"),
+        ("openmanipulator_x", "world", "end_effector_link"),
+        ("bimanual", "world", "right_tool"),
+    ],
+    ids=lambda c: f"{c[0]}:{c[2]}",
+)
+def test_cold_starts_reach_random_poses(case, load, rng, sample):
+    name, source, tip = case
+    robot = load(name)
+    chain = robot.path_between(source, tip)
+    solver = MultiStartSolver(restarts=40, seed=1)
+    for _ in range(8):
+        target = chain.fk(sample(chain, rng))
+        seed = sample(chain, rng)
+        sol = solver.solve(
+            robot, seed, source, tip, target, max_iterations=40, orientation_tolerance=1e-3
+        )
+        assert sol.reached and sol.status is Status.CONVERGED
+        assert sol.orientation_residual <= 1e-3
+        assert np.all(sol.q >= chain.lower) and np.all(sol.q <= chain.upper)
+
+
+def test_a_good_seed_costs_one_attempt(load):
+    robot = load("ur5")
+    chain = robot.path_between("base_link", "tool0")
+    q0 = np.array([0.1, -1.1, 1.3, -1.7, -1.5, 0.2])
+    target = chain.fk(q0 + 0.01)
+    plain = DLSSolver().solve(robot, q0, "base_link", "tool0", target)
+    multi = MultiStartSolver(restarts=10).solve(robot, q0, "base_link", "tool0", target)
+    assert multi.iterations == plain.iterations
+    np.testing.assert_allclose(multi.q, plain.q)
+
+
+def test_reproducible_with_a_seed(load, rng, sample):
+    robot = load("panda")
+    chain = robot.path_between("panda_link0", "panda_hand_tcp")
+    target = chain.fk(sample(chain, rng))
+    start = sample(chain, rng)
+    a = MultiStartSolver(restarts=20, seed=7).solve(
+        robot, start, "panda_link0", "panda_hand_tcp", target
+    )
+    b = MultiStartSolver(restarts=20, seed=7).solve(
+        robot, start, "panda_link0", "panda_hand_tcp", target
+    )
+    np.testing.assert_array_equal(a.q, b.q)
+
+
+PLANAR_2R = """
+<robot name="planar2r">
+  <link name="base"/><link name="upper"/><link name="lower"/><link name="tip"/>
+  <joint name="shoulder" type="revolute">
+    <parent link="base"/><child link="upper"/><axis xyz="0 0 1"/>
+    <limit lower="-0.5" upper="0.5" velocity="1" effort="1"/>
+  </joint>
+  <joint name="elbow" type="revolute">
+    <parent link="upper"/><child link="lower"/><origin xyz="1 0 0"/><axis xyz="0 0 1"/>
+    <limit lower="0.0" upper="1.0" velocity="1" effort="1"/>
+  </joint>
+  <joint name="tip_joint" type="fixed">
+    <parent link="lower"/><child link="tip"/><origin xyz="1 0 0"/>
+  </joint>
+</robot>
+"""
+
+
+def test_budget_exhausted_reports_the_best_attempt():
+    from hilbot.kinematics import load_urdf
+
+    robot = load_urdf(PLANAR_2R)
+    solver = MultiStartSolver(restarts=5, seed=0)
+    with pytest.raises(NoSolution) as caught:
+        solver.solve(robot, {"shoulder": 0.0, "elbow": 0.5}, "base", "tip", [-1.0, 0.2, 0.0])
+    assert caught.value.solution.iterations >= 6  # every attempt ran at least once
+    timed = MultiStartSolver(restarts=10_000, time_budget=0.05, seed=0)
+    # Out of time is a budget, not a verdict: the best attempt comes back unreached.
+    sol = timed.solve(robot, {"shoulder": 0.0, "elbow": 0.5}, "base", "tip", [-1.0, 0.2, 0.0])
+    assert sol.status is Status.TIMEOUT and not sol.reached
+    assert -0.5 <= sol.positions["shoulder"] <= 0.5
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match="restarts"):
+        MultiStartSolver(restarts=-1)
+    with pytest.raises(ValueError, match="time_budget"):
+        MultiStartSolver(time_budget=0.0)
