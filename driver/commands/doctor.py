@@ -1,0 +1,77 @@
+"""Check a robot's buses: USB latency timer, servo models, modes, return delay, limits, faults.
+
+Prints each finding and each bus's timing budget: the highest cycle rate the wire
+can carry for these servos and registers at this baud rate. Reads only; never
+enables torque or writes a register. Exit status 1 when something is wrong.
+
+Examples: hilbot doctor robot.yaml
+          hilbot doctor --port /dev/ttyUSB0 --baud 1000000 --servo 1:XM430-W350 --servo 2:XM430-W350
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from hilbot.hal.dynamixel.tools import Level, diagnose
+from hilbot.hal.errors import HalError
+from hilbot.hal.mapping import BusSpec, ServoSpec
+
+
+def _servo(text: str) -> tuple[int, str]:
+    servo_id, sep, model = text.partition(":")
+    if not sep or not servo_id.strip().isdigit() or not model.strip():
+        raise argparse.ArgumentTypeError(f"servos look like 1:XM430-W350, got {text!r}")
+    return int(servo_id), model.strip()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``hilbot doctor`` options."""
+    parser.add_argument("config", nargs="?", help="robot config YAML (or use --port/--servo)")
+    parser.add_argument("--port", help="serial device, without a config")
+    parser.add_argument("--baud", type=int, default=1_000_000, help="baud rate, without a config")
+    parser.add_argument("--protocol", type=int, choices=(1, 2), default=2)
+    parser.add_argument(
+        "--servo", type=_servo, action="append", default=[], metavar="ID:MODEL", help="repeat"
+    )
+    parser.add_argument(
+        "--margin-ms", type=float, default=3.0, help="reply deadline slack [ms] (default 3)"
+    )
+
+
+def buses_from_args(args: argparse.Namespace) -> list[tuple[BusSpec, Sequence[ServoSpec]]]:
+    """The buses to check: from the config file, or from --port and --servo."""
+    if args.config:
+        from hilbot.driver.config import load_config
+
+        config = load_config(args.config)
+        return [(spec, config.servo_specs(name)) for name, spec in config.bus_specs().items()]
+    if not args.port or not args.servo:
+        raise ValueError("give a robot config, or --port and at least one --servo ID:MODEL")
+    servos = [ServoSpec(i, model, f"servo{i}") for i, model in args.servo]
+    return [(BusSpec(args.port, args.baud, args.protocol), servos)]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Diagnose every bus; print findings and the timing budget."""
+    try:
+        buses = buses_from_args(args)
+    except (ValueError, HalError) as exc:
+        print(f"hilbot doctor: {exc}", file=sys.stderr)
+        return 2
+    worst = Level.OK
+    for spec, servos in buses:
+        print(
+            f"== {spec.port}: {spec.baudrate} bit/s, protocol {spec.protocol}.0, "
+            f"{len(servos)} servos"
+        )
+        findings, budget = diagnose(spec, servos, margin_ms=args.margin_ms)
+        for f in findings:
+            print(f"[{f.level.value:>5}] {f.subject}: {f.message}")
+            if f.level is Level.ERROR or (f.level is Level.WARN and worst is Level.OK):
+                worst = f.level
+        if budget:
+            print("timing budget:")
+            print("  " + budget)
+    return 1 if worst is Level.ERROR else 0

@@ -1,0 +1,81 @@
+"""List the Dynamixel servos on a serial port: id, model, firmware, baud rate, protocol.
+
+Protocol 2.0 is scanned with one broadcast ping per baud rate; Protocol 1.0 has no
+broadcast ping, so each id is pinged (a second or two per baud rate).
+
+Example: hilbot scan --port /dev/ttyUSB0 --baud 57600,1000000 --protocol 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hilbot.hal.dynamixel.tools import COMMON_BAUD_RATES, scan
+from hilbot.hal.errors import HalError
+
+
+def parse_baud_list(text: str) -> list[int]:
+    """``"57600,1000000"`` -> ``[57600, 1000000]``; ``argparse`` error on anything else."""
+    try:
+        rates = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"baud rates are comma-separated integers, got {text!r}"
+        ) from None
+    if not rates or any(r <= 0 for r in rates):
+        raise argparse.ArgumentTypeError(f"baud rates must be positive, got {text!r}")
+    return rates
+
+
+def parse_id_range(text: str) -> list[int]:
+    """``"1-6,10"`` -> ``[1, 2, 3, 4, 5, 6, 10]``."""
+    ids: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            ids.extend(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"ids look like 1-6,10, got {text!r}") from None
+    if any(not 0 <= i <= 252 for i in ids):
+        raise argparse.ArgumentTypeError(f"ids must be in 0..252, got {text!r}")
+    return ids
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``hilbot scan`` options."""
+    parser.add_argument("--port", required=True, help="serial device, e.g. /dev/ttyUSB0")
+    parser.add_argument(
+        "--baud",
+        type=parse_baud_list,
+        default=list(COMMON_BAUD_RATES),
+        help="comma-separated baud rates to try (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--protocol", type=int, choices=(1, 2), help="only this protocol (default: 2, then 1)"
+    )
+    parser.add_argument(
+        "--ids", type=parse_id_range, help="only these ids, e.g. 1-6 (faster on 1.0)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Scan and print a table; exit 1 when nothing answers, 2 on a port error."""
+    protocols = (args.protocol,) if args.protocol else (2, 1)
+    try:
+        found = scan(args.port, args.baud, protocols, ids=args.ids)
+    except HalError as exc:
+        print(f"hilbot scan: {exc}", file=sys.stderr)
+        return 2
+    if not found:
+        rates = ", ".join(str(r) for r in args.baud)
+        print(f"no servo answered on {args.port} at {rates} bit/s (protocol {protocols})")
+        return 1
+    print(f"{'id':>3}  {'model':<14} {'number':>6}  {'firmware':>8}  {'baud':>8}  protocol")
+    for s in found:
+        firmware = str(s.firmware) if s.firmware >= 0 else "?"
+        print(
+            f"{s.id:>3}  {s.model:<14} {s.model_number:>6}  {firmware:>8}  "
+            f"{s.baudrate:>8}  {s.protocol}.0"
+        )
+    return 0

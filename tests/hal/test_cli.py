@@ -1,0 +1,91 @@
+"""hilbot scan / servo / doctor against the virtual bus."""
+
+import pytest
+
+from hilbot.driver.cli import main
+from hilbot.hal.dynamixel.tables import RegisterName as N
+
+
+def test_scan_finds_protocol2_servos_at_their_baud_rate(open_bus, capsys):
+    vbus = open_bus({1: "XM430-W350", 4: "XL430-W250"})
+    assert main(["scan", "--port", vbus.port, "--baud", "57600,1000000", "--protocol", "2"]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines()[1:] if line.strip()]
+    assert len(lines) == 2
+    assert lines[0].split()[:3] == ["1", "XM430-W350", "1020"]
+    assert lines[1].split()[:3] == ["4", "XL430-W250", "1060"]
+    assert all("1000000" in line for line in lines)
+
+
+def test_scan_protocol1_by_pinging_ids(open_bus, capsys):
+    vbus = open_bus({3: "AX-12A"}, protocol=1)
+    assert (
+        main(["scan", "--port", vbus.port, "--baud", "1000000", "--protocol", "1", "--ids", "1-5"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "AX-12A" in out
+    assert out.splitlines()[1].split()[0] == "3"
+
+
+def test_scan_nothing_and_bad_port(open_bus, capsys):
+    vbus = open_bus({1: "XM430-W350"})
+    assert main(["scan", "--port", vbus.port, "--baud", "57600", "--protocol", "2"]) == 1
+    assert main(["scan", "--port", "/dev/nonexistent-hilbot", "--protocol", "2"]) == 2
+    assert "cannot open" in capsys.readouterr().err
+
+
+def test_scan_rejects_bad_baud_list(capsys):
+    with pytest.raises(SystemExit):
+        main(["scan", "--port", "x", "--baud", "fast"])
+    assert "comma-separated" in capsys.readouterr().err
+
+
+def test_servo_changes_id_then_baud_rate(open_bus, capsys):
+    vbus = open_bus({1: "XM430-W350", 2: "XM430-W350"})
+    assert main(["servo", "--port", vbus.port, "--id", "1", "--set-id", "2"]) == 1
+    assert "already taken" in capsys.readouterr().err
+    assert (
+        main(["servo", "--port", vbus.port, "--id", "1", "--set-id", "7", "--return-delay", "0"])
+        == 0
+    )
+    assert vbus.servo(7).memory.get(N.ID) == 7
+    assert main(["servo", "--port", vbus.port, "--id", "7", "--set-baud", "2000000"]) == 0
+    assert vbus.servo(7).baudrate == 2_000_000
+    assert "2000000 bit/s" in capsys.readouterr().out
+
+
+def test_servo_refuses_a_rate_the_model_lacks(open_bus, capsys):
+    vbus = open_bus({1: "XL330-M288"})
+    assert main(["servo", "--port", vbus.port, "--id", "1", "--set-baud", "4500000"]) == 1
+    assert "supports" in capsys.readouterr().err
+
+
+def test_servo_missing(open_bus, capsys):
+    vbus = open_bus({1: "XM430-W350"})
+    assert main(["servo", "--port", vbus.port, "--id", "9", "--set-id", "3"]) == 1
+    assert "does not answer" in capsys.readouterr().err
+
+
+def test_doctor_prints_findings_and_budget(open_bus, capsys):
+    vbus = open_bus({1: "XM430-W350", 2: "XM430-W350"}, return_delay_time=250)
+    args = ["doctor", "--port", vbus.port, "--servo", "1:XM430-W350", "--servo", "2:XM430-W350"]
+    assert main([*args, "--margin-ms", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "--return-delay 0" in out
+    assert "position limits 0..4095" in out
+    assert "timing budget" in out
+    assert "Hz" in out
+
+
+def test_doctor_flags_a_wrong_model(open_bus, capsys):
+    vbus = open_bus({1: "XL430-W250"})
+    assert (
+        main(["doctor", "--port", vbus.port, "--servo", "1:XM430-W350", "--margin-ms", "50"]) == 1
+    )
+    assert "is a XL430-W250" in capsys.readouterr().out
+
+
+def test_doctor_needs_a_config_or_servos(capsys):
+    assert main(["doctor"]) == 2
+    assert "--servo" in capsys.readouterr().err
