@@ -62,11 +62,20 @@ class Chain:
         self._shape = (self.dof,)
         self._kernel_fk: _codegen.Kernel | None = None
         self._kernel_fj: _codegen.Kernel | None = None
-        p = self._program
-        if p.size:
-            post = p.frames[target][1]
-            self._kernel_fk = _codegen.generate(p, False, post)
-            self._kernel_fj = _codegen.generate(p, True, post)
+        if self._program.size:
+            self._kernel_fk = self._lazy_kernel("_kernel_fk", with_jacobian=False)
+            self._kernel_fj = self._lazy_kernel("_kernel_fj", with_jacobian=True)
+
+    def _lazy_kernel(self, attribute: str, *, with_jacobian: bool) -> _codegen.Kernel:
+        """A stand-in that generates the kernel on its first call (generation takes ms)."""
+
+        def first_call(q: Array) -> Array:
+            p = self._program
+            kernel = _codegen.generate(p, with_jacobian, p.frames[self.target][1])
+            setattr(self, attribute, kernel)
+            return kernel(q)
+
+        return first_call
 
     def __repr__(self) -> str:
         return f"Chain({self.source!r} -> {self.target!r}, dof={self.dof})"
