@@ -62,7 +62,19 @@ class ChainInfo:
 
         The base is what ``Solution.positions`` starts from (joints outside the
         chain come back unchanged): a mapping or a callable building one.
+
+        Raises:
+            ValueError: a chain coordinate is NaN or infinite, or an array has the wrong shape.
+            KeyError: a mapping lacks a chain joint.
+            TypeError: ``value`` is none of the accepted forms.
         """
+        q, base = self._read(value)
+        if not math.isfinite(float(q.sum())):
+            bad = [self.names[i] for i in np.flatnonzero(~np.isfinite(q))]
+            raise ValueError(f"positions must be finite; not finite for joints {bad}")
+        return q, base
+
+    def _read(self, value: Any) -> tuple[Array, Any]:
         if isinstance(value, np.ndarray):
             q = np.asarray(value, dtype=np.float64)
             if q.shape != (self.dof,):
