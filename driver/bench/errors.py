@@ -2,10 +2,11 @@
 
 ::
 
-    BenchError
-    ├── ScenarioError        a scenario file that does not validate (with field paths)
-    ├── RecordingError       a recording file that cannot be read or written
-    └── UnsupportedStep      a scenario step the chosen backend cannot perform
+    DriverError
+    └── BenchError
+        ├── ScenarioError (ValueError)   a scenario that does not validate (with field paths)
+        ├── RecordingError               a recording file that cannot be read or written
+        └── UnsupportedStep              a step the chosen backend or config cannot perform
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from hilbot.driver.errors import DriverError
 
-class BenchError(Exception):
+
+class BenchError(DriverError):
     """Root of the bench errors."""
 
 

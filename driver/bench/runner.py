@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.driver.bench.backends import BenchBackend
+from hilbot.driver.bench.backends import BackendKind, BenchBackend, ClockKind, open_backend
 from hilbot.driver.bench.errors import UnsupportedStep
 from hilbot.driver.bench.progress import Progress
 from hilbot.driver.bench.recorder import Recorder
@@ -33,6 +33,7 @@ from hilbot.driver.bench.scenario import (
     TeleopStep,
 )
 from hilbot.driver.bench.segments import StepContext, Target, build_segment
+from hilbot.driver.config import RobotConfig
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.state import Command
 from hilbot.hal.backend import HardwareErrorFlags
@@ -56,6 +57,24 @@ class RunOptions:
     config_path: str | None = None
     clock: str = "real"
     progress: bool = True
+
+
+async def run_bench(
+    config: RobotConfig,
+    scenario: Scenario,
+    kind: BackendKind,
+    clock: ClockKind,
+    options: RunOptions,
+    *,
+    seed: int = 0,
+) -> Recording:
+    """Open the backend, start a runtime on it, run ``scenario`` and return its recording."""
+    async with (
+        open_backend(kind, config, clock, seed=seed) as bench,
+        Runtime(config, bench.backend, clock=bench.clock) as runtime,
+    ):
+        runner = ScenarioRunner(runtime, bench, scenario, options)
+        return await runner.run()
 
 
 def check_supported(scenario: Scenario, bench: BenchBackend, runtime: Runtime) -> None:

@@ -269,13 +269,40 @@ def parse_scenario(data: Mapping[str, Any], *, path: Path | None = None) -> Scen
         raise ScenarioError(path, problems) from None
 
 
+def shipped_scenarios() -> tuple[str, ...]:
+    """Names of the shipped scenarios, e.g. ``("openmanipulator_circle", ...)``."""
+    from hilbot.configs import __file__ as configs_init
+
+    folder = Path(configs_init).parent / "scenarios"
+    return tuple(sorted(p.stem for p in folder.glob("*.yaml")))
+
+
+def resolve_scenario(name_or_path: str | Path) -> Path:
+    """Return the scenario file: a path, or the name of a shipped scenario.
+
+    Raises:
+        ScenarioError: neither a file nor a shipped scenario (the message lists those).
+    """
+    from hilbot.configs import __file__ as configs_init
+
+    candidate = Path(name_or_path)
+    if candidate.is_file():
+        return candidate
+    shipped = Path(configs_init).parent / "scenarios" / f"{name_or_path}.yaml"
+    if shipped.is_file():
+        return shipped
+    known = ", ".join(shipped_scenarios())
+    problem = f"no such file, and no shipped scenario of that name; shipped: {known}"
+    raise ScenarioError(candidate, [("", problem)])
+
+
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario YAML file.
+    """Read and validate a scenario YAML file (or a shipped scenario, by name).
 
     Raises:
         ScenarioError: the file is missing, is not YAML, or does not validate.
     """
-    path = Path(path)
+    path = resolve_scenario(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -1,0 +1,147 @@
+"""Bench-test a robot config: run a scripted scenario, record every cycle, report with plots.
+
+Runs the scenario's steps (joint sweeps, Cartesian lines and circles, step
+responses, recorded teleop, injected faults) on the simulator, the virtual
+Dynamixel bus or real hardware, and writes into --out: recording.npz (replay it
+with ``hilbot replay``), summary.json, joints.png, end_effector.png and
+lateness.png. Exits 1 when a threshold of the scenario is missed, so the
+command can gate a CI job; 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hilbot.driver.bench.scenario import Scenario
+    from hilbot.driver.config import RobotConfig
+
+EXIT_MISSED = 1
+EXIT_BAD_INPUT = 2
+EXIT_FAILED = 3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``hilbot bench`` options."""
+    parser.add_argument("config", help="robot config: a YAML file or a shipped robot name")
+    parser.add_argument(
+        "--scenario",
+        required=True,
+        metavar="FILE",
+        help="scenario YAML, or the name of a shipped one (e.g. openmanipulator_circle)",
+    )
+    choices = ("sim", "virtual", "dynamixel")
+    parser.add_argument("--backend", choices=choices, default="sim", help="default: sim")
+    parser.add_argument(
+        "--compare-backend",
+        choices=choices,
+        metavar="BACKEND",
+        help="run the scenario on this backend too and compare the two runs",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("real", "fake"),
+        default="real",
+        help="real: wall-clock time (default); fake: simulated time, as fast as the "
+        "computation runs and deterministic (sim backend only)",
+    )
+    parser.add_argument("--out", type=Path, metavar="DIR", help="output folder")
+    parser.add_argument(
+        "--duration-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="stretch (>1) or shorten (<1) every timed step",
+    )
+    parser.add_argument("--rate", type=float, metavar="HZ", help="loop rate, overriding both")
+    parser.add_argument("--seed", type=int, default=0, help="seed of random injected faults")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the bench; 0 passed, 1 thresholds missed, 2 bad input, 3 the run failed."""
+    from hilbot.driver.bench.errors import BenchError, ScenarioError, UnsupportedStep
+    from hilbot.driver.bench.scenario import load_scenario, resolve_scenario
+    from hilbot.driver.config import load_config
+    from hilbot.driver.errors import DriverError
+
+    try:
+        config = load_config(args.config)
+        if args.rate is not None:
+            if not args.rate > 0:
+                raise ScenarioError(None, [("--rate", f"must be positive, got {args.rate}")])
+            config = config.model_copy(update={"rate_hz": args.rate})
+        scenario_file = resolve_scenario(args.scenario)
+        scenario = load_scenario(scenario_file)
+        if args.duration_scale != 1.0:
+            scenario = scenario.scaled(args.duration_scale)
+    except (DriverError, ValueError) as exc:
+        print(f"hilbot bench: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    out = args.out or Path("bench-out") / f"{scenario.name}-{args.backend}"
+    try:
+        return _bench(args, config, scenario, scenario_file, out)
+    except (UnsupportedStep, ScenarioError) as exc:
+        print(f"hilbot bench: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (BenchError, DriverError, OSError) as exc:
+        print(f"hilbot bench: the run failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _bench(
+    args: argparse.Namespace,
+    config: RobotConfig,
+    scenario: Scenario,
+    scenario_file: Path,
+    out: Path,
+) -> int:
+    from hilbot.driver.bench.backends import BackendKind, ClockKind
+    from hilbot.driver.bench.compare import compare_runs, plot_comparison
+    from hilbot.driver.bench.report import format_summary, write_outputs
+    from hilbot.driver.bench.runner import RunOptions, run_bench
+
+    options = RunOptions(
+        base_dir=scenario_file.parent,
+        config_path=str(args.config),
+        clock=args.clock,
+        progress=not args.quiet,
+    )
+    backends = [args.backend] + ([args.compare_backend] if args.compare_backend else [])
+    recordings, passed = [], True
+    for backend in backends:
+        clock = ClockKind(args.clock) if backend == "sim" else ClockKind.REAL
+        run_options = replace(options, clock=clock.value)
+        folder = out / backend if args.compare_backend else out
+        print(f"{scenario.name} on {backend} ({clock.value} clock) -> {folder}")
+        recording = asyncio.run(
+            run_bench(config, scenario, BackendKind(backend), clock, run_options, seed=args.seed)
+        )
+        outcome = write_outputs(recording, scenario.thresholds, folder, plots=not args.no_plots)
+        print(format_summary(outcome))
+        passed = passed and outcome.passed
+        if not outcome.passed:
+            names = ", ".join(r.name for r in outcome.missed())
+            print(f"hilbot bench: thresholds missed on {backend}: {names}", file=sys.stderr)
+        recordings.append(recording)
+    if len(recordings) == 2:
+        comparison = compare_runs(recordings[0], recordings[1])
+        (out / "comparison.json").write_text(
+            json.dumps(comparison.to_dict(), indent=2, default=str) + "\n", encoding="utf-8"
+        )
+        if not args.no_plots:
+            plot_comparison(recordings[0], recordings[1], out / "comparison.png")
+        worst = max((s.rms for s in comparison.measured_diff if s.samples), default=float("nan"))
+        print(
+            f"comparison {comparison.backend_a} vs {comparison.backend_b}: measured joint "
+            f"difference rms up to {worst * 1e3:.2f} mrad; commands identical: "
+            f"{comparison.commands.identical}; wrote {out / 'comparison.json'}"
+        )
+    return 0 if passed else EXIT_MISSED
