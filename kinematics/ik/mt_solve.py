@@ -38,6 +38,7 @@ from hilbot.kinematics.ik.target import OrientationKind
 
 Array = NDArray[np.float64]
 _BACKTRACKS = 5
+_MAX_EXTRA_DAMPING = 1.0  # beyond this a rejected step means stalled
 _NULL_TOLERANCE = 1e-6  # singular values below this fraction of the largest span the null space
 
 
@@ -152,11 +153,12 @@ def iterate(
     has_secondary = ev.a2.shape[0] > 0 or bool(ev.grad.any()) or _has_gradient(problem)
     status = Status.TIMEOUT
     iteration = 0
+    extra = 0.0  # damping added after a rejected step (Levenberg-Marquardt style)
     for iteration in range(1, options.max_iterations + 1):
         met = _primary_met(problem, ev, options)
         if met and not has_secondary:
             return q, _meta(iteration - 1, ev, Status.CONVERGED)
-        dq = _step(problem, ev, q, lower, upper)
+        dq = _step(problem, ev, q, lower, upper, extra)
         if float(np.max(np.abs(dq), initial=0.0)) < 1e-10:
             status = Status.CONVERGED if met else Status.STALLED
             break
@@ -168,8 +170,12 @@ def iterate(
                 break
             step *= 0.5
         else:
+            if extra < _MAX_EXTRA_DAMPING:
+                extra = max(1e-4, 10.0 * extra)  # shorter, better-aligned steps
+                continue
             status = Status.CONVERGED if met else Status.STALLED
             break
+        extra = 0.1 * extra if extra > 1e-6 else 0.0
         gain = ev.merit - ev_new.merit
         q, ev = q_new, ev_new
         if _primary_met(problem, ev, options) and gain < 1e-12 * max(1.0, abs(ev.merit)):
@@ -197,7 +203,7 @@ def _meta(iterations: int, ev: _Eval, status: Status) -> SolveMeta:
     return SolveMeta(iterations, ev.residual, ev.orientation_residual, status)
 
 
-def _step(problem: Problem, ev: _Eval, q: Array, lower: Array, upper: Array) -> Array:
+def _step(problem: Problem, ev: _Eval, q: Array, lower: Array, upper: Array, extra: float) -> Array:
     """The step ``dq``: primary QP, then (prioritized) the secondary QP in its null space."""
     nv = problem.model.nv
     eye = np.eye(nv)
@@ -205,10 +211,10 @@ def _step(problem: Problem, ev: _Eval, q: Array, lower: Array, upper: Array) -> 
     if not problem.prioritized:
         a = np.vstack((ev.a1, ev.a2))
         b = np.concatenate((ev.b1, ev.b2))
-        h_mat = a.T @ a + (problem.damping + problem.lm_damping * float(b @ b)) * eye
+        h_mat = a.T @ a + (problem.damping + extra + problem.lm_damping * float(b @ b)) * eye
         return _solve(h_mat, -(a.T @ b) - ev.grad, lo, hi, g_mat, h_vec)
     cost1 = float(ev.b1 @ ev.b1)
-    h1 = ev.a1.T @ ev.a1 + (problem.damping + problem.lm_damping * cost1) * eye
+    h1 = ev.a1.T @ ev.a1 + (problem.damping + extra + problem.lm_damping * cost1) * eye
     dq1 = _solve(h1, -(ev.a1.T @ ev.b1), lo, hi, g_mat, h_vec)
     if ev.a2.shape[0] == 0 and not ev.grad.any():
         return dq1

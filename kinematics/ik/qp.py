@@ -37,6 +37,7 @@ Array = NDArray[np.float64]
 _MAX_POSITION_ERROR = 0.2  # [m] per iteration: keeps the linearisation honest far away
 _MAX_ROTATION_ERROR = 0.6  # [rad] per iteration
 _BACKTRACKS = 4
+_MAX_EXTRA_DAMPING = 1.0  # beyond this a rejected step means stalled
 
 
 class ChainContext:
@@ -98,25 +99,29 @@ def task_rows(
     Returns:
         ``(A (k, nv), b (k,), position residual [m], orientation residual [rad] or None)``.
     """
-    dp = target.position - pose[:3, 3]
-    residual = math.sqrt(float(dp @ dp))
+    px, py, pz = (target.position - pose[:3, 3]).tolist()
+    residual = math.sqrt(px * px + py * py + pz * pz)
+    scale = weights.position
     if residual > _MAX_POSITION_ERROR:
-        dp = dp * (_MAX_POSITION_ERROR / residual)
+        scale *= _MAX_POSITION_ERROR / residual
     if target.kind is OrientationKind.NONE:
-        return weights.position * jac[:3], weights.position * dp, residual, None
+        b = np.array((px * scale, py * scale, pz * scale))
+        return weights.position * jac[:3], b, residual, None
+    a = jac * weights.position
     if target.kind is OrientationKind.FULL:
         assert target.rotation is not None
         dw, angle = rotation_error(target.rotation, pose)
-        jw = jac[3:]
     else:
         assert target.axis is not None
         dw, angle = axis_error(target.axis, pose)
         z = pose[:3, 2]
-        jw = jac[3:] - np.outer(z, z @ jac[3:])  # spinning about the tool axis is free
+        a[3:] = jac[3:] - np.outer(z, z @ jac[3:])  # spinning about the tool axis is free
+    a[3:] *= weights.orientation / weights.position
+    rscale = weights.orientation
     if angle > _MAX_ROTATION_ERROR:
-        dw = dw * (_MAX_ROTATION_ERROR / angle)
-    a = np.vstack((weights.position * jac[:3], weights.orientation * jw))
-    b = np.concatenate((weights.position * dp, weights.orientation * dw))
+        rscale *= _MAX_ROTATION_ERROR / angle
+    wx, wy, wz = dw.tolist()
+    b = np.array((px * scale, py * scale, pz * scale, wx * rscale, wy * rscale, wz * rscale))
     return a, b, residual, angle
 
 
@@ -184,10 +189,11 @@ class QPSolver(Solver):
         cost = float(b @ b)
         status = Status.TIMEOUT
         iteration = 0
+        extra = 0.0  # damping added after a rejected step (Levenberg-Marquardt style)
         for iteration in range(1, options.max_iterations + 1):
             if _done(residual, angle, options):
                 return q, SolveMeta(iteration - 1, residual, angle, Status.CONVERGED)
-            h_mat = a.T @ a + (self.damping + self.lm_damping * cost) * eye
+            h_mat = a.T @ a + (self.damping + extra + self.lm_damping * cost) * eye
             context = ChainContext(chain, q, info.names)
             dq, _ = solve_step(h_mat, -(a.T @ b), limits, context, box.lower - q, box.upper - q)
             step = 1.0
@@ -202,13 +208,18 @@ class QPSolver(Solver):
                     break
                 step *= 0.5
             else:
+                if extra < _MAX_EXTRA_DAMPING:
+                    extra = max(1e-4, 10.0 * extra)  # shorter, better-aligned steps
+                    continue
                 if _stuck_on_orientation(residual, angle, options, weights):
                     a, b, residual, angle = task_rows(pose, jac, target, weights)
                     cost = float(b @ b)
+                    extra = 0.0
                     continue
                 predicted = cost - float(np.sum((a @ dq - b) ** 2))
                 status = Status.STALLED if predicted <= 1e-6 * cost else Status.DIVERGED
                 break
+            extra = 0.1 * extra if extra > 1e-6 else 0.0
             improvement = _true_cost(residual, angle, weights) - cost_new
             q, pose, jac = q_new, pose_new, jac_new
             a, b, residual, angle = a_new, b_new, res_new, ang_new

@@ -63,21 +63,23 @@ def gather(
     Returns:
         ``(lower (nv,), upper (nv,), G (m, nv) or None, h (m,) or None)``.
     """
-    lo = lower.copy()
-    hi = upper.copy()
+    lo = lower
+    hi = upper
     rows: list[Array] = []
     rhs: list[Array] = []
     for limit in limits:
         part = limit.constraint(context)
         if part.lower is not None:
-            np.maximum(lo, part.lower, out=lo)
+            lo = np.maximum(lo, part.lower)
         if part.upper is not None:
-            np.minimum(hi, part.upper, out=hi)
+            hi = np.minimum(hi, part.upper)
         if part.g is not None and part.h is not None and part.g.shape[0]:
             rows.append(part.g)
             rhs.append(part.h)
     conflict = lo > hi
     if conflict.any():
+        lo = lo.copy()
+        hi = hi.copy()
         lo[conflict] = 0.0
         hi[conflict] = 0.0
     if not rows:

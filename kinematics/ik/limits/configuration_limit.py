@@ -33,8 +33,12 @@ class ConfigurationLimit(Limit):
     def constraint(self, context: LimitContext) -> Constraint:
         """Box bounds on ``dq`` from the distance to each limit."""
         q = context.q
-        lower = self.gain * (context.lower + self.margin - q)
-        upper = self.gain * (context.upper - self.margin - q)
+        if self.margin:
+            lower = (context.lower + self.margin - q) * self.gain
+            upper = (context.upper - self.margin - q) * self.gain
+        else:
+            lower = (context.lower - q) * self.gain
+            upper = (context.upper - q) * self.gain
         # Past a limit (or inside its margin): staying put stays allowed, going further not.
         np.maximum(upper, 0.0, out=upper)
         np.minimum(lower, 0.0, out=lower)

@@ -1,0 +1,200 @@
+"""Time QPSolver and MultiTaskSolver per call in the tracking regime, beside DLSSolver.
+
+Cases (as in ik_bench.py): the 6-DoF UR5, the 7-DoF Panda and the 6-DoF WidowX-250s
+(a Dynamixel arm), seeded. Tracking regime: the seed is the true configuration plus up
+to 0.05 rad per joint, the target its full pose. Success: position error < 1e-4 m and
+orientation error < 1e-3 rad with the limits respected. A jump is a solution more than
+0.25 rad (any joint) from its seed. DLSSolver runs in the same loop, interleaved, as the
+in-run reference: the machine is shared, so compare ratios, not absolute times.
+A last row times ``MultiTaskSolver.solve_tasks`` with both arms of the bimanual rig in
+one call.
+
+``qp_rows(cases)`` is the hook ``ik_bench.py`` may call to add these solvers' rows to
+its own table; ``main()`` writes the section "ik-qp" of BENCHMARKS.md.
+
+Usage: python benchmarks/ik_bench_qp.py [--cases N] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import write_section
+
+from hilbot.kinematics import load_urdf
+from hilbot.kinematics.ik import DLSSolver, MultiTaskSolver, QPSolver
+from hilbot.kinematics.ik.errors import IKError
+from hilbot.kinematics.ik.mt_model import TreeContext, TreeModel
+from hilbot.kinematics.ik.mt_tasks import FrameTask
+from hilbot.kinematics.ik.residual import rotation_error
+
+ROBOTS = Path(__file__).resolve().parent.parent / "configs" / "robots"
+ARMS = [
+    ("UR5 (6-DoF)", "ur5.urdf", "base_link", "tool0"),
+    ("Panda (7-DoF)", "panda.urdf", "panda_link0", "panda_hand_tcp"),
+    ("WidowX-250s (6-DoF Dynamixel)", "widowx_250s.urdf", "base_link", "ee_gripper_link"),
+]
+POSITION_OK = 1e-4  # [m]
+ORIENTATION_OK = 1e-3  # [rad]
+JUMP = 0.25  # [rad]
+
+
+@dataclass
+class Case:
+    """One tracking case: a chain, a seed and the target pose."""
+
+    name: str
+    robot: object
+    source: str
+    tip: str
+    chain: object
+    seed: np.ndarray
+    target: np.ndarray
+
+
+def tracking_cases(n: int, seed: int = 0) -> list[Case]:
+    """``n`` tracking cases per arm (seed = truth + up to 0.05 rad per joint)."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for name, urdf, source, tip in ARMS:
+        robot = load_urdf(ROBOTS / urdf)
+        chain = robot.path_between(source, tip)
+        lo = np.maximum(chain.lower, -np.pi)
+        hi = np.minimum(chain.upper, np.pi)
+        for _ in range(n):
+            q_true = rng.uniform(lo, hi)
+            start = np.clip(q_true + rng.uniform(-0.05, 0.05, chain.dof), chain.lower, chain.upper)
+            cases.append(Case(name, robot, source, tip, chain, start, chain.fk(q_true)))
+    return cases
+
+
+def _check(case: Case, q: np.ndarray) -> tuple[bool, bool]:
+    """(success, jump) for a returned configuration."""
+    pose = case.chain.fk(q)
+    position = float(np.linalg.norm(pose[:3, 3] - case.target[:3, 3]))
+    angle = rotation_error(case.target[:3, :3], pose)[1]
+    inside = bool(np.all(q >= case.chain.lower) and np.all(q <= case.chain.upper))
+    ok = position < POSITION_OK and angle < ORIENTATION_OK and inside
+    return ok, bool(np.max(np.abs(q - case.seed)) > JUMP)
+
+
+def _call(solver: object, case: Case) -> np.ndarray:
+    try:
+        return solver.solve(  # type: ignore[attr-defined, no-any-return]
+            case.robot,
+            case.seed,
+            case.source,
+            case.tip,
+            case.target,
+            orientation_tolerance=ORIENTATION_OK,
+        ).q
+    except IKError as error:
+        return case.chain.q_from(error.positions)
+
+
+def qp_rows(
+    cases: Sequence[Case], solvers: dict[str, Callable[[], object]] | None = None
+) -> list[tuple[str, str, float, float, float, float]]:
+    """Rows ``(arm, solver, success %, median µs, p95 µs, jumps %)``, solvers interleaved."""
+    makers = solvers or {
+        "QPSolver": QPSolver,
+        "MultiTaskSolver": MultiTaskSolver,
+        "DLSSolver (reference)": DLSSolver,
+    }
+    built = {name: make() for name, make in makers.items()}
+    stats: dict[tuple[str, str], list[tuple[float, bool, bool]]] = {}
+    for case in cases:  # warm-up: chain caches, kernels
+        for solver in built.values():
+            _call(solver, case)
+        break
+    for case in cases:
+        for name, solver in built.items():
+            t0 = time.perf_counter()
+            q = _call(solver, case)
+            elapsed = time.perf_counter() - t0
+            ok, jump = _check(case, q)
+            stats.setdefault((case.name, name), []).append((elapsed, ok, jump))
+    rows = []
+    for (arm, name), values in stats.items():
+        times = np.array([v[0] for v in values]) * 1e6
+        rows.append(
+            (
+                arm,
+                name,
+                100.0 * np.mean([v[1] for v in values]),
+                float(np.median(times)),
+                float(np.percentile(times, 95)),
+                100.0 * np.mean([v[2] for v in values]),
+            )
+        )
+    return rows
+
+
+def bimanual_row(n: int, seed: int = 1) -> tuple[float, float, float]:
+    """Both arms of the bimanual rig in one ``solve_tasks`` call: (success %, median, p95 µs)."""
+    robot = load_urdf(ROBOTS / "bimanual.urdf")
+    model = TreeModel(robot, "torso")
+    solver = MultiTaskSolver()
+    rng = np.random.default_rng(seed)
+    times, oks = [], []
+    for _ in range(n):
+        q_true = rng.uniform(np.maximum(model.lower, -2.0), np.minimum(model.upper, 2.0))
+        start = np.clip(q_true + rng.uniform(-0.05, 0.05, model.nv), model.lower, model.upper)
+        ctx = TreeContext(model, q_true)
+        tasks = [FrameTask(tip, ctx.pose(tip)) for tip in ("left_tool", "right_tool")]
+        t0 = time.perf_counter()
+        solution = solver.solve_tasks(
+            robot, start, tasks, root_link="torso", orientation_tolerance=ORIENTATION_OK
+        )
+        times.append(time.perf_counter() - t0)
+        oks.append(solution.reached)
+    t = np.array(times) * 1e6
+    return 100.0 * float(np.mean(oks)), float(np.median(t)), float(np.percentile(t, 95))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=300, help="cases per arm")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    rows = qp_rows(tracking_cases(args.cases))
+    reference = {arm: med for arm, name, _, med, _, _ in rows if name.startswith("DLS")}
+    lines = [
+        "Tracking regime (seed = truth + up to 0.05 rad per joint, full-pose targets), "
+        f"{args.cases} seeded cases per arm; success = position < 1e-4 m and orientation "
+        "< 1e-3 rad within limits; jumps = solutions > 0.25 rad from the seed. The solvers "
+        "run interleaved in one loop on a machine shared with other busy jobs: read the "
+        "ratio to DLSSolver (same run), not the absolute times.",
+        "",
+        "| arm | solver | success % | median µs | p95 µs | × DLS median | jumps % |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for arm, name, success, med, p95, jumps in rows:
+        ratio = med / reference[arm] if arm in reference else float("nan")
+        cells = [arm, name, f"{success:.1f}", f"{med:.0f}", f"{p95:.0f}", f"{ratio:.1f}"]
+        lines.append("| " + " | ".join([*cells, f"{jumps:.1f}"]) + " |")
+    success, med, p95 = bimanual_row(max(50, args.cases // 3))
+    lines += [
+        "",
+        "Bimanual rig, both arms' full poses in one `MultiTaskSolver.solve_tasks` call "
+        f"(12 joints, tracking seeds): success {success:.1f} %, median {med:.0f} µs, "
+        f"p95 {p95:.0f} µs.",
+    ]
+    body = "\n".join(lines)
+    if args.no_write:
+        print(body)
+    else:
+        write_section("ik-qp", "IK: QPSolver and MultiTaskSolver (tracking)", body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
