@@ -35,7 +35,7 @@ if __name__ == "__main__":
         include_package_data=True,
         package_data={
             "hilbot": ["py.typed"],
-            "hilbot.configs": ["**/*.yaml", "**/*.urdf", "**/*.json"],
+            "hilbot.configs": ["**/*.yaml", "**/*.urdf", "**/*.json", "**/*.csv"],
             "hilbot.driver.teleop": ["schema/*.json"],
         },
     )
