@@ -38,7 +38,7 @@ F64 = NDArray[np.float64]
 #: Position-dependent external torque: shaft positions (n,) [rad] -> torques (n,) [N·m].
 LoadFunction = Callable[[F64], F64]
 
-MAX_SUBSTEP = 2e-3  # [s]; the loop's bandwidth is ~60 rad/s, so 2 ms resolves it well
+MAX_SUBSTEP = 2e-3  # [s]; the loop's bandwidth is ~100 rad/s, so 2 ms resolves it
 MAX_SUBSTEPS = 2000  # per step() call; longer gaps use longer (still stable) sub-steps
 #: X-series Shutdown register default (overheating | electrical shock | overload = 52).
 DEFAULT_SHUTDOWN = (
@@ -364,8 +364,12 @@ class ServoModel:
         vmax = np.minimum(vmax, self._speed)
         amax = self.profile_acceleration
         limited = amax > 0
-        # Fastest speed from which the profile can still stop at the goal.
-        stop = np.where(limited, np.sqrt(2.0 * amax * np.abs(error)), np.inf)
+        # Fastest speed from which the profile can still stop at the goal, slowing by
+        # amax·h per step: v = k·amax·h covers amax·h²·k(k+1)/2, solved for k.
+        ah = np.where(limited, amax * h, 1.0)
+        stop = np.where(
+            limited, 0.5 * ah * (np.sqrt(1.0 + 8.0 * np.abs(error) / (ah * h)) - 1.0), np.inf
+        )
         v_des = sign * np.minimum(np.minimum(vmax, stop), np.abs(error) / h)
         dv = v_des - rv0
         dv = np.where(limited, np.clip(dv, -amax * h, amax * h), dv)
@@ -374,7 +378,9 @@ class ServoModel:
         # Snap when the goal is reached or overshot by the discrete step.
         arrived = (np.sign(goal - r) != sign) | (np.abs(goal - r) < _STOP_EPS)
         self.reference = np.where(on, np.where(arrived, goal, r), self.position)
-        self.reference_velocity = np.where(on & ~arrived, rv, 0.0)
+        # On arrival the velocity winds down over the next step, within the limit.
+        rv_arrived = np.where(limited, np.clip(rv, -ah, ah), 0.0)
+        self.reference_velocity = np.where(on, np.where(arrived, rv_arrived, rv), 0.0)
 
     @property
     def temperature(self) -> F64:

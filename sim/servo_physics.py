@@ -60,7 +60,7 @@ class ServoPhysics:
     velocity_resolution: float = 0.229 * RPM
     effort_unit: EffortUnit = EffortUnit.AMPERE
     temperature_limit: float = 80.0
-    bandwidth: float = 60.0
+    bandwidth: float = 100.0
     damping_ratio: float = 1.0
     saturation_error: float = 0.05
     friction: float = 0.05
@@ -191,5 +191,9 @@ def physics_for(model: str, **overrides: Any) -> ServoPhysics:
         velocity_resolution=spec.rad_per_s_per_velocity_tick,
         effort_unit=spec.effort_unit,
         temperature_limit=float(limit.default) if limit is not None else 80.0,
+        # Back-driving the gearbox: friction ~2 % and drag ~10 % of stall torque at
+        # full speed, so that a limp joint coasts a fraction of a radian and stops.
+        friction=0.02 * sheet.stall_torque,
+        viscous=0.1 * sheet.stall_torque / (sheet.rpm * RPM),
     )
     return replace(physics, **overrides) if overrides else physics
