@@ -174,29 +174,38 @@ def _emit_motion(
     return rot, [em.combo([(1.0, pos[i], 1.0), (1.0, value, rot[i][2])]) for i in range(3)]
 
 
-def generate(p: Program, with_jacobian: bool, target_post: Array) -> Kernel:
-    """Build ``f(q) -> flat array``: the 16 target pose entries, then the 6 x dof Jacobian.
+def generate(p: Program, targets: Sequence[tuple[int, Array]], with_jacobian: bool) -> Kernel:
+    """Build ``f(q) -> flat array``: 16 pose entries per target, then a 6 x dof Jacobian.
 
     Args:
         p: A compiled chain.
-        with_jacobian: Also emit the Jacobian.
-        target_post: The constant from the last element's frame to the target link.
+        targets: ``(element index, constant after it)`` of each pose to output (row-major
+            4 x 4 each); element index -1 is the source frame.
+        with_jacobian: Also output the Jacobian at the first target's origin, row-major;
+            elements after that target do not move it (their columns are zero).
     """
     em = _Emitter()
     rot: list[list[Sym]] = [[float(i == j) for j in range(3)] for i in range(3)]
     pos: list[Sym] = [0.0, 0.0, 0.0]
+    running = {-1: (rot, pos)}
     frames: list[_Frame] = []
     drives = _drives(p)
-    for e in range(p.size):
+    for e in range(max(e for e, _ in targets) + 1):
         kind = int(p.kinds[e])
         rot, pos = _rigid_times_const(em, rot, pos, p.consts[e])
         rot, pos = _emit_motion(em, kind, drives[e], rot, pos)
         axes = [[rot[i][k] for i in range(3)] for k in range(3)]
         frames.append(_Frame(kind, drives[e][0], drives[e][1], axes, pos))
-    rot, pos = _rigid_times_const(em, rot, pos, target_post)
-    out: list[Sym] = [*rot[0], pos[0], *rot[1], pos[1], *rot[2], pos[2], 0.0, 0.0, 0.0, 1.0]
+        running[e] = (rot, pos)
+    out: list[Sym] = []
+    points = []
+    for e, post in targets:
+        rot, pos = _rigid_times_const(em, *running[e], post)
+        out += [*rot[0], pos[0], *rot[1], pos[1], *rot[2], pos[2], 0.0, 0.0, 0.0, 1.0]
+        points.append((e, pos))
     if with_jacobian:
-        out += _jacobian(em, p.dof, frames, pos)
+        e, point = points[0]
+        out += _jacobian(em, p.dof, frames[: e + 1], point)
     names = ", ".join(f"q{i}" for i in range(p.dof))
     unpack = f"    {names}{',' if p.dof == 1 else ''} = q.tolist()" if p.dof else ""
     values = ", ".join(map(_sym, out))

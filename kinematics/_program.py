@@ -273,14 +273,13 @@ def frame_pose(p: Program, w: Array, link: str) -> Array:
     return w[:, e] @ post
 
 
-def jacobian(p: Program, w: Array, point: Array, upto: int | None = None) -> Array:
+def jacobian(p: Program, w: Array, point: Array) -> Array:
     """Geometric Jacobians (B, 6, dof) at ``point`` (B, 3), in the source frame.
 
     Args:
         p: The program.
         w: Running products (B, n, 4, 4).
         point: Reference point per batch item.
-        upto: Only elements with index <= ``upto`` move the point (``None``: all).
     """
     if p.z_only:  # one column per element, each about its own z: plain views
         axes, origins = w[:, :, :3, 2], w[:, :, :3, 3]
@@ -288,8 +287,6 @@ def jacobian(p: Program, w: Array, point: Array, upto: int | None = None) -> Arr
         columns = w.swapaxes(-1, -2)  # (B, n, column, row): adjacent fancy indices keep (B, m, .)
         axes = columns[:, p.jac_elem, p.jac_axis, :3]  # (B, m, 3)
         origins = columns[:, p.jac_elem, 3, :3]
-    if upto is not None:
-        axes = axes * (p.jac_elem <= upto)[None, :, None]
     d = point[:, None, :] - origins
     cross = _cross(axes, d)
     rev = p.jac_rev[None, :, None]

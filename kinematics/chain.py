@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -60,22 +60,19 @@ class Chain:
         self.lower, self.upper, self.velocity_limit = self._bounds()
         self._floating = [self._start[j.name] for j in joints if j.type is JointType.FLOATING]
         self._shape = (self.dof,)
+        # Generated lazily (a few ms each): fk, fk + Jacobian, link poses, Jacobian per link.
         self._kernel_fk: _codegen.Kernel | None = None
         self._kernel_fj: _codegen.Kernel | None = None
-        if self._program.size:
-            self._kernel_fk = self._lazy_kernel("_kernel_fk", with_jacobian=False)
-            self._kernel_fj = self._lazy_kernel("_kernel_fj", with_jacobian=True)
+        self._kernels: dict[str, _codegen.Kernel] = {}
 
-    def _lazy_kernel(self, attribute: str, *, with_jacobian: bool) -> _codegen.Kernel:
-        """A stand-in that generates the kernel on its first call (generation takes ms)."""
+    def _generate(self, links: Sequence[str], with_jacobian: bool) -> _codegen.Kernel:
+        frames = self._program.frames
+        return _codegen.generate(self._program, [frames[k] for k in links], with_jacobian)
 
-        def first_call(q: Array) -> Array:
-            p = self._program
-            kernel = _codegen.generate(p, with_jacobian, p.frames[self.target][1])
-            setattr(self, attribute, kernel)
-            return kernel(q)
-
-        return first_call
+    def _q(self, q: npt.ArrayLike | Mapping[str, object]) -> Array:
+        if type(q) is np.ndarray and q.shape == self._shape:
+            return q
+        return self.q_from(q)
 
     def __repr__(self) -> str:
         return f"Chain({self.source!r} -> {self.target!r}, dof={self.dof})"
@@ -165,9 +162,6 @@ class Chain:
 
     # --- kinematics ------------------------------------------------------------------------
 
-    def _batch(self, q: npt.ArrayLike | Mapping[str, object]) -> Array:
-        return self.q_from(q)[None, :]
-
     def _running(self, qb: Array) -> Array:
         p = self._program
         return _program.cumulative(p, _program.local_transforms(p, qb))
@@ -175,15 +169,9 @@ class Chain:
     def fk(self, q: npt.ArrayLike | Mapping[str, object]) -> Array:
         """Pose (4, 4) of the target link in the source frame."""
         kernel = self._kernel_fk
-        if kernel is not None:
-            if type(q) is not np.ndarray or q.shape != self._shape:
-                q = self.q_from(q)
-            return kernel(q).reshape(4, 4)
-        p = self._program
-        if p.size == 0:
-            return p.frames[self.target][1].copy()
-        pose: Array = _program.frame_pose(p, self._running(self._batch(q)), self.target)[0]
-        return pose
+        if kernel is None:
+            kernel = self._kernel_fk = self._generate([self.target], False)
+        return kernel(self._q(q)).reshape(4, 4)
 
     def jacobian(self, q: npt.ArrayLike | Mapping[str, object]) -> Array:
         """Geometric Jacobian (6, dof), linear rows first, in the source frame, at the target."""
@@ -192,19 +180,18 @@ class Chain:
     def fk_jacobian(self, q: npt.ArrayLike | Mapping[str, object]) -> tuple[Array, Array]:
         """``(fk(q), jacobian(q))`` in one pass."""
         kernel = self._kernel_fj
-        if kernel is not None:
-            if type(q) is not np.ndarray or q.shape != self._shape:
-                q = self.q_from(q)
-            out = kernel(q)
-            return out[:16].reshape(4, 4), out[16:].reshape(6, self.dof)
-        t, j = self.fk_jacobian_batch(self._batch(q))
-        return t[0], j[0]
+        if kernel is None:
+            kernel = self._kernel_fj = self._generate([self.target], True)
+        out = kernel(self._q(q))
+        return out[:16].reshape(4, 4), out[16:].reshape(6, self.dof)
 
     def link_poses(self, q: npt.ArrayLike | Mapping[str, object]) -> dict[str, Array]:
         """Pose (4, 4) in the source frame of every link on the chain (source and target too)."""
-        p = self._program
-        w = self._running(self._batch(q)) if p.size else np.zeros((1, 0, 4, 4))
-        return {link: _program.frame_pose(p, w, link)[0] for link in self.links}
+        kernel = self._kernels.get("")
+        if kernel is None:
+            kernel = self._kernels[""] = self._generate(self.links, False)
+        poses = kernel(self._q(q)).reshape(len(self.links), 4, 4)
+        return dict(zip(self.links, poses, strict=True))
 
     def jacobian_at(self, link: str, q: npt.ArrayLike | Mapping[str, object]) -> Array:
         """Jacobian (6, dof) of a link on the chain, at its origin (later joints: zero columns).
@@ -212,15 +199,12 @@ class Chain:
         Raises:
             UnknownLink: ``link`` is not on this chain (``role`` is ``"link"``).
         """
-        p = self._program
-        if link not in p.frames:
-            raise UnknownLink(link, "link", self.links)
-        if p.size == 0:
-            return np.zeros((6, self.dof))
-        w = self._running(self._batch(q))
-        point = _program.frame_pose(p, w, link)[:, :3, 3]
-        jac: Array = _program.jacobian(p, w, point, upto=p.frames[link][0])[0]
-        return jac
+        kernel = self._kernels.get(link)
+        if kernel is None:
+            if link not in self._program.frames or not link:
+                raise UnknownLink(link, "link", self.links)
+            kernel = self._kernels[link] = self._generate([link], True)
+        return kernel(self._q(q))[16:].reshape(6, self.dof)
 
     def fk_batch(self, q: npt.ArrayLike) -> Array:
         """Poses (B, 4, 4) of the target for configurations ``q`` (B, dof), vectorised."""

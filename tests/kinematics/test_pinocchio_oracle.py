@@ -108,9 +108,17 @@ def test_fk_and_jacobians_match_pinocchio(name: str) -> None:
         t, j = chain.fk_jacobian_batch(q)
         np.testing.assert_allclose(t, poses[:, k], rtol=0, atol=TOL, err_msg=link)
         np.testing.assert_allclose(j, jacs[:, k] @ select, rtol=0, atol=TOL, err_msg=link)
-        t0, j0 = chain.fk_jacobian(q[0])
-        np.testing.assert_allclose(t0, poses[0, k], rtol=0, atol=TOL)
-        np.testing.assert_allclose(j0, jacs[0, k] @ select, rtol=0, atol=TOL)
+        for i in range(0, N, 10):  # the single-call (generated) path
+            t0, j0 = chain.fk_jacobian(q[i])
+            np.testing.assert_allclose(t0, poses[i, k], rtol=0, atol=TOL)
+            np.testing.assert_allclose(j0, jacs[i, k] @ select, rtol=0, atol=TOL)
+            np.testing.assert_allclose(chain.fk(q[i]), poses[i, k], rtol=0, atol=TOL)
+            if len(chain.links) > 2:  # an intermediate link of the chain
+                middle = chain.links[len(chain.links) // 2]
+                m = links.index(middle)
+                j_mid = chain.jacobian_at(middle, q[i])
+                np.testing.assert_allclose(j_mid, jacs[i, m] @ select, rtol=0, atol=TOL)
+                np.testing.assert_allclose(chain.link_poses(q[i])[middle], poses[i, m], atol=TOL)
 
 
 @pytest.mark.parametrize(
