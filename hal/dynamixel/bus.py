@@ -282,6 +282,18 @@ class DynamixelBus:
         if self.port.writePort(wire) != len(wire):
             raise CommError(None, packet.instruction.name, CommResult.TX_FAIL)
 
+    def _drain(self) -> None:
+        """Discard late bytes of a failed transaction so they cannot pass for the next reply.
+
+        Dynamixel packets carry no sequence number: a reply that arrives after its
+        deadline would otherwise be taken for the answer to the next instruction.
+        """
+        quiet = (self.port.latency_ms + 0.5) / 1000.0
+        deadline = time.monotonic() + 0.1
+        while time.monotonic() < deadline and self.port.read_available(quiet):
+            pass
+        self.port.clearPort()
+
     def group_read(
         self, method: ReadMethod, reads: Sequence[tuple[int, int, int]]
     ) -> dict[int, ServoReply]:
@@ -307,6 +319,7 @@ class DynamixelBus:
             if not missing:
                 return replies
             pending = missing
+            self._drain()
         first = pending[0][0]
         if any(r[0] in corrupt for r in pending):
             raise CrcError(next(r[0] for r in pending if r[0] in corrupt), method.name)

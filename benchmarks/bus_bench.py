@@ -1,0 +1,329 @@
+"""Bus benchmark: read + write cycles for 6 servos on the virtual bus at 1 Mbps.
+
+The virtual bus (``hilbot sim-bus``) runs in its own process, as a U2D2 would be
+its own device, and delays every reply by its wire time at 10 bits a byte. We
+measure, in the same run:
+
+* hilbot's cycle (sync read + sync write, and the real cycle: fast sync read of
+  effort/velocity/position + sync write) against the wire-limited rate;
+* the full async ``DynamixelBackend.read()`` + ``write()``;
+* the stock dynamixel-sdk (GroupSyncRead / GroupSyncWrite on the stock
+  PortHandler), and the same SDK groups on our BlockingPortHandler: rate and CPU
+  time per cycle (the stock handler busy-polls while it waits);
+* the stall a missing servo causes (a sync read of 7 ids where id 7 is absent,
+  minus a read of the 6 present ones).
+
+Usage: python benchmarks/bus_bench.py [--cycles 400] [--reps 5] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import dynamixel_sdk as sdk
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import write_section
+
+from hilbot.hal.dynamixel.backend import DynamixelBackend
+from hilbot.hal.dynamixel.bus import DynamixelBus
+from hilbot.hal.dynamixel.port import BlockingPortHandler
+from hilbot.hal.dynamixel.timing import ReadMethod, cycle_budget
+from hilbot.hal.errors import CommTimeout, CrcError
+from hilbot.hal.mapping import BusSpec, ServoSpec
+
+IDS = list(range(1, 7))
+SIM_PID = 0  # the virtual bus process, whose CPU time is reported beside ours
+
+
+def sim_cpu() -> float:
+    """CPU time [s] the virtual bus process has used so far (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{SIM_PID}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+SIM_CPU: dict[str, float] = {}  # row name -> virtual bus CPU per cycle [ms]
+BAUD = 1_000_000
+POSITION, GOAL = 132, 116
+
+
+PRIORITY = -10  # nice value for both processes, as a robot would run its bus driver
+
+
+def _raise_priority() -> None:
+    """Run ahead of the other jobs on the shared machine (needs root; ignored otherwise)."""
+    with suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, PRIORITY)
+
+
+@contextmanager
+def sim_bus() -> Iterator[str]:
+    args = [sys.executable, "-m", "hilbot", "sim-bus", "--return-delay", "0", "--baud", str(BAUD)]
+    for i in IDS:
+        args += ["--servo", f"{i}:XM430-W350"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, preexec_fn=_raise_priority)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        port = line.split()[1]
+        global SIM_PID
+        SIM_PID = proc.pid
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def measure(cycle: Callable[[], None], cycles: int, reps: int) -> tuple[float, float]:
+    """Median rate [Hz] and median CPU time per cycle [ms] (this process, all threads).
+
+    The virtual bus's CPU per cycle goes to ``SIM_CPU["last"]``.
+    """
+    rates, cpus, sims = [], [], []
+    for _ in range(reps):
+        w0, c0, s0 = time.perf_counter(), time.process_time(), sim_cpu()
+        for _ in range(cycles):
+            cycle()
+        w1, c1, s1 = time.perf_counter(), time.process_time(), sim_cpu()
+        rates.append(cycles / (w1 - w0))
+        cpus.append((c1 - c0) / cycles * 1e3)
+        sims.append((s1 - s0) / cycles * 1e3)
+    SIM_CPU["last"] = statistics.median(sims)
+    return statistics.median(rates), statistics.median(cpus)
+
+
+def goal_bytes(k: int) -> dict[int, bytes]:
+    return {i: (2048 + (k % 50)).to_bytes(4, "little") for i in IDS}
+
+
+def ours(port: str, method: ReadMethod, length: int, address: int, cycles: int, reps: int):
+    bus = DynamixelBus(port, BAUD, 2, retries=0, margin_ms=20.0)
+    bus.open()
+    reads = [(i, address, length) for i in IDS]
+    k = 0
+
+    def cycle() -> None:
+        nonlocal k
+        with suppress(CommTimeout, CrcError):  # counted in bus.counters
+            bus.group_read(method, reads)
+        bus.sync_write(GOAL, 4, goal_bytes(k))
+        k += 1
+
+    try:
+        cycle()
+        return measure(cycle, cycles, reps), bus.counters
+    finally:
+        bus.close()
+
+
+def sdk_groups(port_handler, cycles: int, reps: int):
+    ph = sdk.PacketHandler(2.0)
+    port_handler.openPort()
+    port_handler.setBaudRate(BAUD)
+    reader = sdk.GroupSyncRead(port_handler, ph, POSITION, 4)
+    writer = sdk.GroupSyncWrite(port_handler, ph, GOAL, 4)
+    for i in IDS:
+        reader.addParam(i)
+    failures = 0
+    k = 0
+
+    def cycle() -> None:
+        nonlocal failures, k
+        if reader.txRxPacket() != sdk.COMM_SUCCESS:
+            failures += 1
+        writer.clearParam()
+        for i, data in goal_bytes(k).items():
+            writer.addParam(i, list(data))
+        writer.txPacket()
+        k += 1
+
+    try:
+        cycle()
+        return measure(cycle, cycles, reps), failures
+    finally:
+        port_handler.closePort()
+
+
+def backend_cycle(port: str, cycles: int, reps: int):
+    servos = [ServoSpec(i, "XM430-W350", f"j{i}") for i in IDS]
+
+    async def run() -> tuple[tuple[float, float], int]:
+        async with DynamixelBackend(BusSpec(port, BAUD, 2), servos, margin_ms=20.0) as arm:
+            await arm.read()
+            rates, cpus, sims = [], [], []
+            for _ in range(reps):
+                w0, c0, s0 = time.perf_counter(), time.process_time(), sim_cpu()
+                for _ in range(cycles):
+                    try:
+                        state = await arm.read()
+                    except (CommTimeout, CrcError):
+                        continue
+                    await arm.write({"j1": float(state.position[0])})
+                w1, c1, s1 = time.perf_counter(), time.process_time(), sim_cpu()
+                rates.append(cycles / (w1 - w0))
+                cpus.append((c1 - c0) / cycles * 1e3)
+                sims.append((s1 - s0) / cycles * 1e3)
+            SIM_CPU["last"] = statistics.median(sims)
+            return (statistics.median(rates), statistics.median(cpus)), arm.counters.timeouts
+
+    return asyncio.run(run())
+
+
+def stall_ours(port: str, reps: int) -> tuple[float, float]:
+    """Median duration [ms] of a sync read of 6 present ids, and of 6 + 1 missing id."""
+    bus = DynamixelBus(port, BAUD, 2, retries=0)  # the default 3 ms margin
+    bus.open()
+    try:
+        ok, missing = [], []
+        for _ in range(reps):
+            t = time.perf_counter()
+            try:
+                bus.group_read(ReadMethod.SYNC_READ, [(i, POSITION, 4) for i in IDS])
+                ok.append(time.perf_counter() - t)
+            except CommTimeout:  # a late reply on the busy machine: not a sample
+                continue
+            t = time.perf_counter()
+            with suppress(CommTimeout):
+                bus.group_read(ReadMethod.SYNC_READ, [(i, POSITION, 4) for i in [*IDS, 7]])
+            missing.append(time.perf_counter() - t)
+        return statistics.median(ok) * 1e3, statistics.median(missing) * 1e3
+    finally:
+        bus.close()
+
+
+def stall_sdk(port: str, reps: int) -> tuple[float, float]:
+    handler = sdk.PortHandler(port)
+    handler.openPort()
+    handler.setBaudRate(BAUD)
+    ph = sdk.PacketHandler(2.0)
+    good = sdk.GroupSyncRead(handler, ph, POSITION, 4)
+    bad = sdk.GroupSyncRead(handler, ph, POSITION, 4)
+    for i in IDS:
+        good.addParam(i)
+        bad.addParam(i)
+    bad.addParam(7)
+    try:
+        ok, missing = [], []
+        for _ in range(reps):
+            t = time.perf_counter()
+            good.txRxPacket()
+            ok.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            bad.txRxPacket()
+            missing.append(time.perf_counter() - t)
+        return statistics.median(ok) * 1e3, statistics.median(missing) * 1e3
+    finally:
+        handler.closePort()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=400)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument(
+        "--no-write", action="store_true", help="print, do not update BENCHMARKS.md"
+    )
+    args = parser.parse_args()
+    n, reps = args.cycles, args.reps
+    _raise_priority()
+    niced = os.getpriority(os.PRIO_PROCESS, 0) == PRIORITY
+
+    wire4 = cycle_budget(servos=6, read_length=4, write_length=4, baudrate=BAUD)
+    wire10 = cycle_budget(
+        servos=6, read_length=10, write_length=4, baudrate=BAUD, method=ReadMethod.FAST_SYNC_READ
+    )
+    with sim_bus() as port:
+        (r_sync, c_sync), cnt_sync = ours(port, ReadMethod.SYNC_READ, 4, POSITION, n, reps)
+        v_sync = SIM_CPU["last"]
+        (r_fast, c_fast), cnt_fast = ours(port, ReadMethod.FAST_SYNC_READ, 10, 126, n, reps)
+        v_fast = SIM_CPU["last"]
+        (r_back, c_back), back_timeouts = backend_cycle(port, n, reps)
+        v_back = SIM_CPU["last"]
+        (r_stock, c_stock), f_stock = sdk_groups(sdk.PortHandler(port), n, reps)
+        v_stock = SIM_CPU["last"]
+        (r_block, c_block), f_block = sdk_groups(BlockingPortHandler(port, margin_ms=20.0), n, reps)
+        v_block = SIM_CPU["last"]
+        ok_ours, miss_ours = stall_ours(port, max(reps * 4, 20))
+        ok_sdk, miss_sdk = stall_sdk(port, max(reps, 5))
+
+    def row(name: str, rate: float, cpu: float, limit: float, sim: float) -> str:
+        return (
+            f"| {name} | {rate:.0f} | {rate / limit * 100:.0f} % of {limit:.0f} | "
+            f"{cpu:.3f} | {cpu * rate / 1e3 * 100:.0f} % | {sim:.2f} |"
+        )
+
+    rows = "\n".join(
+        [
+            row("hilbot bus: sync read 4 B + sync write", r_sync, c_sync, wire4.max_rate, v_sync),
+            row("hilbot bus: fast sync read 10 B + write", r_fast, c_fast, wire10.max_rate, v_fast),
+            row("hilbot backend: await read() + write()", r_back, c_back, wire10.max_rate, v_back),
+            row("stock SDK PortHandler + SDK groups", r_stock, c_stock, wire4.max_rate, v_stock),
+            row("SDK groups on BlockingPortHandler", r_block, c_block, wire4.max_rate, v_block),
+        ]
+    )
+
+    def stall_row(name: str, ok: float, missing: float) -> str:
+        return f"| {name} | {ok:.2f} | {missing:.2f} | {missing - ok:.2f} |"
+
+    body = f"""Machine shared with other busy jobs (2 cores): medians of {reps} runs of {n} cycles.
+Both processes ran at nice {PRIORITY if niced else 0} (a robot gives its bus driver priority too).
+The virtual bus runs in its own process (`hilbot sim-bus`, 6 x XM430-W350, Return Delay
+Time 0) and delays each reply by its wire time at 10 bits per byte.
+
+**Wire limit** (Protocol 2.0, 6 servos, 1 Mbps, 10 µs per byte):
+
+- 4-byte sync read: instruction 14 + 6 = 20 B, replies 6 x (11 + 4) = 90 B;
+  sync write of 4-byte goals: 14 + 6 x (1 + 4) = 44 B. Total 154 B = 1.54 ms
+  -> **{wire4.max_rate:.0f} Hz**.
+- hilbot's real cycle, fast sync read of 10 bytes (current, velocity, position):
+  20 B + one reply 8 + 6 x (10 + 4) = 92 B, plus the 44 B write: 156 B = 1.56 ms
+  -> **{wire10.max_rate:.0f} Hz**.
+
+| cycle | rate [Hz] | vs wire limit | our CPU/cycle [ms] | our CPU/wall | bus sim CPU/cycle [ms] |
+|---|---|---|---|---|---|
+{rows}
+
+CPU is this process's CPU time (all threads) per cycle; the stock handler spins in
+`readPort` while it waits for replies, ours blocks in `select`. Timeouts/failures during
+the runs: hilbot sync {cnt_sync.timeouts}, fast {cnt_fast.timeouts}, backend
+{back_timeouts}, stock SDK {f_stock}, SDK on BlockingPortHandler {f_block}.
+
+**Reading the figures.** hilbot's side spends {c_fast:.2f} ms of CPU per fast-read cycle
+against {c_stock:.2f} ms for the stock SDK port handler ({c_stock / c_fast:.1f} x less), and the
+same SDK group calls on our BlockingPortHandler drop from {c_stock:.2f} to {c_block:.2f} ms: the
+stock handler's CPU is spent spinning in `readPort` while waiting. The >= 90 % of the wire
+limit target is **not met on this machine**: the virtual bus itself (pure Python, wire
+timing by sleep-then-spin) needs {v_fast:.2f} ms of CPU per cycle, more than the
+{wire10.cycle_time * 1e3:.2f} ms the wire needs, so with both sides sharing 2 busy cores the
+pair cannot run at wire speed; the rate measured is the simulator's, not the wire's.
+
+**Missing servo stall** (sync read of ids 1-6 plus an absent id 7, minus a read of 1-6):
+
+| port handler | read of 6 [ms] | read of 6 + missing [ms] | stall [ms] |
+|---|---|---|---|
+{stall_row("hilbot (deadline = wire time + 3 ms margin)", ok_ours, miss_ours)}
+{stall_row("stock SDK (wire time + 2 x 16 ms LATENCY_TIMER + 2 ms)", ok_sdk, miss_sdk)}
+"""
+    if args.no_write:
+        print(body)
+    else:
+        write_section(
+            "bus", "Dynamixel bus: cycle rate, CPU while waiting, missing-servo stall", body
+        )
+
+
+if __name__ == "__main__":
+    main()
