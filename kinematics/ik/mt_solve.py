@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -22,6 +23,7 @@ from hilbot.kinematics.ik.mt_tasks import (
     Task,
 )
 from hilbot.kinematics.ik.mt_terms import (
+    MAX_POSITION_ERROR,
     collision_rows,
     frame_rows,
     hint_rows,
@@ -177,13 +179,43 @@ def iterate(
             break
         extra = 0.1 * extra if extra > 1e-6 else 0.0
         gain = ev.merit - ev_new.merit
+        relax = _compromise(ev, ev_new, options)
         q, ev = q_new, ev_new
+        if relax and (relaxed := _relax(problem)) is not None:
+            problem = relaxed  # position wins over an unreachable orientation
+            ev = evaluate(problem, q, q0)
+            continue
         if _primary_met(problem, ev, options) and gain < 1e-12 * max(1.0, abs(ev.merit)):
             return q, _meta(iteration, ev, Status.CONVERGED)
     else:
         if _primary_met(problem, ev, options):
             status = Status.CONVERGED
     return q, _meta(iteration, ev, status)
+
+
+def _compromise(old: _Eval, new: _Eval, options: SolveOptions) -> bool:
+    """Linear convergence near the targets with an orientation unmet: they trade off.
+
+    Gauss-Newton converges quadratically on consistent targets; a merit that only
+    halves per step while no error is clamped means an unreachable orientation is
+    pulling a position off.
+    """
+    return (
+        options.tolerance < new.residual < MAX_POSITION_ERROR
+        and new.orientation_residual is not None
+        and new.orientation_residual > options.orientation_tolerance
+        and new.merit > 0.5 * old.merit
+    )
+
+
+def _relax(problem: Problem) -> Problem | None:
+    """The problem with every frame task's orientation weight divided by 10 (None: done)."""
+    if all(t.orientation_weight <= 1e-6 * t.position_weight for t in problem.primary):
+        return None
+    primary = tuple(
+        replace(t, orientation_weight=0.1 * t.orientation_weight) for t in problem.primary
+    )
+    return problem._replace(primary=primary)
 
 
 def _clear(problem: Problem, before: TreeContext, after: TreeContext) -> bool:

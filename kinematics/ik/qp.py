@@ -220,10 +220,17 @@ class QPSolver(Solver):
                 status = Status.STALLED if predicted <= 1e-6 * cost else Status.DIVERGED
                 break
             extra = 0.1 * extra if extra > 1e-6 else 0.0
-            improvement = _true_cost(residual, angle, weights) - cost_new
+            cost_old = _true_cost(residual, angle, weights)
+            improvement = cost_old - cost_new
             q, pose, jac = q_new, pose_new, jac_new
             a, b, residual, angle = a_new, b_new, res_new, ang_new
             cost = float(b @ b)
+            if _compromise(cost_old, cost_new, residual) and _stuck_on_orientation(
+                residual, angle, options, weights
+            ):
+                a, b, residual, angle = task_rows(pose, jac, target, weights)
+                cost = float(b @ b)
+                continue
             if improvement < 1e-14 and not _done(residual, angle, options):
                 if _stuck_on_orientation(residual, angle, options, weights):
                     a, b, residual, angle = task_rows(pose, jac, target, weights)
@@ -258,11 +265,27 @@ def _done(residual: float, angle: float | None, options: SolveOptions) -> bool:
     return angle is None or angle <= options.orientation_tolerance
 
 
+def _compromise(cost_old: float, cost_new: float, residual: float) -> bool:
+    """Linear convergence close to the target: position and orientation are trading off.
+
+    Gauss-Newton converges quadratically when the target is consistent; a cost that
+    only halves per step while the error is not clamped means an unreachable
+    orientation is pulling the position off (position should win, when not strict).
+    """
+    return residual < _MAX_POSITION_ERROR and cost_new > 0.5 * cost_old
+
+
 def _stuck_on_orientation(
     residual: float, angle: float | None, options: SolveOptions, weights: _Weights
 ) -> bool:
-    """Position wins when not strict: when stuck short of the position, relax orientation."""
-    if options.strict_orientation or angle is None or residual <= options.tolerance:
+    """Position wins: when stuck short of the position, relax the orientation weight.
+
+    With ``strict_orientation`` the verdict changes (an unmet orientation raises),
+    not the priority: the position is met first either way.
+    """
+    if angle is None or residual <= options.tolerance:
+        return False
+    if angle <= options.orientation_tolerance:
         return False
     if weights.orientation < 1e-6 * weights.position:
         return False

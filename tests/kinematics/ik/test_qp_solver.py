@@ -10,19 +10,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hilbot.kinematics import load_urdf
-from hilbot.kinematics.ik.errors import IKError, InvalidTarget, Unreachable
+from hilbot.kinematics.ik.errors import IKError, InvalidTarget, OrientationUnreachable, Unreachable
 from hilbot.kinematics.ik.limits import (
     Capsule,
     CollisionAvoidance,
     LinearInequality,
     VelocityLimit,
 )
+from hilbot.kinematics.ik.multitask import MultiTaskSolver
 from hilbot.kinematics.ik.qp import ChainContext, QPSolver
 from hilbot.kinematics.ik.solution import Status
 
 ROBOTS = Path(__file__).resolve().parents[3] / "configs" / "robots"
 ARMS = {
     "ur5": ("ur5.urdf", "base_link", "tool0"),
+    "panda": ("panda.urdf", "panda_link0", "panda_hand_tcp"),
+    "widowx-250s": ("widowx_250s.urdf", "base_link", "ee_gripper_link"),
+    "koch-v1.1": ("koch_v1_1.urdf", "base_link", "tool"),
+    "openmanipulator-x": ("openmanipulator_x.urdf", "world", "end_effector_link"),
     "bimanual-left": ("bimanual.urdf", "torso", "left_tool"),
     "bimanual-right": ("bimanual.urdf", "torso", "right_tool"),
 }
@@ -39,21 +44,69 @@ def _random_q(chain, rng, span=np.pi):
     return rng.uniform(np.maximum(chain.lower, -span), np.minimum(chain.upper, span))
 
 
-def test_reaches_random_reachable_poses(arm):
+@pytest.mark.parametrize("solver_class", [QPSolver, MultiTaskSolver], ids=["qp", "multitask"])
+def test_reaches_random_reachable_poses(arm, solver_class):
+    """Full poses on 6- and 7-DoF arms, positions on the 4- and 5-DoF ones."""
     robot, source, tip, chain = arm
     rng = np.random.default_rng(20)
-    solver = QPSolver()
-    reached = 0
-    for _ in range(40):
+    solver = solver_class()
+    for _ in range(25):
         q_true = _random_q(chain, rng)
         seed = np.clip(q_true + rng.uniform(-0.3, 0.3, chain.dof), chain.lower, chain.upper)
-        solution = solver.solve(robot, seed, source, tip, chain.fk(q_true), max_iterations=100)
-        reached += solution.reached
+        pose = chain.fk(q_true)
+        target = pose if chain.dof >= 6 else pose[:3, 3]
+        solution = solver.solve(robot, seed, source, tip, target, max_iterations=100)
+        assert solution.reached
         assert solution.status is Status.CONVERGED
         assert solution.residual <= 1e-4
-        assert solution.orientation_residual <= 0.01
+        if chain.dof >= 6:
+            assert solution.orientation_residual <= 0.01
         assert np.all(solution.q >= chain.lower) and np.all(solution.q <= chain.upper)
-    assert reached == 40
+
+
+@pytest.mark.parametrize("solver_class", [QPSolver, MultiTaskSolver], ids=["qp", "multitask"])
+def test_tracking_a_path_never_jumps(solver_class):
+    """Small steps along a Cartesian circle: consecutive solutions stay close."""
+    robot = load_urdf(ROBOTS / "ur5.urdf")
+    chain = robot.path_between("base_link", "tool0")
+    q = np.array([0.0, -1.4, 1.6, -1.8, -1.57, 0.0])
+    start = chain.fk(q)
+    solver = solver_class()
+    for k in range(1, 120):
+        angle = 2 * np.pi * k / 120
+        target = start.copy()
+        target[:3, 3] += 0.1 * np.array([np.cos(angle) - 1.0, np.sin(angle), 0.3 * np.sin(angle)])
+        solution = solver.solve(robot, q, "base_link", "tool0", target, max_iterations=20)
+        assert solution.reached
+        assert np.max(np.abs(solution.q - q)) < 0.1
+        q = solution.q
+
+
+@pytest.mark.parametrize("solver_class", [QPSolver, MultiTaskSolver], ids=["qp", "multitask"])
+def test_position_wins_over_an_unreachable_orientation(solver_class):
+    """A 4-DoF arm cannot take any orientation: position is met, orientation best effort."""
+    robot = load_urdf(ROBOTS / "openmanipulator_x.urdf")
+    chain = robot.path_between("world", "end_effector_link")
+    q_true = np.array([0.4, -0.3, 0.5, 0.2])
+    target = chain.fk(q_true)
+    rotation = target[:3, :3] @ np.array([[1, 0, 0], [0, 0, -1], [0, 1, 0]])  # 90° about x
+    seed = q_true + 0.1
+    solution = solver_class().solve(
+        robot, seed, "world", "end_effector_link", (target[:3, 3], rotation), max_iterations=100
+    )
+    assert solution.reached
+    assert solution.residual <= 1e-4
+    assert solution.orientation_residual > 0.1
+    with pytest.raises(OrientationUnreachable):
+        solver_class().solve(
+            robot,
+            seed,
+            "world",
+            "end_effector_link",
+            (target[:3, 3], rotation),
+            strict_orientation=True,
+            max_iterations=100,
+        )
 
 
 @pytest.mark.parametrize("form", ["position", "axis", "quaternion", "matrix"])
