@@ -23,6 +23,26 @@ from hilbot.kinematics.ik.errors import (
     UnsupportedJoint,
 )
 from hilbot.kinematics.ik.fabrik import FABRIKSolver
+from hilbot.kinematics.ik.limits import (
+    Capsule,
+    CollisionAvoidance,
+    ConfigurationLimit,
+    Limit,
+    LinearInequality,
+    Sphere,
+    VelocityLimit,
+)
+from hilbot.kinematics.ik.mt_collision import load_self_collision
+from hilbot.kinematics.ik.mt_tasks import (
+    ElbowHint,
+    FrameTask,
+    JointLimitTask,
+    ManipulabilityTask,
+    PostureTask,
+    RelativeFrameTask,
+    RestTask,
+    SelfCollision,
+)
 from hilbot.kinematics.ik.multistart import MultiStartSolver
 from hilbot.kinematics.ik.multitask import MultiTaskSolver
 from hilbot.kinematics.ik.qp import QPSolver
@@ -32,23 +52,39 @@ from hilbot.kinematics.ik.target import OrientationKind, Target, parse_target
 __all__ = [
     "BatchResult",
     "BatchSolver",
+    "Capsule",
+    "CollisionAvoidance",
+    "ConfigurationLimit",
     "DLSSolver",
+    "ElbowHint",
     "FABRIKSolver",
+    "FrameTask",
     "IKError",
     "InvalidTarget",
+    "JointLimitTask",
+    "Limit",
+    "LinearInequality",
+    "ManipulabilityTask",
     "MultiStartSolver",
     "MultiTaskSolver",
     "NoDofs",
     "NoSolution",
     "OrientationKind",
     "OrientationUnreachable",
+    "PostureTask",
     "QPSolver",
+    "RelativeFrameTask",
+    "RestTask",
+    "SelfCollision",
     "Solution",
     "Solver",
+    "Sphere",
     "Status",
     "Target",
     "Unreachable",
     "UnsupportedJoint",
+    "VelocityLimit",
+    "load_self_collision",
     "parse_target",
     "solve",
 ]
