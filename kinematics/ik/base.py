@@ -184,7 +184,7 @@ class Solver(abc.ABC):
     ) -> Solution:
         safe = np.minimum(np.maximum(q, box.lower), box.upper)
         residual, orientation = meta.residual, meta.orientation_residual
-        if not np.array_equal(safe, q):
+        if (safe != q).any():
             residual, orientation = residuals(chain, safe, target)
         reached = residual <= options.tolerance and (
             not options.strict_orientation

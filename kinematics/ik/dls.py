@@ -180,8 +180,9 @@ class _Run:
             it += 1
             e = _clamp(ev.error, s.position_clamp, s.orientation_clamp)
             lam2 = mu * (s.damping + 0.5 * _cost(e, w2))
+            pinned: list[int] = []
             try:
-                dq = self.step(step, q, ev.columns, e, lam2, w, task.rows)
+                dq = self.step(step, q, ev.columns, e, lam2, w, task.rows, pinned)
             except ArithmeticError:
                 mu *= 10.0
                 continue
@@ -192,7 +193,7 @@ class _Run:
                 k = s.max_step / biggest
                 dq = [d * k for d in dq]
             for _ in range(s.max_backtracks + 1):
-                qn = self.clip(ctx.integrate(q, dq))
+                qn = self.clip(ctx.integrate(q, dq), pinned)
                 pose, cols = ctx.fk_jacobian(qn)
                 evn = evaluate(task, pose, cols)
                 costn = _cost(evn.error, w2)
@@ -215,8 +216,12 @@ class _Run:
         lam2: float,
         w: float,
         rows: int,
+        pinned: list[int],
     ) -> list[float]:
-        """One damped step with the box handled by an active set (pin and re-solve)."""
+        """One damped step with the box handled by an active set (pin and re-solve).
+
+        The coordinates pinned to a bound are appended to ``pinned``.
+        """
         z = self.preferred(q)
         solve = self.svd_step if self.solver.svd else step
         dq: list[float] = solve(cols, e, lam2, w, z)
@@ -235,6 +240,7 @@ class _Run:
                 for k in range(rows):
                     r[k] -= c[k] * d
                 free.remove(i)
+                pinned.append(i)
             if not free:
                 break
             sub_step = dls_step(rows, len(free), preferred=True)
@@ -286,11 +292,20 @@ class _Run:
                 return True
         return False
 
-    def clip(self, q: list[float]) -> list[float]:
-        """``q`` clipped into the box (guards the rounding of the integration)."""
+    def clip(self, q: list[float], pinned: list[int]) -> list[float]:
+        """``q`` clipped into the box against rounding.
+
+        On scalar chains only pinned coordinates can land (an ulp) outside: free ones
+        were checked inside the box, and scaling a step keeps it between ``q`` and ``q + dq``.
+        """
         if not self.bounded:
             return q
-        return [min(max(x, a), b) for x, a, b in zip(q, self.lo, self.hi, strict=True)]
+        lo, hi = self.lo, self.hi
+        if self.ctx.scalar:
+            for i in pinned:
+                q[i] = min(max(q[i], lo[i]), hi[i])
+            return q
+        return [min(max(x, a), b) for x, a, b in zip(q, lo, hi, strict=True)]
 
 
 def _cost(e: list[float], w2: float) -> float:
