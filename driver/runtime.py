@@ -299,8 +299,7 @@ class Runtime:
         try:
             while True:
                 tick = await self._ticker.wait()
-                if tick.overrun:
-                    self.stats.overruns += 1 + tick.skipped
+                self.stats.overruns += tick.skipped
                 while not self._queue.empty():
                     await self._run_command(*self._queue.get_nowait())
                 await self._cycle(tick.deadline, tick.woke)

@@ -2,13 +2,17 @@
 
 asyncio's own sleep is coarse on Linux: the epoll selector rounds timeouts up to
 whole milliseconds, which at 500 Hz gives 0.5-1.1 ms of lateness. The
-:class:`ThreadTicker` instead runs a timer thread that sleeps until ~200 µs before
-each deadline, busy-waits the rest (yielding the GIL on every spin), and wakes
-the event loop through ``call_soon_threadsafe``. Everything else stays on asyncio.
+:class:`ThreadTicker` instead runs a timer thread that sleeps until shortly before
+each deadline and wakes the event loop through ``call_soon_threadsafe``; the loop
+then busy-waits the last stretch itself, so neither the thread's sleep overshoot
+nor the loop's wake-up latency shows as lateness. Everything else stays on asyncio.
 
 Deadlines are on a fixed grid ``start + k * period``: a late cycle does not shift
 the grid, and ticks that pass while a cycle is still running are skipped and
 counted as overruns, never delivered in a burst.
+
+On a loaded machine the scheduler, not Python, dominates lateness; :func:`enable_realtime`
+puts the process under ``SCHED_FIFO`` where that is permitted (``hilbot run --realtime``).
 
 :class:`SteppedTicker` is for tests and simulations on a :class:`ManualClock`:
 each tick advances the clock by one period at once, so a simulated minute takes
@@ -18,12 +22,31 @@ as long as the computation does.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
-SPIN = 200e-6  # [s] busy-wait before each deadline; time.sleep overshoots by ~50-100 µs
+EARLY = 250e-6  # [s] the thread wakes the loop this long before a deadline; the loop spins the rest
+# time.sleep overshoots by 50-100 µs and waking the loop through its self-pipe costs another
+# 20-100 µs on a busy machine (more after a long idle): the margin adapts to the measured
+# wake-up delay (its 99th percentile over the last ADAPT_WINDOW ticks, plus EARLY_SLACK).
+EARLY_MIN = 100e-6  # [s]
+EARLY_SLACK = 100e-6  # [s]
+ADAPT_WINDOW = 128  # ticks
+
+
+def enable_realtime(priority: int = 50) -> bool:
+    """Run this process (and the threads it starts later) under ``SCHED_FIFO`` at ``priority``.
+
+    Returns whether it worked (it needs root or ``CAP_SYS_NICE`` and Linux).
+    """
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (AttributeError, OSError, PermissionError):
+        return False
+    return True
 
 
 class Tick(NamedTuple):
@@ -32,7 +55,7 @@ class Tick(NamedTuple):
     deadline: float  # [s] on the ticker's clock
     woke: float  # [s] when the event loop ran the cycle's wake-up
     skipped: int  # deadlines dropped entirely while the previous cycle was still running
-    overrun: bool  # the previous cycle was still running at this deadline
+    overrun: bool  # deadlines were missed entirely (skipped > 0) since the previous tick
 
 
 class Ticker(Protocol):
@@ -100,31 +123,40 @@ class ThreadTicker:
     Args:
         period: [s] between deadlines.
         clock: a monotonic clock [s]; must be safe to call from any thread.
-        spin: [s] of busy-waiting before each deadline.
+        early: [s] the thread wakes the loop before each deadline; the loop busy-waits
+            the rest (0 disables the busy wait).
     """
 
     def __init__(
         self,
         period: float,
         clock: Callable[[], float] = time.perf_counter,
-        spin: float = SPIN,
+        early: float = EARLY,
     ) -> None:
         if period <= 0:
             raise ValueError(f"period must be positive, got {period}")
         self.period = period
         self._clock = clock
-        self._spin = spin
+        self._early = min(early, period / 2)
+        self._adaptive = early > 0
+        self._delays = [0.0] * ADAPT_WINDOW  # [s] thread wake target -> loop callback
+        self._n_delays = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._waiter: asyncio.Future[Tick] | None = None
-        self._pending: float | None = None  # newest deadline nobody waited for yet
-        self._skipped = 0
+        # Written by the thread, read by the loop: (index, deadline, wake time) of the newest
+        # deadline. One callback is in flight at most (``_posted``), so a blocked loop finds
+        # one tick, the newest, when it comes back, not a queue of stale ones.
+        self._latest: tuple[int, float, float] = (-1, 0.0, 0.0)
+        self._posted = False
+        self._seen = -1  # index of the newest deadline the loop has taken
+        self._pending: tuple[float, int] | None = None  # (deadline, skipped) nobody waited for
 
     def start(self) -> None:
         """Start the timer thread; must be called from the event loop's thread."""
-        if self._thread is not None:
-            raise RuntimeError("ThreadTicker already started")
+        if self._thread is not None or self._stopping.is_set():
+            raise RuntimeError("a ThreadTicker can be started once")
         self._loop = asyncio.get_running_loop()
         first = self._clock() + self.period
         self._thread = threading.Thread(
@@ -135,44 +167,80 @@ class ThreadTicker:
     def _run(self, deadline: float) -> None:
         loop = self._loop
         assert loop is not None
-        clock, spin, period = self._clock, self._spin, self.period
+        clock, period = self._clock, self.period
+        index = 0
         while not self._stopping.is_set():
-            remaining = deadline - clock() - spin
+            wake = deadline - self._early
+            remaining = wake - clock()
             if remaining > 0:
                 time.sleep(remaining)
-            while clock() < deadline:
-                time.sleep(0)  # yields the GIL to the loop thread while spinning
-            try:
-                loop.call_soon_threadsafe(self._fire, deadline)
-            except RuntimeError:  # the loop closed under us
-                return
+            self._latest = (index, deadline, wake)
+            if not self._posted:
+                self._posted = True
+                try:
+                    loop.call_soon_threadsafe(self._collect)
+                except RuntimeError:  # the loop closed under us
+                    return
+            index += 1
             deadline += period
-            now = clock()
-            if now > deadline:  # this thread was descheduled: skip to the grid point ahead
-                deadline += period * ((now - deadline) // period + 1)
+            late = clock() - deadline
+            if late > 0:  # this thread was descheduled: skip to the grid point ahead
+                n = int(late // period) + 1
+                index += n
+                deadline += n * period
 
-    def _fire(self, deadline: float) -> None:
+    def _collect(self) -> None:
+        """On the loop: take the newest deadline, hand it to a waiter or keep it pending."""
+        self._posted = False
+        index, deadline, wake = self._latest
+        if index <= self._seen:
+            return
+        if self._adaptive:
+            self._adapt(self._clock() - wake)
+        skipped = index - self._seen - 1 if self._seen >= 0 else 0
+        self._seen = index
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             self._waiter = None
-            waiter.set_result(Tick(deadline, self._clock(), self._skipped, False))
-            self._skipped = 0
+            woke = self._spin_until(deadline)
+            waiter.set_result(Tick(deadline, woke, skipped, skipped > 0))
             return
         if self._pending is not None:
-            self._skipped += 1
-        self._pending = deadline
+            skipped += self._pending[1] + 1
+        self._pending = (deadline, skipped)
 
     async def wait(self) -> Tick:
-        """Return the next tick; at once if one passed while the caller was busy."""
-        if self._pending is not None:
-            deadline, self._pending = self._pending, None
-            tick = Tick(deadline, self._clock(), self._skipped, True)
-            self._skipped = 0
-            return tick
+        """Return the next tick at its deadline (at once if it passed while the caller was busy)."""
         if self._loop is None:
             raise RuntimeError("ThreadTicker.wait() before start()")
+        self._collect()
+        if self._pending is not None:
+            (deadline, skipped), self._pending = self._pending, None
+            woke = self._spin_until(deadline)
+            return Tick(deadline, woke, skipped, skipped > 0)
         self._waiter = self._loop.create_future()
         return await self._waiter
+
+    @property
+    def early(self) -> float:
+        """The current wake-up margin before each deadline [s]."""
+        return self._early
+
+    def _adapt(self, delay: float) -> None:
+        self._delays[self._n_delays] = delay
+        self._n_delays += 1
+        if self._n_delays == ADAPT_WINDOW:
+            self._n_delays = 0
+            p99 = sorted(self._delays)[int(0.99 * ADAPT_WINDOW) - 1]
+            self._early = min(max(p99 + EARLY_SLACK, EARLY_MIN), self.period / 2)
+
+    def _spin_until(self, deadline: float) -> float:
+        # Busy-wait on the loop thread: at most ``early`` seconds, and only when on time.
+        clock = self._clock
+        now = clock()
+        while now < deadline:
+            now = clock()
+        return now
 
     def stop(self) -> None:
         """Stop the timer thread and wait for it (at most one period)."""
