@@ -98,8 +98,8 @@ def test_linear_inequality_checks_shapes_and_columns(ur5):
 
 def test_closest_points_match_dense_sampling():
     rng = np.random.default_rng(3)
-    s = np.linspace(0.0, 1.0, 401)
-    for _ in range(200):
+    s = np.linspace(0.0, 1.0, 201)
+    for _ in range(100):
         p1, q1, p2, q2 = rng.normal(size=(4, 3))
         if rng.random() < 0.2:
             q2 = p2.copy()  # a point
@@ -108,7 +108,7 @@ def test_closest_points_match_dense_sampling():
         sampled_b = p2 + s[:, None] * (q2 - p2)
         brute = np.min(np.linalg.norm(sampled_a[:, None] - sampled_b[None], axis=2))
         assert np.linalg.norm(a - b) <= brute + 1e-12
-        assert np.linalg.norm(a - b) >= brute - 1e-2
+        assert np.linalg.norm(a - b) >= brute - 2e-2
 
 
 def test_point_jacobian_matches_finite_differences(ur5):
