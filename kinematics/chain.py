@@ -28,6 +28,20 @@ class Chain:
     ``(x, y, z, rx, ry, rz)`` (position, rotation vector) for a floating joint. Mimic
     followers have no column: they follow their leader, which gets a column even when it
     is not itself on the path. Poses and Jacobians are expressed in the source frame.
+
+    Attributes:
+        robot: The robot the chain belongs to.
+        source: The source link (the frame of every result).
+        target: The target link.
+        links: Links on the path, source first, target last.
+        path: Every joint on the path, fixed and mimic ones included, source to target.
+        joints: The joints that own configuration columns, in column order.
+        jacobian_columns: Column -> ``(joint name, index within the joint)``.
+        dof: Number of columns.
+        lower: (dof,) lower position bounds (``-inf`` where unbounded).
+        upper: (dof,) upper position bounds (``inf`` where unbounded).
+        velocity_limit: (dof,) URDF velocity limits (``inf`` where none, and for the
+            coordinates of planar and floating joints).
     """
 
     def __init__(self, robot: Robot, source: str, target: str) -> None:

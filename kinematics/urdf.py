@@ -28,7 +28,7 @@ def load_urdf(path_or_xml: str | os.PathLike[str]) -> Robot:
     if isinstance(path_or_xml, str) and path_or_xml.lstrip().startswith("<"):
         text = path_or_xml
     else:
-        text = Path(path_or_xml).read_text(encoding="utf-8")
+        text = Path(path_or_xml).read_text(encoding="utf-8-sig")
     try:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
