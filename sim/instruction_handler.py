@@ -182,10 +182,14 @@ class InstructionHandler:
         return replies
 
     def _unicast(self, item: InstructionPacket, servo: VirtualServo, now: float) -> Reply | None:
-        error, params, level = self._execute(item, servo, now)
-        if servo.status_return_level < level:
+        # The reply follows the servo's settings as the instruction found them: a write
+        # of ID, Status Return Level or Return Delay Time takes effect afterwards.
+        servo_id, level, delay = servo.id, servo.status_return_level, servo.return_delay
+        error, params, needed = self._execute(item, servo, now)
+        if level < needed:
             return None
-        return self._status(servo, error, params)
+        data = encode_status(StatusPacket(self.protocol, servo_id, error, params))
+        return self._deliver(servo_id, delay, data)
 
     def _execute(
         self, item: InstructionPacket, servo: VirtualServo, now: float

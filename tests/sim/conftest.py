@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from dynamixel_sdk import PacketHandler, PortHandler
+from dynamixel_sdk import PacketHandler, PortHandler, port_handler
 
 from hilbot.sim.testing import running_virtual_bus
 from hilbot.sim.virtual_bus import VirtualBus
@@ -37,6 +37,17 @@ class Sdk:
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()
+
+
+@pytest.fixture(autouse=True)
+def patient_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give the stock SDK's reply timeout room for a heavily shared CI machine.
+
+    dynamixel-sdk waits ``2 * LATENCY_TIMER + 2`` ms (+ wire time) for a status packet,
+    34 ms by default; on 2 cores shared by a dozen busy processes the server thread
+    is sometimes not scheduled that soon. Timeouts still happen, they only take longer.
+    """
+    monkeypatch.setattr(port_handler, "LATENCY_TIMER", 40)
 
 
 def open_sdk(bus: VirtualBus, protocol: int, baudrate: int) -> Sdk:
