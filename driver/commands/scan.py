@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--baud",
         type=parse_baud_list,
         default=list(COMMON_BAUD_RATES),
-        help="comma-separated baud rates to try (default: %(default)s)",
+        help="comma-separated baud rates to try (default: 57600 up to 4000000)",
     )
     parser.add_argument(
         "--protocol", type=int, choices=(1, 2), help="only this protocol (default: 2, then 1)"
@@ -57,13 +57,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ids", type=parse_id_range, help="only these ids, e.g. 1-6 (faster on 1.0)"
     )
+    parser.add_argument(
+        "--margin-ms",
+        type=float,
+        default=3.0,
+        help="how long past its wire time a reply may be late [ms] (default 3)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Scan and print a table; exit 1 when nothing answers, 2 on a port error."""
     protocols = (args.protocol,) if args.protocol else (2, 1)
     try:
-        found = scan(args.port, args.baud, protocols, ids=args.ids)
+        found = scan(args.port, args.baud, protocols, ids=args.ids, margin_ms=args.margin_ms)
     except HalError as exc:
         print(f"hilbot scan: {exc}", file=sys.stderr)
         return 2

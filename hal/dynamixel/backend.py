@@ -368,6 +368,11 @@ class DynamixelBackend:
                 self._bus.sync_write(
                     self._torque.address, self._torque.size, dict.fromkeys(self.layout.ids, off)
                 )
+                # confirm: a servo left with torque on must not go unnoticed
+                reads = [(i, self._torque.address, self._torque.size) for i in self.layout.ids]
+                for servo_id, reply in self._bus.group_read(self.method, reads).items():
+                    if self._torque.decode(reply.data):
+                        self._log.error("servo %d still has torque on after close", servo_id)
         finally:
             self._bus.close()
 

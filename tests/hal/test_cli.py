@@ -8,7 +8,22 @@ from hilbot.hal.dynamixel.tables import RegisterName as N
 
 def test_scan_finds_protocol2_servos_at_their_baud_rate(open_bus, capsys):
     vbus = open_bus({1: "XM430-W350", 4: "XL430-W250"})
-    assert main(["scan", "--port", vbus.port, "--baud", "57600,1000000", "--protocol", "2"]) == 0
+    assert (
+        main(
+            [
+                "scan",
+                "--port",
+                vbus.port,
+                "--baud",
+                "57600,1000000",
+                "--protocol",
+                "2",
+                "--margin-ms",
+                "50",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines()[1:] if line.strip()]
     assert len(lines) == 2
@@ -20,7 +35,21 @@ def test_scan_finds_protocol2_servos_at_their_baud_rate(open_bus, capsys):
 def test_scan_protocol1_by_pinging_ids(open_bus, capsys):
     vbus = open_bus({3: "AX-12A"}, protocol=1)
     assert (
-        main(["scan", "--port", vbus.port, "--baud", "1000000", "--protocol", "1", "--ids", "1-5"])
+        main(
+            [
+                "scan",
+                "--port",
+                vbus.port,
+                "--baud",
+                "1000000",
+                "--protocol",
+                "1",
+                "--ids",
+                "1-5",
+                "--margin-ms",
+                "50",
+            ]
+        )
         == 0
     )
     out = capsys.readouterr().out

@@ -39,7 +39,7 @@ async def test_occasional_drops_are_retried(six):
         try:
             await arm.read()
         except CommTimeout as exc:  # 0.3 x 0.3: a drop on the retry too is still possible
-            assert exc.servo_id == 2
+            assert exc.servo_id in range(1, 7)
     counters = arm.counters
     assert counters.retries > 0
     assert counters.timeouts >= counters.retries
