@@ -14,8 +14,17 @@ __all__ = ["ROBOTS_DIR", "config_path", "robot_names"]
 
 
 def robot_names() -> tuple[str, ...]:
-    """Names of the shipped robot configs, e.g. ``("koch_v1_1_follower", ...)``."""
-    return tuple(sorted(p.stem for p in ROBOTS_DIR.glob("*.yaml")))
+    """Names of the shipped robot configs, e.g. ``("koch_v1_1_follower", ...)``.
+
+    Other YAML files beside them (collision models, ...) have no ``servos:`` section.
+    """
+    return tuple(
+        sorted(
+            p.stem
+            for p in ROBOTS_DIR.glob("*.yaml")
+            if any(line.startswith("servos:") for line in p.read_text().splitlines())
+        )
+    )
 
 
 def config_path(name: str) -> Path:

@@ -136,15 +136,33 @@ class MultiBackend:
 
 
 def sim_backend(config: RobotConfig, **options: Any) -> Backend:
-    """A :class:`SimBackend` for the config's servos, resting at the home pose."""
+    """A :class:`SimBackend` per bus of the config, resting at the home pose."""
     from hilbot.driver.validation import load_robot
     from hilbot.sim.sim_backend import SimBackend
 
     robot = load_robot(config.urdf)
-    limits = {j: robot.joints[j].bounds() for j in config.joint_names}
+    limits = {}
+    for joint in config.joint_names:  # URDF limits narrowed by the soft limits, where finite
+        lower, upper = robot.joints[joint].bounds()
+        soft = config.safety.soft_limits.get(joint)
+        if soft is not None:
+            lower, upper = max(lower, soft[0]), min(upper, soft[1])
+        if np.isfinite(lower) and np.isfinite(upper):
+            limits[joint] = (lower, upper)
     options.setdefault("initial_positions", dict(config.home))
-    backend: Backend = SimBackend(config.servo_specs(), joint_limits=limits, **options)
-    return backend
+    backends: list[Backend] = []
+    for bus in config.buses:  # one simulated bus per real one: ids may repeat across buses
+        servos = config.servo_specs(bus.name)
+        joints = {s.joint for s in servos}
+        initial = {j: v for j, v in options["initial_positions"].items() if j in joints}
+        backends.append(
+            SimBackend(
+                servos,
+                joint_limits={j: v for j, v in limits.items() if j in joints},
+                **{**options, "initial_positions": initial},
+            )
+        )
+    return backends[0] if len(backends) == 1 else MultiBackend(backends)
 
 
 def dynamixel_backend(config: RobotConfig, ports: Mapping[str, str] | None = None) -> Backend:

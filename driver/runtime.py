@@ -392,10 +392,10 @@ class Runtime:
             if not runner.needs_solve(slot.seq):
                 continue
             t0 = self._clock()
-            values, result, reached = runner.solve(slot.value, slot.seq, self._command)
+            values, result, _ = runner.solve(slot.value, slot.seq, self._command)
             rec.ik_time += self._clock() - t0
             rec.ik[name] = result
-            if not reached:
+            if isinstance(result, Exception):
                 self.stats.ik_failures += 1
             if values is not None:
                 desired[runner.indices] = values

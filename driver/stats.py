@@ -46,7 +46,8 @@ class LoopStats:
         overhead: cycle time minus bus I/O (read and write) [s].
         ik_time: time spent in IK solvers per cycle [s].
         bus_errors: cycles whose read or write failed.
-        ik_failures: solves that did not reach their target.
+        ik_failures: solves that raised (unreachable, no solution); a solve that is
+            only slowed by the max-delta bound is not a failure.
         watchdog_trips: times a stale target stream made the robot hold.
         clamps: safety clamps applied since start.
     """
