@@ -156,3 +156,46 @@ def test_chains_from_an_inner_source_are_expressed_in_the_source_frame(
             t, j = chain.fk_jacobian(qc)
             np.testing.assert_allclose(t, want_t, rtol=0, atol=TOL)
             np.testing.assert_allclose(j, want_j, rtol=0, atol=TOL)
+
+
+PLANAR = """
+<robot name="rover">
+  <link name="world"/> <link name="base"/> <link name="mast"/> <link name="tip"/>
+  <joint name="drive" type="planar">
+    <parent link="world"/> <child link="base"/> <origin xyz="0.1 0.2 0.3" rpy="0.1 0.2 0.3"/>
+    <axis xyz="0 0 1"/>
+  </joint>
+  <joint name="pan" type="revolute">
+    <parent link="base"/> <child link="mast"/> <origin xyz="0.3 0.1 0.2"/> <axis xyz="0 1 0"/>
+    <limit lower="-1" upper="1" velocity="1" effort="1"/>
+  </joint>
+  <joint name="tip_joint" type="fixed">
+    <parent link="mast"/> <child link="tip"/> <origin xyz="0 0 0.4"/>
+  </joint>
+</robot>
+"""
+
+
+def test_planar_joint_matches_pinocchio() -> None:
+    # pinocchio's planar joint: q = (x, y, cos theta, sin theta), velocity (vx, vy, w) in the
+    # joint's moving frame; ours: q = (x, y, theta) integrated by addition in the joint frame
+    # before the motion, so our columns are pinocchio's times (R(theta)^T, 1).
+    robot = load_urdf(PLANAR)
+    model = pin.buildModelFromXML(PLANAR)
+    data = model.createData()
+    chain = robot.path_between("world", "tip")
+    fid = model.getFrameId("tip", pin.BODY)
+    rng = np.random.default_rng(11)
+    for _ in range(100):
+        x, y, theta, pan = rng.uniform(-2, 2, size=4)
+        q = np.array([x, y, np.cos(theta), np.sin(theta), pan])
+        pin.computeJointJacobians(model, data, q)
+        pin.updateFramePlacements(model, data)
+        c, s = np.cos(theta), np.sin(theta)
+        tangent = np.zeros((4, 4))
+        tangent[:2, :2] = [[c, s], [-s, c]]
+        tangent[2, 2] = tangent[3, 3] = 1.0
+        want_j = pin.getFrameJacobian(model, data, fid, pin.LOCAL_WORLD_ALIGNED) @ tangent
+        t, j = chain.fk_jacobian(np.array([x, y, theta, pan]))
+        np.testing.assert_allclose(t, data.oMf[fid].homogeneous, rtol=0, atol=TOL)
+        np.testing.assert_allclose(j, want_j, rtol=0, atol=TOL)
