@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from hilbot.kinematics import load_urdf
 from hilbot.kinematics.errors import KinematicsError
-from hilbot.kinematics.ik.limits import CollisionAvoidance
+from hilbot.kinematics.ik.limits import CollisionAvoidance, VelocityLimit
 from hilbot.kinematics.ik.mt_collision import CollisionDataError, load_self_collision
 from hilbot.kinematics.ik.mt_model import TreeContext, TreeModel
 from hilbot.kinematics.ik.mt_tasks import (
@@ -228,6 +228,28 @@ def test_limits_and_max_joint_delta_never_violated(bimanual, seed, max_joint_del
     assert np.all(solution.q >= model.lower) and np.all(solution.q <= model.upper)
     if max_joint_delta is not None:
         assert np.max(np.abs(solution.q - q0)) <= max_joint_delta + 1e-12
+
+
+def test_one_weighted_sum_mode_reaches_too(bimanual):
+    robot, model = bimanual
+    q0 = model.read(HOME)[0]
+    target = _pose(model, q0 + 0.2, "left_tool")[:3, 3]
+    solver = MultiTaskSolver(prioritized=False, posture=HOME, posture_weight=1e-3)
+    solution = solver.solve_tasks(
+        robot, q0, [FrameTask("left_tool", target)], root_link="torso", tolerance=1e-3
+    )
+    assert solution.reached
+
+
+def test_velocity_limit_bounds_each_iteration(bimanual):
+    robot, model = bimanual
+    q0 = model.read(HOME)[0]
+    target = _pose(model, q0 + 0.5, "left_tool")
+    solution = MultiTaskSolver([VelocityLimit(dt=0.01)]).solve_tasks(
+        robot, q0, [FrameTask("left_tool", target)], root_link="torso", max_iterations=1
+    )
+    assert np.all(np.abs(solution.q - q0) <= model.velocity_limit * 0.01 + 1e-12)
+    assert solution.status is Status.TIMEOUT
 
 
 def test_the_shared_solve_call_works(bimanual):

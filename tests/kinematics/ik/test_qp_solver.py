@@ -279,3 +279,17 @@ def test_rejects_non_limits_and_bad_weights():
         QPSolver(["not a limit"])
     with pytest.raises(ValueError, match="damping"):
         QPSolver(damping=0.0)
+
+
+@pytest.mark.parametrize("solver_class", [QPSolver, MultiTaskSolver], ids=["qp", "multitask"])
+def test_floating_base_chain(solver_class):
+    """A chain through the hexapod's floating joint: the base moves with the leg."""
+    robot = load_urdf(ROBOTS / "hexapod.urdf")
+    chain = robot.path_between("world", "leg1_foot")
+    q = np.zeros(chain.dof)
+    q[6:] = [0.1, 0.2, 0.3]
+    target = chain.fk(q)[:3, 3] + np.array([0.02, 0.01, -0.03])
+    solution = solver_class().solve(robot, np.zeros(chain.dof), "world", "leg1_foot", target)
+    assert solution.reached
+    np.testing.assert_allclose(chain.fk(solution.q)[:3, 3], target, atol=1e-4)
+    assert np.any(solution.q[:6] != 0.0)  # the base took part
