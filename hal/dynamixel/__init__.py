@@ -1,1 +1,33 @@
-"""Dynamixel servos on dynamixel-sdk and pyserial: protocol codec, control tables, backend."""
+"""Dynamixel servos on dynamixel-sdk and pyserial: protocol codec, control tables, backend.
+
+::
+
+    from hilbot.hal.dynamixel import DynamixelBackend
+    async with DynamixelBackend(BusSpec("/dev/ttyUSB0"), servos) as arm:
+        state = await arm.read()
+"""
+
+from hilbot.hal.dynamixel.backend import BackendState, DynamixelBackend
+from hilbot.hal.dynamixel.bus import DynamixelBus
+from hilbot.hal.dynamixel.port import BlockingPortHandler, latency_timer_ms
+from hilbot.hal.dynamixel.tables import MODELS, ModelSpec, Register, RegisterName, model
+from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod, bus_budget, max_cycle_rate
+from hilbot.hal.dynamixel.units import ServoUnits
+
+__all__ = [
+    "MODELS",
+    "BackendState",
+    "BlockingPortHandler",
+    "CycleBudget",
+    "DynamixelBackend",
+    "DynamixelBus",
+    "ModelSpec",
+    "ReadMethod",
+    "Register",
+    "RegisterName",
+    "ServoUnits",
+    "bus_budget",
+    "latency_timer_ms",
+    "max_cycle_rate",
+    "model",
+]
