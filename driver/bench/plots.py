@@ -7,10 +7,12 @@ keeps no global state and works in threads and on headless machines.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from numpy.typing import NDArray
 
 from hilbot.driver.bench.metrics import LATENESS_BINS, ee_errors
 from hilbot.driver.bench.recording import Recording
@@ -22,6 +24,18 @@ def _save(fig: Figure, path: Path) -> Path:
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=DPI)
     return path
+
+
+def _square_limits(ax: Any, points: NDArray[np.float64]) -> None:
+    """Equal-scale limits around ``points`` (n, 2), at least 1 cm wide (a still arm is a dot)."""
+    points = points[np.all(np.isfinite(points), axis=1)]
+    if not points.size:
+        return
+    low, high = points.min(axis=0), points.max(axis=0)
+    centre = (low + high) / 2.0
+    half = max(float(np.max(high - low)) * 0.55, 0.005)
+    ax.set_xlim(centre[0] - half, centre[0] + half)
+    ax.set_ylim(centre[1] - half, centre[1] + half)
 
 
 def plot_joints(recording: Recording, path: Path) -> Path:
@@ -55,12 +69,17 @@ def plot_end_effectors(recording: Recording, path: Path) -> Path:
     for c, name in enumerate(chains):
         measured = recording["ee_measured"][:, c]
         target = recording["ee_target"][:, c]
+        if not np.isfinite(measured).any():
+            axes[c, 0].text(
+                0.5, 0.5, "no end-effector data", ha="center", transform=axes[c, 0].transAxes
+            )
+            continue
         for ax, (i, k) in zip(axes[c, :2], ((0, 1), (0, 2)), strict=True):
             ax.plot(target[:, i], target[:, k], color="0.5", ls="--", lw=1, label="target")
             ax.plot(measured[:, i], measured[:, k], color="C1", lw=1, label="measured")
             ax.set_xlabel(f"{'xyz'[i]} [m]")
             ax.set_ylabel(f"{'xyz'[k]} [m]")
-            ax.set_aspect("equal", adjustable="datalim")
+            _square_limits(ax, np.vstack([target[:, [i, k]], measured[:, [i, k]]]))
             ax.grid(alpha=0.3)
         axes[c, 0].set_title(f"{name}: path (top view)")
         axes[c, 1].set_title(f"{name}: path (side view)")
@@ -103,12 +122,12 @@ def plot_overview(recording: Recording, path: Path) -> Path:
     ax_joint.set_xlabel("time [s]")
     ax_joint.set_ylabel("[rad]")
     ax_joint.legend(fontsize="small")
-    if recording.header.chain_names:
+    if recording.header.chain_names and np.isfinite(recording["ee_measured"][:, 0]).any():
         target = recording["ee_target"][:, 0]
         measured = recording["ee_measured"][:, 0]
         ax_path.plot(target[:, 0], target[:, 1], "--", color="0.5", label="target")
         ax_path.plot(measured[:, 0], measured[:, 1], color="C1", label="measured")
-        ax_path.set_aspect("equal", adjustable="datalim")
+        _square_limits(ax_path, np.vstack([target[:, :2], measured[:, :2]]))
         ax_path.set_title(f"{recording.header.chain_names[0]} path (top view)")
         ax_path.set_xlabel("x [m]")
         ax_path.set_ylabel("y [m]")

@@ -1,0 +1,141 @@
+"""Every shipped scenario on the simulator (fake clock, shortened), and the CLI's exit codes."""
+
+import json
+
+import numpy as np
+import pytest
+
+from hilbot.driver.bench.backends import BackendKind, ClockKind
+from hilbot.driver.bench.report import write_outputs
+from hilbot.driver.bench.runner import RunOptions, run_bench
+from hilbot.driver.bench.scenario import load_scenario, resolve_scenario, shipped_scenarios
+from hilbot.driver.cli import main
+from hilbot.driver.config import load_config
+
+SCALE = 0.1  # shortened runs: the scenario's shape, a fraction of its duration
+
+
+@pytest.fixture(scope="module")
+def config():
+    return load_config("openmanipulator_x")
+
+
+@pytest.mark.parametrize("name", shipped_scenarios())
+async def test_shipped_scenario_runs_on_the_simulator(config, name, tmp_path):
+    path = resolve_scenario(name)
+    scenario = load_scenario(path).scaled(SCALE)
+    options = RunOptions(base_dir=path.parent, config_path="openmanipulator_x", clock="fake")
+    recording = await run_bench(config, scenario, BackendKind.SIM, ClockKind.FAKE, options)
+    rate = config.rate_hz
+    assert recording.n_cycles >= int(scenario.duration() * rate) - 2
+    assert recording.header.scenario["name"] == name
+    outcome = write_outputs(recording, scenario.thresholds, tmp_path)
+    for key in ("recording", "summary", "joints", "lateness", "end_effector"):
+        assert outcome.files[key].stat().st_size > 0, key
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["report"]["cycles"] == recording.n_cycles
+    assert summary["backend"] == "sim"
+    # Commands never leave the joint limits, whatever the scenario does.
+    commands = recording["q_command"]
+    names = recording.header.joint_names
+    from hilbot.driver.validation import load_robot
+
+    robot = load_robot(config.urdf)
+    for j, joint in enumerate(names):
+        lower, upper = robot.joints[joint].bounds()
+        column = commands[:, j][np.isfinite(commands[:, j])]
+        assert column.min() >= lower - 1e-9 and column.max() <= upper + 1e-9, joint
+
+
+async def test_circle_tracks_the_target_and_meets_its_thresholds(config):
+    path = resolve_scenario("openmanipulator_circle")
+    scenario = load_scenario(path).scaled(0.5)
+    recording = await run_bench(
+        config, scenario, BackendKind.SIM, ClockKind.FAKE, RunOptions(clock="fake")
+    )
+    target = recording["ee_target"][:, 0]
+    has_target = np.all(np.isfinite(target), axis=1)
+    assert has_target.sum() > 0.6 * recording.n_cycles
+    # The target is a 3 cm circle, and the measured tool follows it within millimetres.
+    extent = np.ptp(target[has_target], axis=0)
+    np.testing.assert_allclose(extent, [0.06, 0.06, 0.0], atol=1e-3)
+    error = np.linalg.norm(recording["ee_measured"][:, 0] - target, axis=1)[has_target]
+    assert np.sqrt(np.mean(error**2)) < 0.01
+
+
+async def test_fault_scenario_disarms_and_recovers(config):
+    path = resolve_scenario("openmanipulator_faults")
+    scenario = load_scenario(path).scaled(0.5)
+    recording = await run_bench(
+        config, scenario, BackendKind.SIM, ClockKind.FAKE, RunOptions(clock="fake")
+    )
+    modes = [recording.header.modes[m] for m in recording["mode"]]
+    assert "faulted" in modes
+    assert modes[-1] == "disarmed"
+    assert recording["bus_errors"][-1] > 0  # the dropped replies and the unplug were seen
+    overload = recording["hw_errors"][:, recording.header.joint_names.index("joint4")]
+    assert overload.any()
+    actions = [f["action"] for f in recording.header.faults]
+    assert actions.count("overload") == 2  # injected, then cleared
+    assert [c["command"] for c in recording.header.commands][-4:] == [
+        "reboot",
+        "reset",
+        "enable",
+        "disable",
+    ]
+
+
+def _write_scenario(tmp_path, thresholds):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(
+        "name: tiny\n"
+        "steps:\n"
+        "  - {kind: command, command: enable}\n"
+        "  - {kind: step, deltas: {joint1: 0.2}, hold: 0.2}\n"
+        "  - {kind: command, command: disable}\n"
+        f"thresholds: {json.dumps(thresholds)}\n"
+    )
+    return path
+
+
+def _bench(tmp_path, scenario, *extra):
+    out = tmp_path / "out"
+    args = ["bench", "openmanipulator_x", "--scenario", str(scenario), "--out", str(out)]
+    return main([*args, "--clock", "fake", "--no-plots", "--quiet", *extra]), out
+
+
+def test_cli_passes_when_thresholds_are_met(tmp_path, capsys):
+    scenario = _write_scenario(tmp_path, {"faults_max": 0, "final_mode": "disarmed"})
+    code, out = _bench(tmp_path, scenario)
+    assert code == 0, capsys.readouterr()
+    assert json.loads((out / "summary.json").read_text())["passed"] is True
+
+
+def test_cli_fails_and_names_the_missed_thresholds(tmp_path, capsys):
+    # A 0.2 rad step is clamped by the per-cycle max delta: zero clamps cannot hold.
+    scenario = _write_scenario(tmp_path, {"clamp_events_max": 0, "joint_max_max": 1e-6})
+    code, out = _bench(tmp_path, scenario)
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "thresholds missed on sim: joint_max_max, clamp_events_max" in captured.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["passed"] is False
+    assert {t["name"] for t in summary["thresholds"] if not t["passed"]} == {
+        "clamp_events_max",
+        "joint_max_max",
+    }
+
+
+def test_cli_rejects_a_bad_scenario_with_its_field(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nsteps:\n  - {kind: hold, duration: -1}\n")
+    code, _ = _bench(tmp_path, bad)
+    assert code == 2
+    assert "steps.0.hold.duration" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_fake_clock_on_the_virtual_bus(tmp_path, capsys):
+    scenario = _write_scenario(tmp_path, {})
+    code, _ = _bench(tmp_path, scenario, "--backend", "virtual")
+    assert code == 3
+    assert "--clock fake works with the sim backend only" in capsys.readouterr().err
