@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -55,6 +55,12 @@ def open_sdk(bus: VirtualBus, protocol: int, baudrate: int) -> Sdk:
     assert port.openPort()
     assert port.setBaudRate(baudrate)
     return Sdk(bus, port, PacketHandler(float(protocol)))
+
+
+@pytest.fixture
+def sdk_on() -> Callable[[VirtualBus, int, int], Sdk]:
+    """``sdk_on(bus, protocol, baudrate)`` opens the SDK's handlers on a running bus."""
+    return open_sdk
 
 
 P2_SERVOS = {1: "XM430-W350", 2: "XM430-W350", 3: "XL430-W250"}

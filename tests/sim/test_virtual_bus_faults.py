@@ -1,0 +1,110 @@
+"""Injected faults on the virtual bus, as dynamixel-sdk sees them."""
+
+import time
+
+import pytest
+from dynamixel_sdk import COMM_RX_CORRUPT, COMM_RX_TIMEOUT, COMM_SUCCESS, GroupSyncRead
+
+from hilbot.hal.backend import HardwareErrorFlags
+from hilbot.hal.dynamixel.protocol import ALERT_BIT
+from hilbot.sim.faults import Presence
+
+PRESENT_POSITION, TORQUE_ENABLE, GOAL_POSITION = 132, 64, 116
+
+
+def sync_read(sdk, ids=(1, 2, 3), fast=False) -> int:
+    reader = GroupSyncRead(sdk.port, sdk.packet, PRESENT_POSITION, 4)
+    for servo_id in ids:
+        reader.addParam(servo_id)
+    return reader.fastSyncRead() if fast else reader.txRxPacket()
+
+
+def test_every_reply_dropped_is_a_timeout(p2):
+    p2.bus.faults(2).drop_rate = 1.0
+    assert p2.packet.ping(p2.port, 2)[1] == COMM_RX_TIMEOUT
+    assert sync_read(p2) == COMM_RX_TIMEOUT
+    assert sync_read(p2, fast=True) in (COMM_RX_TIMEOUT, COMM_RX_CORRUPT)  # cut-short reply
+    p2.bus.faults(2).drop_rate = 0.0
+    p2.port.clearPort()
+    assert p2.packet.ping(p2.port, 2)[1] == COMM_SUCCESS
+
+
+def test_a_drop_rate_loses_a_seeded_fraction(p2):
+    p2.bus.faults(1).drop_rate = 0.5
+    results = [p2.packet.ping(p2.port, 1)[1] for _ in range(16)]
+    lost = results.count(COMM_RX_TIMEOUT)
+    assert 2 <= lost <= 14
+    assert set(results) == {COMM_SUCCESS, COMM_RX_TIMEOUT}
+
+
+def test_a_corrupted_crc_is_reported_as_corrupt(p2):
+    p2.bus.faults(3).corrupt_rate = 1.0
+    assert p2.packet.read4ByteTxRx(p2.port, 3, PRESENT_POSITION)[1] == COMM_RX_CORRUPT
+    assert sync_read(p2, fast=True) == COMM_RX_CORRUPT
+
+
+def test_added_delay_postpones_the_reply(p2):
+    p2.bus.faults(1).delay = 0.02
+    start = time.perf_counter()
+    assert p2.packet.ping(p2.port, 1)[1] == COMM_SUCCESS
+    assert time.perf_counter() - start >= 0.02
+
+
+def test_unplug_and_replug_powers_up_with_torque_off(p2):
+    pk, port = p2.packet, p2.port
+    pk.write1ByteTxRx(port, 1, TORQUE_ENABLE, 1)
+    p2.bus.faults(1).unplug()
+    assert pk.ping(port, 1)[1] == COMM_RX_TIMEOUT
+    assert pk.reboot(port, 1)[0] == COMM_RX_TIMEOUT  # an unplugged servo hears nothing
+    assert p2.bus.faults(1).presence is Presence.UNPLUGGED
+    p2.bus.faults(1).replug()
+    assert pk.ping(port, 1)[1] == COMM_SUCCESS
+    assert pk.read1ByteTxRx(port, 1, TORQUE_ENABLE)[0] == 0
+
+
+def test_a_browned_out_servo_comes_back_after_a_reboot(p2):
+    pk, port = p2.packet, p2.port
+    pk.write1ByteTxRx(port, 2, TORQUE_ENABLE, 1)
+    p2.bus.faults(2).brown_out()
+    assert pk.ping(port, 2)[1] == COMM_RX_TIMEOUT
+    assert sync_read(p2) == COMM_RX_TIMEOUT
+    assert pk.reboot(port, 2) == (COMM_SUCCESS, 0)
+    assert pk.ping(port, 2)[1] == COMM_SUCCESS
+    assert pk.read1ByteTxRx(port, 2, TORQUE_ENABLE)[0] == 0
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [HardwareErrorFlags.OVERLOAD, HardwareErrorFlags.OVERHEATING],
+    ids=["overload", "overheating"],
+)
+def test_injected_hardware_errors_latch_until_reboot(p2, flags):
+    pk, port = p2.packet, p2.port
+    p2.bus.faults(3).hardware_error = flags
+    for _ in range(2):
+        value, result, error = pk.read1ByteTxRx(port, 3, 70)
+        assert (value, result) == (flags, COMM_SUCCESS) and error & ALERT_BIT
+    assert pk.write1ByteTxRx(port, 3, TORQUE_ENABLE, 1) == (COMM_SUCCESS, ALERT_BIT)
+    assert pk.read1ByteTxRx(port, 3, TORQUE_ENABLE)[0] == 0  # shutdown refuses torque
+    pk.reboot(port, 3)
+    assert pk.read1ByteTxRx(port, 3, 70) == (0, COMM_SUCCESS, 0)
+
+
+def test_a_real_overload_latches_from_the_dynamics(p2):
+    pk, port = p2.packet, p2.port
+    p2.bus.set_load(1, 10.0)  # far beyond the XM430-W350's 4.1 N·m
+    pk.write1ByteTxRx(port, 1, TORQUE_ENABLE, 1)
+    time.sleep(1.8)  # overload_time is 1.5 s
+    value, result, error = pk.read1ByteTxRx(port, 1, 70)
+    assert result == COMM_SUCCESS
+    assert value == HardwareErrorFlags.OVERLOAD and error & ALERT_BIT
+
+
+def test_clearing_faults(p2):
+    faults = p2.bus.faults(1)
+    faults.drop_rate, faults.delay = 1.0, 0.5
+    faults.unplug()
+    p2.bus.faults.clear()
+    assert faults.answers and faults.drop_rate == 0.0 and faults.delay == 0.0
+    with pytest.raises(ValueError, match="drop_rate"):
+        faults.drop_rate = 1.5

@@ -1,0 +1,111 @@
+"""Wire timing, the configuration helpers and the sim-bus command."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+from dynamixel_sdk import COMM_SUCCESS, GroupSyncRead, PacketHandler, PortHandler
+
+from hilbot.hal.errors import ConfigError
+from hilbot.hal.mapping import BusSpec, ServoSpec
+from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim.virtual_bus import BITS_PER_BYTE, VirtualBus
+
+
+def sync_read_time(open_sdk, bus: VirtualBus, baudrate: int, ids: list[int]) -> float:
+    sdk = open_sdk(bus, 2, baudrate)
+    reader = GroupSyncRead(sdk.port, sdk.packet, 132, 4)
+    for servo_id in ids:
+        reader.addParam(servo_id)
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        assert reader.txRxPacket() == COMM_SUCCESS
+        times.append(time.perf_counter() - start)
+    sdk.port.closePort()
+    return min(times)
+
+
+def test_a_sync_read_takes_at_least_its_wire_time_at_57600(sdk_on):
+    ids = [1, 2, 3]
+    with running_virtual_bus(dict.fromkeys(ids, "XM430-W350"), baudrate=57600) as bus:
+        elapsed = sync_read_time(sdk_on, bus, 57600, ids)
+    instruction = 10 + 4 + len(ids)  # header..inst + addr/len + ids + CRC
+    replies = len(ids) * (11 + 4)  # status packet with 4 data bytes
+    wire = (instruction + replies) * BITS_PER_BYTE / 57600
+    return_delay = len(ids) * 500e-6  # factory Return Delay Time 250 × 2 µs
+    assert elapsed >= wire + return_delay  # ≈ 12.2 ms
+    assert elapsed < 3 * (wire + return_delay) + 0.03
+
+
+def test_return_delay_time_adds_per_reply(sdk_on):
+    ids = [1, 2, 3, 4]
+    servos = dict.fromkeys(ids, "XM430-W350")
+    with running_virtual_bus(servos, return_delay_time=0) as fast_bus:
+        fast = sync_read_time(sdk_on, fast_bus, 1_000_000, ids)
+    with running_virtual_bus(servos, return_delay_time=250) as slow_bus:
+        slow = sync_read_time(sdk_on, slow_bus, 1_000_000, ids)
+    assert slow - fast >= 0.8 * len(ids) * 500e-6
+
+
+def test_bad_bus_configs_name_the_servo():
+    with pytest.raises(ConfigError, match=r"servo 2: AX-12A speaks Protocol 1\.0") as info:
+        VirtualBus({1: "XM430-W350", 2: "AX-12A"})
+    assert info.value.servo_id == 2
+    with pytest.raises(ConfigError, match="unknown Dynamixel model"):
+        VirtualBus({1: "XM999"})
+    with pytest.raises(ConfigError, match="cannot run at 250000"):
+        VirtualBus({1: "XM430-W350"}, baudrate=250_000)
+    with pytest.raises(ConfigError, match="twice"):
+        VirtualBus([ServoSpec(1, "XM430-W350", "a"), ServoSpec(1, "XM430-W350", "b")])
+
+
+def test_from_config_and_joint_space_initial_positions(sdk_on):
+    servos = [
+        ServoSpec(1, "XM430-W350", "shoulder", offset=0.2),
+        ServoSpec(2, "XM430-W350", "shoulder", offset=0.2, direction=-1, shadow_of=1),
+    ]
+    with running_virtual_bus(servos, initial_positions={"shoulder": 0.7}) as bus:
+        sdk = sdk_on(bus, 2, 1_000_000)
+        one = sdk.packet.read4ByteTxRx(sdk.port, 1, 132)[0]
+        two = sdk.packet.read4ByteTxRx(sdk.port, 2, 132)[0]
+        sdk.port.closePort()
+    assert one - 2048 == round(0.5 / (2 * 3.141592653589793 / 4096))
+    assert two - 2048 == -(one - 2048)  # the mirrored shadow
+    bus = VirtualBus.from_config(servos, BusSpec("ignored", 57600, 2))
+    assert (bus.protocol, bus.baudrate) == (2, 57600)
+
+
+async def test_it_is_an_async_context_manager():
+    async with running_virtual_bus({7: "XL330-M288"}) as bus:
+        port = PortHandler(bus.port)
+        assert port.openPort() and port.setBaudRate(1_000_000)
+        assert PacketHandler(2.0).ping(port, 7)[:2] == (1200, COMM_SUCCESS)
+        port.closePort()
+    assert not bus.running
+
+
+def test_the_sim_bus_command_serves_a_port():
+    command = [sys.executable, "-m", "hilbot", "sim-bus", "--servo", "3:XM430-W350"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            assert line.startswith("main: /dev/")
+            port = PortHandler(line.split()[1])
+            assert port.openPort() and port.setBaudRate(1_000_000)
+            assert PacketHandler(2.0).ping(port, 3)[:2] == (1020, COMM_SUCCESS)
+            port.closePort()
+        finally:
+            process.terminate()
+        assert process.wait(timeout=10) == 0
+
+
+def test_the_sim_bus_command_rejects_bad_input(capsys):
+    from hilbot.driver.cli import main
+
+    assert main(["sim-bus", "--servo", "x:XM430-W350"]) == 2
+    assert "expected ID:MODEL" in capsys.readouterr().err
+    assert main(["sim-bus"]) == 2
+    assert "--servo" in capsys.readouterr().err
