@@ -69,7 +69,8 @@ class _Eval(NamedTuple):
     grad: Array  # (nv,) secondary gradient to climb (manipulability)
     residual: float
     orientation_residual: float | None
-    merit: float  # what a step must decrease
+    primary_cost: float  # weighted squared error of the frame tasks
+    merit: float  # primary cost plus the secondary costs
 
 
 def evaluate(problem: Problem, q: Array, q0: Array) -> _Eval:
@@ -89,6 +90,7 @@ def evaluate(problem: Problem, q: Array, q0: Array) -> _Eval:
         if fr.orientation_residual is not None:
             orientation = max(orientation or 0.0, fr.orientation_residual)
         merit += fr.cost
+    primary_cost = merit
     rows2: list[Array] = []
     rhs2: list[Array] = []
     grad = np.zeros(model.nv)
@@ -106,7 +108,7 @@ def evaluate(problem: Problem, q: Array, q0: Array) -> _Eval:
     b1 = np.concatenate(rhs1) if rhs1 else np.zeros(0)
     a2 = np.vstack(rows2) if rows2 else np.zeros((0, nv))
     b2 = np.concatenate(rhs2) if rhs2 else np.zeros(0)
-    return _Eval(ctx, a1, b1, a2, b2, grad, residual, orientation, merit)
+    return _Eval(ctx, a1, b1, a2, b2, grad, residual, orientation, primary_cost, merit)
 
 
 def _secondary_rows(ctx: TreeContext, q: Array, q0: Array, task: Task) -> tuple[Array, Array]:
@@ -168,7 +170,7 @@ def iterate(
         for _ in range(_BACKTRACKS):
             q_new = model.integrate(q, step * dq)
             ev_new = evaluate(problem, q_new, q0)
-            if ev_new.merit < ev.merit and _clear(problem, ev.ctx, ev_new.ctx):
+            if _better(problem, ev, ev_new, options) and _clear(problem, ev.ctx, ev_new.ctx):
                 break
             step *= 0.5
         else:
@@ -193,10 +195,24 @@ def iterate(
     return q, _meta(iteration, ev, status)
 
 
+def _better(problem: Problem, old: _Eval, new: _Eval, options: SolveOptions) -> bool:
+    """Lexicographic acceptance: the frame tasks first, the secondary tasks after.
+
+    Until the frame tasks are met a step must reduce their error (whatever it does to
+    the secondary costs); once they are met it must keep them met and reduce the
+    total. A weighted sum alone would settle on a compromise short of the targets.
+    """
+    if not problem.prioritized:
+        return new.merit < old.merit
+    if not _primary_met(problem, old, options):
+        return new.primary_cost < old.primary_cost
+    return _primary_met(problem, new, options) and new.merit < old.merit
+
+
 def _compromise(old: _Eval, new: _Eval, options: SolveOptions) -> bool:
     """Linear convergence near the targets with an orientation unmet: they trade off.
 
-    Gauss-Newton converges quadratically on consistent targets; a merit that only
+    Gauss-Newton converges quadratically on consistent targets; an error that only
     halves per step while no error is clamped means an unreachable orientation is
     pulling a position off.
     """
@@ -204,7 +220,7 @@ def _compromise(old: _Eval, new: _Eval, options: SolveOptions) -> bool:
         options.tolerance < new.residual < MAX_POSITION_ERROR
         and new.orientation_residual is not None
         and new.orientation_residual > options.orientation_tolerance
-        and new.merit > 0.5 * old.merit
+        and new.primary_cost > 0.5 * old.primary_cost
     )
 
 

@@ -120,6 +120,20 @@ def test_posture_pulls_towards_home_in_the_null_space(bimanual):
     assert solver.posture is None
 
 
+def test_rest_task_holds_the_arm_near_the_start(bimanual):
+    robot, model = bimanual
+    home = model.read(HOME)[0]
+    seed = home + np.random.default_rng(34).uniform(-0.5, 0.5, model.nv)
+    target = _pose(model, seed, "left_tool")[:3, 3] + np.array([0.03, 0.0, 0.02])
+    tasks = [FrameTask("left_tool", target), PostureTask(HOME, weight=0.1)]
+    loose = MultiTaskSolver().solve_tasks(robot, seed, tasks, root_link="torso")
+    held = MultiTaskSolver().solve_tasks(
+        robot, seed, [*tasks, RestTask(weight=1.0)], root_link="torso"
+    )
+    assert loose.reached and held.reached
+    assert np.linalg.norm(held.q - seed) < 0.5 * np.linalg.norm(loose.q - seed)
+
+
 def test_max_reach_clamps_the_target_along_the_line(bimanual):
     robot, model = bimanual
     q0 = model.read(HOME)[0]
