@@ -27,12 +27,14 @@ from hilbot.kinematics.ik.chain_info import ChainInfo
 from hilbot.kinematics.ik.context import Context, contexts
 from hilbot.kinematics.ik.dls import DLSSolver
 from hilbot.kinematics.ik.errors import InvalidTarget, NoDofs
+from hilbot.kinematics.ik.linear import dls_step_arrays
 from hilbot.kinematics.ik.solution import Solution, SolveMeta, Status
 from hilbot.kinematics.ik.target import OrientationKind, Target, parse_target
 
 Array = NDArray[np.float64]
 _STATUS = (Status.CONVERGED, Status.STALLED, Status.DIVERGED, Status.TIMEOUT)
 _RUNNING = -1
+_ARRAY_STEP_MIN = 16  # below this batch size numpy.linalg.solve is cheaper
 Ints = NDArray[np.int64]
 _Out = tuple[Array, Array, Array, Ints, Ints]  # q, residual, orientation, status, iterations
 
@@ -452,6 +454,11 @@ class _Run:
 def _damped(jac: Array, r: Array, lam2: Array) -> Array:
     """``argmin |J dq - r|² + lam2 |dq|²`` per item, via the smaller normal matrix."""
     _, rows, n = jac.shape
+    if jac.shape[0] >= _ARRAY_STEP_MIN:
+        step = dls_step_arrays(rows, n)
+        columns = np.ascontiguousarray(jac.transpose(2, 1, 0))
+        out = step(columns, np.ascontiguousarray(r.T), lam2, 1.0, ())
+        return np.stack(out, axis=1)
     if n >= rows:
         a = jac @ jac.transpose(0, 2, 1)
         a[:, np.arange(rows), np.arange(rows)] += lam2[:, None]
