@@ -224,87 +224,91 @@ def _columns(
     )
 
 
+# The batch functions below keep the batch axis LAST, (..., B): every numpy operation then
+# runs over contiguous length-B vectors. With the batch first, the innermost axis would have
+# length 3 or 4 and numpy's per-inner-loop overhead would dominate (measured 2-3x slower).
+
+
 def local_transforms(p: Program, q: Array) -> Array:
-    """``C_k M_k(q)`` for every element: (B, n, 4, 4) from ``q`` (B, dof)."""
+    """``C_k M_k(q)`` for every element: (n, 4, 4, B) from ``q`` (B, dof)."""
     batch = q.shape[0]
-    out = np.empty((batch, p.size, 4, 4))
-    out[:] = p.consts
-    columns = out.swapaxes(-1, -2)  # a view indexed (B, element, column, row)
+    qt = q.T  # (dof, B)
+    out = np.empty((p.size, 4, 4, batch))
+    out[:] = p.consts[..., None]
+    columns = out.swapaxes(1, 2)  # a view indexed (element, column, row, B)
     if len(p.scalar):
-        v = q if p.plain else q[:, p.col] * p.mult + p.offset
+        v = qt if p.plain else qt[p.col] * p.mult[:, None] + p.offset[:, None]
         if len(p.rev):
             # C @ Rz(v): columns 0 and 1 turn by v; columns 2 and 3 stay.
-            a = v if p.all_rev else v[:, p.rev_v]
-            c = np.cos(a)[:, :, None]
-            s = np.sin(a)[:, :, None]
-            x, y = p.rev_x, p.rev_y
+            a = v if p.all_rev else v[p.rev_v]
+            c = np.cos(a)[:, None, :]
+            s = np.sin(a)[:, None, :]
+            x, y = p.rev_x[:, :, None], p.rev_y[:, :, None]
             if p.all_rev:
-                columns[:, :, 0] = c * x + s * y
-                columns[:, :, 1] = c * y - s * x
+                columns[:, 0] = c * x + s * y
+                columns[:, 1] = c * y - s * x
             else:
-                columns[:, p.rev, 0] = c * x + s * y
-                columns[:, p.rev, 1] = c * y - s * x
+                columns[p.rev, 0] = c * x + s * y
+                columns[p.rev, 1] = c * y - s * x
         if len(p.pris):
             # C @ Tz(v): column 3 gains v times column 2.
-            columns[:, p.pris, 3] += v[:, p.pris_v, None] * p.pris_z
+            columns[p.pris, 3] += v[p.pris_v][:, None, :] * p.pris_z[:, :, None]
     for e, column in zip(p.free, p.free_col, strict=True):
-        motion = np.zeros((batch, 4, 4))
-        motion[:, :3, :3] = spatial.so3_exp_batch(q[:, column + 3 : column + 6])
-        motion[:, :3, 3] = q[:, column : column + 3]
-        motion[:, 3, 3] = 1.0
-        out[:, e] = p.consts[e] @ motion
+        motion = np.zeros((4, 4, batch))
+        motion[:3, :3] = spatial.so3_exp_batch(q[:, column + 3 : column + 6]).transpose(1, 2, 0)
+        motion[:3, 3] = qt[column : column + 3]
+        motion[3, 3] = 1.0
+        out[e] = np.einsum("ij,jkb->ikb", p.consts[e], motion)
     return out
 
 
 def cumulative(p: Program, local: Array) -> Array:
-    """Running products ``W_k = C_0 M_0 ... C_k M_k``: (B, n, 4, 4)."""
+    """Running products ``W_k = C_0 M_0 ... C_k M_k``: (n, 4, 4, B)."""
     w = np.empty_like(local)
-    w[:, 0] = local[:, 0]
+    w[0] = local[0]
     for e in range(1, p.size):
-        np.matmul(w[:, e - 1], local[:, e], out=w[:, e])
+        a, b = w[e - 1], local[e]
+        # Rigid transforms: the last rows are (0, 0, 0, 1), so three products and a shift.
+        w[e, :3] = a[:3, 0, None] * b[0] + a[:3, 1, None] * b[1] + a[:3, 2, None] * b[2]
+        w[e, :3, 3] += a[:3, 3]
+        w[e, 3] = b[3]
     return w
 
 
 def frame_pose(p: Program, w: Array, link: str) -> Array:
-    """Pose (B, 4, 4) of ``link`` (on the chain) from the running products."""
+    """Pose (4, 4, B) of ``link`` (on the chain) from the running products (n, 4, 4, B)."""
     e, post = p.frames[link]
     if e < 0:
-        return np.broadcast_to(post, (w.shape[0], 4, 4)).copy()
-    return w[:, e] @ post
+        return np.repeat(post[..., None], w.shape[-1], axis=-1)
+    out: Array = np.einsum("ikb,kj->ijb", w[e], post)
+    return out
 
 
 def jacobian(p: Program, w: Array, point: Array) -> Array:
-    """Geometric Jacobians (B, 6, dof) at ``point`` (B, 3), in the source frame.
+    """Geometric Jacobians (6, dof, B) at ``point`` (3, B), in the source frame.
 
     Args:
         p: The program.
-        w: Running products (B, n, 4, 4).
+        w: Running products (n, 4, 4, B).
         point: Reference point per batch item.
     """
     if p.z_only:  # one column per element, each about its own z: plain views
-        axes, origins = w[:, :, :3, 2], w[:, :, :3, 3]
+        axes, origins = w[:, :3, 2], w[:, :3, 3]  # (m, 3, B)
     else:
-        columns = w.swapaxes(-1, -2)  # (B, n, column, row): adjacent fancy indices keep (B, m, .)
-        axes = columns[:, p.jac_elem, p.jac_axis, :3]  # (B, m, 3)
-        origins = columns[:, p.jac_elem, 3, :3]
-    d = point[:, None, :] - origins
-    cross = _cross(axes, d)
-    rev = p.jac_rev[None, :, None]
-    lin = axes + rev * (cross - axes)  # cross for rotations, the axis for translations
-    j = np.concatenate([lin, axes * rev], axis=2).transpose(0, 2, 1)  # (B, 6, m)
-    return j if p.select is None else j @ p.select
-
-
-_LEVI_CIVITA = np.zeros((3, 3, 3))
-_LEVI_CIVITA[0, 1, 2] = _LEVI_CIVITA[1, 2, 0] = _LEVI_CIVITA[2, 0, 1] = 1.0
-_LEVI_CIVITA[0, 2, 1] = _LEVI_CIVITA[2, 1, 0] = _LEVI_CIVITA[1, 0, 2] = -1.0
-
-
-def _cross(a: Array, b: Array) -> Array:
-    """Row-wise cross products of (..., 3) stacks (``np.cross`` is slow on small stacks)."""
-    if a.size <= 96:  # one einsum call beats nine tiny operations
-        out: Array = np.einsum("ijk,...j,...k->...i", _LEVI_CIVITA, a, b)
-        return out
-    ax, ay, az = a[..., 0], a[..., 1], a[..., 2]
-    bx, by, bz = b[..., 0], b[..., 1], b[..., 2]
-    return np.stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], axis=-1)
+        columns = w.swapaxes(1, 2)  # (n, column, row, B): adjacent fancy indices keep (m, .)
+        axes = columns[p.jac_elem, p.jac_axis, :3]
+        origins = columns[p.jac_elem, 3, :3]
+    d = point[None] - origins
+    ax, ay, az = axes[:, 0], axes[:, 1], axes[:, 2]
+    dx, dy, dz = d[:, 0], d[:, 1], d[:, 2]
+    rev = p.jac_rev[:, None]
+    j = np.empty((6, len(p.jac_rev), w.shape[-1]))
+    # Rotations: the axis crossed with the lever arm; translations: the axis itself.
+    j[0] = ax + rev * (ay * dz - az * dy - ax)
+    j[1] = ay + rev * (az * dx - ax * dz - ay)
+    j[2] = az + rev * (ax * dy - ay * dx - az)
+    j[3:] = (axes * rev[:, None]).transpose(1, 0, 2)
+    if p.select is None:
+        return j
+    out: Array = np.einsum("rmb,md->rdb", j, p.select)
+    return out

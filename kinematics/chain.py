@@ -237,7 +237,9 @@ class Chain:
             t = np.broadcast_to(p.frames[self.target][1], (batch, 4, 4)).copy()
             return t, np.zeros((batch, 6, self.dof))
         w = self._running(qb)
-        t = _program.frame_pose(p, w, self.target)
+        t = _program.frame_pose(p, w, self.target)  # (4, 4, B)
+        poses = np.ascontiguousarray(t.transpose(2, 0, 1))
         if not with_jacobian:
-            return t, np.zeros((batch, 6, 0))
-        return t, _program.jacobian(p, w, t[:, :3, 3])
+            return poses, np.zeros((batch, 6, 0))
+        jac = _program.jacobian(p, w, t[:3, 3])  # (6, dof, B)
+        return poses, np.ascontiguousarray(jac.transpose(2, 0, 1))
