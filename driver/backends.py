@@ -165,8 +165,18 @@ def sim_backend(config: RobotConfig, **options: Any) -> Backend:
     return backends[0] if len(backends) == 1 else MultiBackend(backends)
 
 
-def dynamixel_backend(config: RobotConfig, ports: Mapping[str, str] | None = None) -> Backend:
-    """The real Dynamixel backend(s) of the config, optionally on other ports (virtual buses)."""
+#: [ms] reply timeout margin on virtual buses: the simulated servos share the host's CPUs,
+#: so their replies can be late by a scheduler tick on a busy machine.
+VIRTUAL_MARGIN_MS = 20.0
+
+
+def dynamixel_backend(
+    config: RobotConfig, ports: Mapping[str, str] | None = None, **options: Any
+) -> Backend:
+    """The real Dynamixel backend(s) of the config, optionally on other ports (virtual buses).
+
+    ``options`` go to every ``DynamixelBackend`` (``margin_ms``, ``retries``, ...).
+    """
     from hilbot.hal.dynamixel.backend import DynamixelBackend
 
     backends: list[Backend] = []
@@ -174,7 +184,7 @@ def dynamixel_backend(config: RobotConfig, ports: Mapping[str, str] | None = Non
         spec = bus.bus_spec()
         if ports is not None:
             spec = type(spec)(ports[bus.name], spec.baudrate, spec.protocol)
-        backends.append(DynamixelBackend(spec, config.servo_specs(bus.name)))
+        backends.append(DynamixelBackend(spec, config.servo_specs(bus.name), **options))
     return backends[0] if len(backends) == 1 else MultiBackend(backends)
 
 
@@ -192,20 +202,71 @@ async def build_backend(config: RobotConfig, kind: str) -> AsyncIterator[Backend
     elif kind == "dynamixel":
         yield dynamixel_backend(config)
     elif kind == "virtual":
-        from hilbot.sim.testing import running_virtual_bus
-
-        async with contextlib.AsyncExitStack() as stack:
-            ports = {}
-            for bus in config.buses:
-                vbus = await stack.enter_async_context(
-                    running_virtual_bus(
-                        config.servo_specs(bus.name),
-                        baudrate=bus.baudrate,
-                        protocol=bus.protocol,
-                        initial_positions=dict(config.home),
-                    )
-                )
-                ports[bus.name] = vbus.port
-            yield dynamixel_backend(config, ports)
+        async with virtual_buses(config) as ports:
+            yield dynamixel_backend(config, ports, margin_ms=VIRTUAL_MARGIN_MS)
     else:
         raise BackendError(f"unknown backend {kind!r}; expected sim, virtual or dynamixel")
+
+
+@contextlib.asynccontextmanager
+async def virtual_buses(
+    config: RobotConfig, *, timeout: float = 20.0
+) -> AsyncIterator[dict[str, str]]:
+    """Serve the config's buses as virtual Dynamixel buses in a child process.
+
+    The buses run in their own process (``hilbot sim-bus``), like a real device: the
+    host's event loop and the simulated servos do not share one interpreter lock.
+    Yields ``{bus name: pty path}``; the child is terminated on exit.
+
+    Raises:
+        BackendError: the child did not report its ports within ``timeout`` seconds.
+    """
+    import asyncio
+    import os
+    import sys
+    import tempfile
+
+    import yaml
+
+    data = config.model_dump(mode="json", exclude={"teleop"})
+    with tempfile.TemporaryDirectory(prefix="hilbot-vbus-") as tmp:
+        path = os.path.join(tmp, f"{config.name}.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump(data, f)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "hilbot",
+            "sim-bus",
+            path,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            try:
+                ports = await asyncio.wait_for(_read_ports(proc, config), timeout)
+            except TimeoutError:
+                raise BackendError(f"the virtual bus did not start within {timeout} s") from None
+            yield ports
+        finally:
+            if proc.returncode is None:
+                proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), 5.0)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+
+
+async def _read_ports(proc: Any, config: RobotConfig) -> dict[str, str]:
+    ports: dict[str, str] = {}
+    names = {b.name for b in config.buses}
+    while set(ports) != names:
+        line = (await proc.stdout.readline()).decode()
+        if not line:
+            err = (await proc.stderr.read()).decode().strip()
+            raise BackendError(f"the virtual bus exited: {err or 'no output'}")
+        name, _, rest = line.partition(": ")
+        if name in names and rest:
+            ports[name] = rest.split()[0]
+    return ports

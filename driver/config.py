@@ -130,7 +130,7 @@ class SafetyConfig(_Frozen):
     soft_limits: dict[str, tuple[float, float]] = Field(default_factory=dict)
     estop_action: EstopAction = EstopAction.HOLD
     torque_off_on_shutdown: bool = True
-    bus_watchdog: PositiveFloat | None = 0.1
+    bus_watchdog: float | None = Field(default=0.1, ge=0.02, le=2.54)  # X series: 20 ms units
 
     @field_validator("velocity_limit")
     @classmethod

@@ -480,7 +480,8 @@ class Runtime:
         self._fault_log.append(fault)
         if active:
             self._active_faults[(kind, joint)] = fault
-        self._log.error("fault (%s%s): %s", kind.value, f", {joint}" if joint else "", detail)
+        level = logging.ERROR if active else logging.WARNING
+        self._log.log(level, "fault (%s%s): %s", kind.value, f", {joint}" if joint else "", detail)
 
     def _wake_waiters(self) -> None:
         if not self._cycle_waiters:
@@ -559,6 +560,9 @@ class Runtime:
         arm = getattr(self._backend, "arm_watchdog", None)
         if timeout is None or arm is None:
             return
+        disarm = getattr(self._backend, "disarm_watchdog", None)
+        if disarm is not None:  # clears a watchdog that tripped while the loop was away
+            await disarm()
         await arm(timeout)
 
     async def _disable(self) -> None:

@@ -58,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--stats", type=Path, metavar="FILE", help="write final loop stats as JSON")
     parser.add_argument("--no-status", action="store_true", help="no live status line")
+    parser.add_argument(
+        "--realtime",
+        action="store_true",
+        help="run the control loop under SCHED_FIFO (Linux, root or CAP_SYS_NICE): far lower "
+        "lateness on a busy machine",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +71,11 @@ def run(args: argparse.Namespace) -> int:
     from hilbot.driver.backends import BackendError, build_backend
     from hilbot.driver.config import load_config
     from hilbot.driver.errors import ConfigError
+    from hilbot.driver.ticker import enable_realtime
+    from hilbot.hal.errors import HalError
 
+    if args.realtime and not enable_realtime():
+        log.warning("--realtime: SCHED_FIFO not permitted here (needs root or CAP_SYS_NICE)")
     try:
         config = load_config(args.config)
         if args.rate is not None:
@@ -85,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         return asyncio.run(_main(args, config, trajectory, build_backend))
-    except BackendError as exc:
+    except (BackendError, HalError) as exc:
         print(f"hilbot run: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
