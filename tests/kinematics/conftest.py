@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from hilbot.kinematics import Chain, JointType
-
-ROBOTS_DIR = Path(__file__).resolve().parents[2] / "configs" / "robots"
-
-
-@pytest.fixture
-def robots_dir() -> Path:
-    """The folder of the shipped URDFs."""
-    return ROBOTS_DIR
 
 
 def _random_q(chain: Chain, rng: np.random.Generator, batch: int | None = None) -> np.ndarray:
