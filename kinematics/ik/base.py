@@ -66,6 +66,9 @@ class SolveOptions(NamedTuple):
     strict_orientation: bool
     respect_limits: bool
     max_delta: float | None  # [rad] or [m] per coordinate
+    # False for intermediate attempts (MultiStartSolver): skip work that only matters for
+    # a returned result, such as DLS's position-only polish of an unmet pose.
+    polish: bool = True
 
 
 class Solver(abc.ABC):

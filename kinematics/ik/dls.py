@@ -126,7 +126,8 @@ class DLSSolver(Solver):
         run = _Run(self, ctx, box, options)
         q, iterations, ev, status = run.iterate(q0.tolist(), target, options.max_iterations)
         if (
-            target.rows == 6
+            options.polish
+            and target.rows == 6
             and ev.position > options.tolerance
             and status is not Status.TIMEOUT
             and not run.on_delta_bound(q)
