@@ -81,7 +81,8 @@ class TreeModel:
         """The chain from the root to ``link`` and its columns in the model.
 
         Raises:
-            KinematicsError: ``link`` is not below the root.
+            UnknownLink: no such link.
+            NotAnAncestor: ``link`` is not below the root (pick ``root_link`` higher up).
         """
         found = self._chains.get(link)
         if found is None:
@@ -92,15 +93,14 @@ class TreeModel:
         return found
 
     def _chain_to(self, link: str) -> Any:
-        try:
-            chain = self.robot.path_between(self.root, link)
-        except KinematicsError as error:
+        """The chain root -> ``link``; ``UnknownLink`` / ``NotAnAncestor`` propagate as is."""
+        chain = self.robot.path_between(self.root, link)
+        outside = [c for c in chain.jacobian_columns if c not in self.columns]
+        if outside:
             raise KinematicsError(
-                f"link {link!r} is not in the subtree of {self.root!r} that the solver works "
-                f"on ({error}); pick root_link higher up"
-            ) from error
-        if any(c not in self.columns for c in chain.jacobian_columns):
-            raise KinematicsError(f"link {link!r} moves with joints outside this model")
+                f"link {link!r} moves with joints {sorted({n for n, _ in outside})} that are "
+                f"not below the root {self.root!r}"
+            )
         return chain
 
     # --- configurations ------------------------------------------------------------------

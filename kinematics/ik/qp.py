@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot.kinematics.errors import UnknownLink
 from hilbot.kinematics.ik.base import SolveOptions, Solver
 from hilbot.kinematics.ik.box import Box
 from hilbot.kinematics.ik.limits.collision_avoidance import CollisionAvoidance
@@ -56,16 +57,19 @@ class ChainContext:
         self._jacobians: dict[str, Array] = {}
 
     def pose(self, link: str) -> Array:
-        """Pose (4, 4) of a link on the chain, in the chain's source frame."""
+        """Pose (4, 4) of a link on the chain, in the chain's source frame.
+
+        Raises:
+            UnknownLink: ``link`` is not on the chain (``known`` lists the chain's links).
+        """
         if self._poses is None:
             self._poses = self.chain.link_poses(self.q)
         try:
             return self._poses[link]
         except KeyError:
-            raise ValueError(
-                f"link {link!r} is not on the chain {self.chain.source!r} -> "
-                f"{self.chain.target!r}; its links are {list(self.chain.links)}"
-            ) from None
+            # A limit's geometry must sit on the solved chain (role "link": the chain's
+            # links are listed as the known ones).
+            raise UnknownLink(link, "link", self.chain.links) from None
 
     def jacobian(self, link: str) -> Array:
         """Jacobian (6, dof) of a link on the chain, at its origin, in the source frame."""

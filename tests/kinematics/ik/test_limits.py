@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from hilbot.kinematics import load_urdf
+from hilbot.kinematics.errors import UnknownLink
 from hilbot.kinematics.ik.limits import (
     Capsule,
     CollisionAvoidance,
@@ -184,5 +185,7 @@ def test_capsule_validates(args, word):
 
 def test_unknown_link_names_the_chain_links(ur5):
     ctx = _context(ur5, np.zeros(6))
-    with pytest.raises(ValueError, match="not on the chain"):
+    with pytest.raises(UnknownLink) as info:
         ctx.pose("left_tool")
+    assert info.value.link == "left_tool"
+    assert "wrist_3_link" in info.value.known

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hilbot.kinematics import load_urdf
-from hilbot.kinematics.errors import KinematicsError
+from hilbot.kinematics.errors import NotAnAncestor, UnknownLink
 from hilbot.kinematics.ik.limits import CollisionAvoidance, VelocityLimit
 from hilbot.kinematics.ik.mt_collision import CollisionDataError, load_self_collision
 from hilbot.kinematics.ik.mt_model import TreeContext, TreeModel
@@ -338,8 +338,12 @@ def test_tasks_are_validated(build, word):
 def test_unknown_link_and_bad_options(bimanual):
     robot, _ = bimanual
     solver = MultiTaskSolver()
-    with pytest.raises(KinematicsError, match="not in the subtree"):
+    with pytest.raises(UnknownLink) as unknown:
         solver.solve_tasks(robot, dict(HOME), [FrameTask("nowhere", [0, 0, 0])], root_link="torso")
+    assert unknown.value.link == "nowhere"
+    with pytest.raises(NotAnAncestor) as outside:
+        solver.solve_tasks(robot, dict(HOME), [FrameTask("world", [0, 0, 0])], root_link="torso")
+    assert outside.value.source == "torso"
     with pytest.raises(ValueError, match="max_joint_delta"):
         solver.solve_tasks(robot, dict(HOME), [], root_link="torso", max_joint_delta=0.0)
     with pytest.raises(ValueError, match="not a task"):
