@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,7 +26,8 @@ from hilbot.kinematics._program import FREE, PRIS, REV, Program
 Array = NDArray[np.float64]
 Sym = float | str
 Term = tuple[float, Sym, Sym]
-Kernel = Callable[[Array], Array]
+PoseKernel = Callable[[Array], Array]
+JacobianKernel = Callable[[Array], tuple[Array, Array]]
 
 _SNAP = 1e-14
 
@@ -175,16 +176,32 @@ def _emit_motion(
     return rot, [em.combo([(1.0, pos[i], 1.0), (1.0, value, rot[i][2])]) for i in range(3)]
 
 
-def generate(p: Program, targets: Sequence[tuple[int, Array]], with_jacobian: bool) -> Kernel:
-    """Build ``f(q) -> flat array``: 16 pose entries per target, then a 6 x dof Jacobian.
+def pose_kernel(
+    p: Program, targets: Sequence[tuple[int, Array]], *, stacked: bool = False
+) -> PoseKernel:
+    """Build ``f(q) -> poses``: (len(targets), 4, 4) if ``stacked``, else one (4, 4) pose.
 
     Args:
         p: A compiled chain.
-        targets: ``(element index, constant after it)`` of each pose to output (row-major
-            4 x 4 each); element index -1 is the source frame.
-        with_jacobian: Also output the Jacobian at the first target's origin, row-major;
-            elements after that target do not move it (their columns are zero).
+        targets: ``(element index, constant after it)`` of each pose; element index -1 is
+            the source frame. Without ``stacked``, exactly one.
+        stacked: Return a stack of poses.
     """
+    return cast(PoseKernel, _generate(p, targets, with_jacobian=False, stacked=stacked))
+
+
+def jacobian_kernel(p: Program, target: tuple[int, Array]) -> JacobianKernel:
+    """Build ``f(q) -> (pose (4, 4), Jacobian (6, dof))`` of one target.
+
+    Elements after the target do not move it: their Jacobian columns are zero.
+    """
+    return cast(JacobianKernel, _generate(p, [target], with_jacobian=True, stacked=False))
+
+
+def _generate(
+    p: Program, targets: Sequence[tuple[int, Array]], with_jacobian: bool, stacked: bool
+) -> Callable[[Array], object]:
+    """Emit, compile and return the kernel (see :func:`pose_kernel`, :func:`jacobian_kernel`)."""
     em = _Emitter()
     rot: list[list[Sym]] = [[float(i == j) for j in range(3)] for i in range(3)]
     pos: list[Sym] = [0.0, 0.0, 0.0]
@@ -210,9 +227,17 @@ def generate(p: Program, targets: Sequence[tuple[int, Array]], with_jacobian: bo
     names = ", ".join(f"q{i}" for i in range(p.dof))
     unpack = f"    {names}{',' if p.dof == 1 else ''} = q.tolist()" if p.dof else ""
     values = ", ".join(map(_sym, out))
-    # Packing the floats as bytes and viewing them is several times faster than np.array or
-    # np.fromiter on a tuple of Python floats; the bytearray makes the result writable.
-    body = "\n".join([unpack, *em.lines, f"    return _frombuffer(_bytearray(_pack({values})))"])
+    # Packing the floats as bytes and viewing them with np.ndarray is several times faster
+    # than np.array or np.fromiter on Python floats; the bytearray makes results writable.
+    if with_jacobian:
+        result = f"_nd((4, 4), _f64, b), _nd((6, {p.dof}), _f64, b, 128)"
+    elif stacked:
+        result = f"_nd(({len(targets)}, 4, 4), _f64, b)"
+    else:
+        result = "_nd((4, 4), _f64, b)"
+    body = "\n".join(
+        [unpack, *em.lines, f"    b = _bytearray(_pack({values}))", f"    return {result}"]
+    )
     source = f"def chain_kernel(q):\n{body}\n"
     namespace: dict[str, object] = {
         "_cos": math.cos,
@@ -220,13 +245,14 @@ def generate(p: Program, targets: Sequence[tuple[int, Array]], with_jacobian: bo
         "_rotvec": _rotvec,
         "_pack": struct.Struct(f"={len(out)}d").pack,
         "_bytearray": bytearray,
-        "_frombuffer": np.frombuffer,
+        "_nd": np.ndarray,
+        "_f64": np.dtype(np.float64),
     }
     # The source is built only from numbers and generated names, never from user text.
     exec(compile(source, f"<chain kernel {p.size} elements>", "exec"), namespace)
-    fn = namespace["chain_kernel"]
+    fn = cast(Callable[[Array], object], namespace["chain_kernel"])
     fn.__source__ = source  # type: ignore[attr-defined]
-    return fn  # type: ignore[return-value]
+    return fn
 
 
 def _moment(em: _Emitter, axis: list[Sym], d: list[Sym]) -> list[Sym]:

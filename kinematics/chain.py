@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -75,13 +75,10 @@ class Chain:
         self._floating = [self._start[j.name] for j in joints if j.type is JointType.FLOATING]
         self._shape = (self.dof,)
         # Generated lazily (a few ms each): fk, fk + Jacobian, link poses, Jacobian per link.
-        self._kernel_fk: _codegen.Kernel | None = None
-        self._kernel_fj: _codegen.Kernel | None = None
-        self._kernels: dict[str, _codegen.Kernel] = {}
-
-    def _generate(self, links: Sequence[str], with_jacobian: bool) -> _codegen.Kernel:
-        frames = self._program.frames
-        return _codegen.generate(self._program, [frames[k] for k in links], with_jacobian)
+        self._kernel_fk: _codegen.PoseKernel | None = None
+        self._kernel_fj: _codegen.JacobianKernel | None = None
+        self._kernel_links: _codegen.PoseKernel | None = None
+        self._kernels_at: dict[str, _codegen.JacobianKernel] = {}
 
     def _q(self, q: npt.ArrayLike | Mapping[str, object]) -> Array:
         if type(q) is np.ndarray and q.shape == self._shape:
@@ -184,8 +181,9 @@ class Chain:
         """Pose (4, 4) of the target link in the source frame."""
         kernel = self._kernel_fk
         if kernel is None:
-            kernel = self._kernel_fk = self._generate([self.target], False)
-        return kernel(self._q(q)).reshape(4, 4)
+            target = self._program.frames[self.target]
+            kernel = self._kernel_fk = _codegen.pose_kernel(self._program, [target])
+        return kernel(self._q(q))
 
     def jacobian(self, q: npt.ArrayLike | Mapping[str, object]) -> Array:
         """Geometric Jacobian (6, dof), linear rows first, in the source frame, at the target."""
@@ -195,17 +193,18 @@ class Chain:
         """``(fk(q), jacobian(q))`` in one pass."""
         kernel = self._kernel_fj
         if kernel is None:
-            kernel = self._kernel_fj = self._generate([self.target], True)
-        out = kernel(self._q(q))
-        return out[:16].reshape(4, 4), out[16:].reshape(6, self.dof)
+            target = self._program.frames[self.target]
+            kernel = self._kernel_fj = _codegen.jacobian_kernel(self._program, target)
+        return kernel(self._q(q))
 
     def link_poses(self, q: npt.ArrayLike | Mapping[str, object]) -> dict[str, Array]:
         """Pose (4, 4) in the source frame of every link on the chain (source and target too)."""
-        kernel = self._kernels.get("")
+        kernel = self._kernel_links
         if kernel is None:
-            kernel = self._kernels[""] = self._generate(self.links, False)
-        poses = kernel(self._q(q)).reshape(len(self.links), 4, 4)
-        return dict(zip(self.links, poses, strict=True))
+            frames = [self._program.frames[link] for link in self.links]
+            kernel = _codegen.pose_kernel(self._program, frames, stacked=True)
+            self._kernel_links = kernel
+        return dict(zip(self.links, kernel(self._q(q)), strict=True))
 
     def jacobian_at(self, link: str, q: npt.ArrayLike | Mapping[str, object]) -> Array:
         """Jacobian (6, dof) of a link on the chain, at its origin (later joints: zero columns).
@@ -213,12 +212,13 @@ class Chain:
         Raises:
             UnknownLink: ``link`` is not on this chain (``role`` is ``"link"``).
         """
-        kernel = self._kernels.get(link)
+        kernel = self._kernels_at.get(link)
         if kernel is None:
-            if link not in self._program.frames or not link:
+            if link not in self._program.frames:
                 raise UnknownLink(link, "link", self.links)
-            kernel = self._kernels[link] = self._generate([link], True)
-        return kernel(self._q(q))[16:].reshape(6, self.dof)
+            frame = self._program.frames[link]
+            kernel = self._kernels_at[link] = _codegen.jacobian_kernel(self._program, frame)
+        return kernel(self._q(q))[1]
 
     def fk_batch(self, q: npt.ArrayLike) -> Array:
         """Poses (B, 4, 4) of the target for configurations ``q`` (B, dof), vectorised."""
