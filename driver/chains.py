@@ -9,21 +9,12 @@ that reached it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.driver.config import SOLVE_OPTIONS, ChainConfig, SolverKind
-
-
-@dataclass(frozen=True, slots=True)
-class Seed:
-    """A joint vector the solvers accept as ``state_or_positions`` (``.names``, ``.position``)."""
-
-    names: tuple[str, ...]
-    position: NDArray[np.float64]
 
 
 def make_solver(kind: SolverKind, options: Mapping[str, Any]) -> Any:
@@ -67,8 +58,14 @@ class ChainRunner:
         solve_options, build_options = split_options(config.options)
         self.solver = make_solver(config.solver, build_options)
         self._options = {"max_delta": max_delta, **solve_options}
-        joints = [j.name for j in robot.path_joints(config.source_link, config.target_link)]
-        self.joints = tuple(j for j in joints if j in names)
+        # The chain's configuration vector, in Jacobian column order, maps one to one onto
+        # driven joints (the config check guarantees every column's joint is a 1-DoF servo
+        # joint), so seeds and solutions move as flat arrays without building dicts.
+        columns = self.chain.jacobian_columns
+        self.joints = tuple(joint for joint, _ in columns)
+        missing = [j for j in self.joints if j not in names]
+        if missing:
+            raise ValueError(f"chain {config.name!r}: joints {missing} are not driven")
         self.indices = np.array([list(names).index(j) for j in self.joints], dtype=np.intp)
         self._names = tuple(names)
         self.last_seq = -1
@@ -92,7 +89,7 @@ class ChainRunner:
         try:
             solution = self.solver.solve(
                 self.robot,
-                Seed(self._names, seed),
+                seed[self.indices],
                 self.config.source_link,
                 self.config.target_link,
                 target,
@@ -105,7 +102,8 @@ class ChainRunner:
                 return None, exc, False
             return self._pick(best, seed), exc, False
         self.last_reached = bool(solution.reached)
-        return self._pick(solution.positions, seed), solution, self.last_reached
+        q: NDArray[np.float64] = solution.q
+        return q, solution, self.last_reached
 
     def _pick(
         self, positions: Mapping[str, float], seed: NDArray[np.float64]

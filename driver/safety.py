@@ -134,17 +134,18 @@ class SafetyLayer:
                 self._event(cycle, ClampKind.NON_FINITE, int(j), float(cmd[j]), float(last[j]))
             cmd[~finite] = last[~finite]
         lower, upper = self.limits.lower, self.limits.upper
-        outside = (cmd < lower) | (cmd > upper)
-        if outside.any():
-            clipped = np.clip(cmd, lower, upper)
-            for j in np.flatnonzero(outside):
+        clipped = np.minimum(np.maximum(cmd, lower), upper)
+        if (clipped != cmd).any():
+            for j in np.flatnonzero(clipped != cmd):
                 self._event(cycle, ClampKind.JOINT_LIMIT, int(j), float(cmd[j]), float(clipped[j]))
-            cmd = clipped
-        cmd = self._limit_step(cmd, last, cycle)
+        cmd = self._limit_step(clipped, last, cycle)
         # Belt and braces: whatever happened above, nothing outside the box around the last
         # command or outside the limits leaves this function.
-        np.clip(cmd, last - self.step_bound, last + self.step_bound, out=cmd)
-        np.clip(cmd, lower, upper, out=cmd)
+        bound = self.step_bound
+        np.minimum(cmd, last + bound, out=cmd)
+        np.maximum(cmd, last - bound, out=cmd)
+        np.minimum(cmd, upper, out=cmd)
+        np.maximum(cmd, lower, out=cmd)
         return cmd
 
     def _limit_step(
@@ -159,7 +160,7 @@ class SafetyLayer:
         scale = float(ratios.min())
         binding = int(np.flatnonzero(over)[int(np.argmin(ratios))])
         kind = ClampKind.VELOCITY if self._velocity_binds[binding] else ClampKind.MAX_DELTA
-        scaled = last + step * scale
+        scaled: NDArray[np.float64] = last + step * scale
         for j in np.flatnonzero(step != 0.0):
             self._event(cycle, kind, int(j), float(cmd[j]), float(scaled[j]))
         return scaled
