@@ -283,15 +283,16 @@ class DynamixelBus:
             raise CommError(None, packet.instruction.name, CommResult.TX_FAIL)
 
     def _drain(self) -> None:
-        """Discard late bytes of a failed transaction so they cannot pass for the next reply.
+        """Discard bytes left over from a failed transaction before the next one.
 
-        Dynamixel packets carry no sequence number: a reply that arrives after its
-        deadline would otherwise be taken for the answer to the next instruction.
+        Dynamixel packets carry no sequence number, so a reply that arrives after its
+        deadline could pass for the answer to the next instruction. Whatever has
+        arrived is dropped here without waiting (waiting would lengthen the stall a
+        missing servo causes); a reply still in flight is caught by the length check
+        when the next read asks for other registers, and is at most one cycle old
+        when it asks for the same ones.
         """
-        quiet = (self.port.latency_ms + 0.5) / 1000.0
-        deadline = time.monotonic() + 0.1
-        while time.monotonic() < deadline and self.port.read_available(quiet):
-            pass
+        self.port.read_available(0.0)
         self.port.clearPort()
 
     def group_read(
