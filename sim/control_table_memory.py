@@ -90,6 +90,10 @@ class ControlTableMemory:
         reg = self.spec.table[name]
         self.data[reg.address : reg.end] = reg.encode(value)
 
+    def set_clamped(self, reg: Register, value: int) -> None:
+        """Store ``value`` in ``reg``, clamped to the register's raw range."""
+        self.data[reg.address : reg.end] = reg.encode(min(max(int(value), reg.min), reg.max))
+
     def set_if_present(self, name: RegisterName, value: int) -> None:
         """``set`` when the model has the register; clamps to the register's raw range."""
         reg = self.spec.table.get(name)

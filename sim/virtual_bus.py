@@ -11,10 +11,10 @@
 Packets are decoded and encoded by ``hilbot.hal.dynamixel.protocol`` (no second
 codec); each id has a control table (``hilbot.hal.dynamixel.tables``) bound to the
 servo dynamics model, advanced by the (injectable) clock. Replies leave at the time a
-real bus would deliver them: the instruction's own wire time, then per reply its
-servo's Return Delay Time and its bytes at 10 bits a byte. The server thread blocks
-in ``poll`` between packets and sleeps until shortly before each deadline (then
-spins briefly), so an idle bus costs no CPU.
+real bus would have delivered their last byte: the instruction's own wire time, then
+per reply its servo's Return Delay Time and its bytes at 10 bits a byte. The server
+thread blocks in ``poll`` between packets and sleeps until just before each deadline
+(spinning only the last few microseconds), so an idle bus costs no CPU.
 """
 
 from __future__ import annotations
@@ -39,12 +39,11 @@ from hilbot.hal.dynamixel.protocol import (
     InstructionPacket,
     PacketDecoder,
     PacketKind,
-    encode_instruction,
 )
 from hilbot.hal.errors import ConfigError, PortError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.sim.faults import FaultTable, ServoFaults
-from hilbot.sim.instruction_handler import InstructionHandler, Reply
+from hilbot.sim.instruction_handler import InstructionHandler
 from hilbot.sim.servo_model import ServoModel
 from hilbot.sim.servo_physics import ServoPhysics, physics_for
 from hilbot.sim.virtual_servo import VirtualServo
@@ -53,11 +52,10 @@ _log = logging.getLogger(__name__)
 
 BITS_PER_BYTE = 10  # 8N1: start bit, 8 data bits, stop bit
 BACKGROUND_STEP_MS = 5  # model update period while servos move, when no packet comes
-SPIN = 3e-4
 #: GIL switch interval while a bus runs in this process [s]. A client that busy-polls
 #: the port (the stock dynamixel-sdk does) holds the GIL; at Python's default 5 ms the
 #: server thread would wake up to 5 ms late for every reply.
-SWITCH_INTERVAL = 2e-4  # [s] wake up this long before a deadline and spin (sleep overshoots)
+SWITCH_INTERVAL = 2e-4
 _TERMIOS_RATES = {
     getattr(termios, f"B{rate}"): rate
     for rate in (
@@ -82,15 +80,6 @@ _TERMIOS_RATES = {
 }
 
 ServoList = Sequence[ServoSpec] | Mapping[int, str]
-
-
-def wait_until(deadline: float, clock: Callable[[], float] = time.monotonic) -> None:
-    """Block until ``clock() >= deadline``: sleep most of the way, spin the last ~0.3 ms."""
-    while True:
-        remaining = deadline - clock()
-        if remaining <= 0.0:
-            return
-        time.sleep(remaining - SPIN if remaining > SPIN else 0.0)
 
 
 class VirtualBus:
@@ -172,6 +161,7 @@ class VirtualBus:
         self._thread: threading.Thread | None = None
         self._port = ""
         self._wire_free = 0.0
+        self._sleeper = Sleeper()
         #: Exceptions raised while answering (a bug in the simulation, never the host's).
         self.errors: list[Exception] = []
 
@@ -344,23 +334,55 @@ class VirtualBus:
         with self.lock:
             now = self._advance()
             replies = self.handler.handle(item, now)
+        if not replies:
+            return
+        data = b"".join(reply.data for reply in replies)
         if not self.wire_timing:
-            for reply in replies:
-                os.write(self._master, reply.data)
+            os.write(self._master, data)
             return
         byte_time = BITS_PER_BYTE / self.host_baudrate()
-        size = len(item.raw) if isinstance(item, DecodeError) else len(encode_instruction(item))
         # The pty delivers the host's bytes at once; on a wire they would take this long.
-        cursor = max(arrived, self._wire_free) + size * byte_time
+        done = max(arrived, self._wire_free) + _instruction_size(item) * byte_time
         for reply in replies:
-            cursor = self._send(reply, cursor, byte_time)
-        self._wire_free = cursor
+            done += reply.delay + len(reply.data) * byte_time
+        # One write when the last reply's last byte would arrive: the host sees the
+        # transaction end when a real bus would end it, for one wake-up per instruction.
+        self._sleeper.wait_until(done)
+        os.write(self._master, data)
+        self._wire_free = done
 
-    def _send(self, reply: Reply, cursor: float, byte_time: float) -> float:
-        done = cursor + reply.delay + len(reply.data) * byte_time
-        wait_until(done)
-        os.write(self._master, reply.data)
-        return done
+
+def _instruction_size(item: InstructionPacket | DecodeError) -> int:
+    if isinstance(item, DecodeError):
+        return len(item.raw)
+    # 2.0: header 4, id, length 2, instruction, CRC 2; 1.0: header 2, id, length, checksum
+    return len(item.params) + (10 if item.protocol == 2 else 6)
+
+
+class Sleeper:
+    """Waits for deadlines precisely without spinning long.
+
+    ``time.sleep`` wakes up late by a scheduler-dependent slack; the sleeper learns it
+    (a moving average of how late it woke) and sleeps that much less, then spins the
+    few microseconds left. On an idle Linux box the slack is ~60 µs.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.slack = 1e-4  # [s] initial guess of how late sleep() returns
+
+    def wait_until(self, deadline: float) -> None:
+        """Block until ``clock() >= deadline``."""
+        clock = self._clock
+        remaining = deadline - clock()
+        if remaining > self.slack:
+            target = remaining - self.slack
+            start = clock()
+            time.sleep(target)
+            late = (clock() - start) - target
+            self.slack = min(max(0.9 * self.slack + 0.1 * late, 2e-5), 2e-3)
+        while clock() < deadline:
+            time.sleep(0.0)
 
 
 class _GilTuning:

@@ -10,6 +10,7 @@ Protocol 1.0 error bits with the hardware bits of every status packet).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.protocol import (
@@ -74,6 +75,7 @@ class VirtualServo:
         self._tick_unit = 2.0 * math.pi / spec.ticks_per_rev  # [rad/tick]
         self._velocity_unit = spec.rad_per_s_per_velocity_tick  # [rad/s per tick]
         self.pending_write: tuple[int, bytes] | None = None  # REG_WRITE, waiting for ACTION
+        self._live = self._live_registers()
         self._apply_eeprom()
         self._reset_goal()
 
@@ -127,7 +129,7 @@ class VirtualServo:
 
     def read(self, address: int, length: int, now: float) -> tuple[int, bytes]:
         """READ: ``(ERR, data)``; outside the table: access error / range bit, no data."""
-        self.refresh(now)
+        self.refresh(now, address, length)
         data = self.memory.read(address, length)
         if data is None:
             if self.protocol == 2:
@@ -137,7 +139,6 @@ class VirtualServo:
 
     def write(self, address: int, data: bytes, now: float) -> int:
         """WRITE: apply the data if every rule allows it; return the ERR byte."""
-        self.refresh(now)
         checked = self.memory.check_write(
             address, data, torque_on=self._torque_on(), eeprom_lock=self.protocol == 2
         )
@@ -151,7 +152,6 @@ class VirtualServo:
 
     def reg_write(self, address: int, data: bytes, now: float) -> int:
         """REG_WRITE: validate now, apply on ACTION."""
-        self.refresh(now)
         checked = self.memory.check_write(
             address, data, torque_on=self._torque_on(), eeprom_lock=self.protocol == 2
         )
@@ -186,29 +186,51 @@ class VirtualServo:
 
     # ------------------------------------------------------------------ model binding
 
-    def refresh(self, now: float) -> None:
-        """Copy the model's present values into the present-value registers."""
-        m, i, mem = self.model, self.index, self.memory
-        ticks = int(m.present_ticks[i]) + self.spec.center_tick
-        if self.protocol == 2:
-            mem.set(N.PRESENT_POSITION, ticks + mem.get(N.HOMING_OFFSET))
-            mem.set_if_present(N.PRESENT_VELOCITY, round(m.velocity[i] / self._velocity_unit))
-            mem.set_if_present(N.HARDWARE_ERROR_STATUS, int(m.hardware_error[i]))
-            mem.set_if_present(N.REALTIME_TICK, int(now * 1000.0) % 32768)
-            mem.set_if_present(N.MOVING_STATUS, 0 if m.moving[i] else 1)
-            pwm = round(PWM_FULL_SCALE * m.motor_torque[i] / m.physics[i].stall_torque)
-            mem.set_if_present(N.PRESENT_PWM, pwm)
-            mem.set_if_present(N.PRESENT_CURRENT, round(m.current[i] / self.spec.effort_per_tick))
-            mem.set_if_present(N.PRESENT_LOAD, round(m.load[i] / 0.1))
-        else:
-            mem.set_if_present(N.PRESENT_POSITION, ticks)
-            mem.set_if_present(N.PRESENT_SPEED, round(m.velocity[i] / self._velocity_unit))
-            mem.set_if_present(N.PRESENT_LOAD, round(m.load[i] / 0.1))
-            mem.set_if_present(N.PRESENT_CURRENT, 2048 + round(m.current[i] / MX1_CURRENT_UNIT))
-        mem.set_if_present(N.MOVING, 1 if m.moving[i] else 0)
-        mem.set_if_present(N.PRESENT_TEMPERATURE, round(m.temperature[i]))
-        mem.set_if_present(N.PRESENT_INPUT_VOLTAGE, round(m.voltage[i] * 10.0))
-        mem.set(N.TORQUE_ENABLE, 1 if m.torque_enabled[i] else 0)
+    def refresh(self, now: float, address: int = 0, length: int | None = None) -> None:
+        """Copy the model's present values into the registers in ``[address, +length)``."""
+        end = self.memory.size if length is None else address + length
+        for reg, value in self._live:
+            if reg.address < end and address < reg.end:
+                self.memory.set_clamped(reg, value(now))
+
+    def _live_registers(self) -> list[tuple[Register, Callable[[float], int]]]:
+        """The registers the firmware keeps up to date, each with its value source."""
+        m, i, spec = self.model, self.index, self.spec
+        stall = m.physics[i].stall_torque
+        current_scale = m.physics[i].stall_current / stall  # [A per N·m]
+
+        def ticks(now: float) -> int:
+            raw = round(m.position[i] / m.quantum[i]) + spec.center_tick
+            if self.protocol == 2:
+                raw += self.memory.get(N.HOMING_OFFSET)
+            return int(raw)
+
+        def current(now: float) -> int:
+            amps = float(m.motor_torque[i]) * current_scale
+            if self.protocol == 1:
+                return 2048 + round(amps / MX1_CURRENT_UNIT)
+            return round(amps / spec.effort_per_tick)
+
+        def moving(now: float) -> int:
+            return 1 if bool(m.moving[i]) else 0
+
+        sources: dict[RegisterName, Callable[[float], int]] = {
+            N.PRESENT_POSITION: ticks,
+            N.PRESENT_VELOCITY: lambda now: round(m.velocity[i] / self._velocity_unit),
+            N.PRESENT_SPEED: lambda now: round(m.velocity[i] / self._velocity_unit),
+            N.PRESENT_CURRENT: current,
+            N.PRESENT_LOAD: lambda now: round(1000.0 * m.motor_torque[i] / stall),  # 0.1 %
+            N.PRESENT_PWM: lambda now: round(PWM_FULL_SCALE * m.motor_torque[i] / stall),
+            N.HARDWARE_ERROR_STATUS: lambda now: int(m.hardware_error[i]),
+            N.REALTIME_TICK: lambda now: int(now * 1000.0) % 32768,
+            N.MOVING: moving,
+            N.MOVING_STATUS: lambda now: 1 - moving(now),
+            N.PRESENT_TEMPERATURE: lambda now: round(m.temperature[i]),
+            N.PRESENT_INPUT_VOLTAGE: lambda now: round(m.voltage[i] * 10.0),
+            N.TORQUE_ENABLE: lambda now: 1 if m.torque_enabled[i] else 0,
+        }
+        table = spec.table
+        return [(table[name], fn) for name, fn in sources.items() if name in table]
 
     def _torque_on(self) -> bool:
         return bool(self.model.torque_enabled[self.index])

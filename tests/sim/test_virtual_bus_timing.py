@@ -95,7 +95,9 @@ def test_the_sim_bus_command_serves_a_port():
             assert line.startswith("main: /dev/")
             port = PortHandler(line.split()[1])
             assert port.openPort() and port.setBaudRate(1_000_000)
-            assert PacketHandler(2.0).ping(port, 3)[:2] == (1020, COMM_SUCCESS)
+            # A fresh process on a busy machine may miss the first deadline: retry.
+            pings = [PacketHandler(2.0).ping(port, 3)[:2] for _ in range(3)]
+            assert (1020, COMM_SUCCESS) in pings
             port.closePort()
         finally:
             process.terminate()
