@@ -9,8 +9,12 @@ in-run reference: the machine is shared, so compare ratios, not absolute times.
 A last row times ``MultiTaskSolver.solve_tasks`` with both arms of the bimanual rig in
 one call.
 
-``qp_rows(cases)`` is the hook ``ik_bench.py`` may call to add these solvers' rows to
-its own table; ``main()`` writes the section "ik-qp" of BENCHMARKS.md.
+Two hooks for ``ik_bench.py``: ``tracking_solvers(arm)`` returns these solvers as its
+``Solve`` callables (``(seed, target 4x4) -> q or None``), ready to be added to its
+``run_regime`` table; ``qp_rows(cases)`` computes this file's own rows. ``main()``
+writes the section "ik-qp" of BENCHMARKS.md. Solvers stop at 0.9 x the success
+thresholds, as in ``ik_bench.py``; CPU time is the calling thread's (it leaves out the
+time the shared machine's scheduler took the process off the CPU).
 
 Usage: python benchmarks/ik_bench_qp.py [--cases N] [--no-write]
 """
@@ -44,6 +48,7 @@ ARMS = [
 ]
 POSITION_OK = 1e-4  # [m]
 ORIENTATION_OK = 1e-3  # [rad]
+STOP_POSITION, STOP_ORIENTATION = 0.9 * POSITION_OK, 0.9 * ORIENTATION_OK
 JUMP = 0.25  # [rad]
 
 
@@ -94,45 +99,84 @@ def _call(solver: object, case: Case) -> np.ndarray:
             case.source,
             case.tip,
             case.target,
-            orientation_tolerance=ORIENTATION_OK,
+            max_iterations=20,
+            tolerance=STOP_POSITION,
+            orientation_tolerance=STOP_ORIENTATION,
         ).q
     except IKError as error:
         return case.chain.q_from(error.positions)
 
 
+def tracking_solvers(
+    arm: object,
+) -> dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray | None]]:
+    """QPSolver and MultiTaskSolver as ``ik_bench.py`` ``Solve`` callables for ``arm``.
+
+    ``arm`` needs ``robot``, ``source`` and ``tip`` attributes (``ik_bench.Arm`` has them).
+    """
+    out = {}
+    for name, solver in (
+        ("hilbot QPSolver", QPSolver()),
+        ("hilbot MultiTaskSolver", MultiTaskSolver()),
+    ):
+
+        def run(seed: np.ndarray, target: np.ndarray, solver: object = solver) -> np.ndarray | None:
+            try:
+                return solver.solve(  # type: ignore[attr-defined, no-any-return]
+                    arm.robot,  # type: ignore[attr-defined]
+                    seed,
+                    arm.source,  # type: ignore[attr-defined]
+                    arm.tip,  # type: ignore[attr-defined]
+                    target,
+                    max_iterations=20,
+                    tolerance=STOP_POSITION,
+                    orientation_tolerance=STOP_ORIENTATION,
+                ).q
+            except IKError:
+                return None
+
+        out[name] = run
+    return out
+
+
 def qp_rows(
     cases: Sequence[Case], solvers: dict[str, Callable[[], object]] | None = None
-) -> list[tuple[str, str, float, float, float, float]]:
-    """Rows ``(arm, solver, success %, median µs, p95 µs, jumps %)``, solvers interleaved."""
+) -> list[tuple[str, str, float, float, float, float, float]]:
+    """Rows ``(arm, solver, success %, median µs, p95 µs, median CPU µs, jumps %)``.
+
+    The solvers run interleaved, case by case, so load hits them alike.
+    """
     makers = solvers or {
         "QPSolver": QPSolver,
         "MultiTaskSolver": MultiTaskSolver,
         "DLSSolver (reference)": DLSSolver,
     }
     built = {name: make() for name, make in makers.items()}
-    stats: dict[tuple[str, str], list[tuple[float, bool, bool]]] = {}
+    stats: dict[tuple[str, str], list[tuple[float, float, bool, bool]]] = {}
     for case in cases:  # warm-up: chain caches, kernels
         for solver in built.values():
             _call(solver, case)
         break
     for case in cases:
         for name, solver in built.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             q = _call(solver, case)
-            elapsed = time.perf_counter() - t0
+            elapsed, cpu = time.perf_counter() - t0, time.thread_time() - c0
             ok, jump = _check(case, q)
-            stats.setdefault((case.name, name), []).append((elapsed, ok, jump))
+            stats.setdefault((case.name, name), []).append((elapsed, cpu, ok, jump))
     rows = []
     for (arm, name), values in stats.items():
         times = np.array([v[0] for v in values]) * 1e6
+        cpu = np.array([v[1] for v in values]) * 1e6
         rows.append(
             (
                 arm,
                 name,
-                100.0 * np.mean([v[1] for v in values]),
+                100.0 * float(np.mean([v[2] for v in values])),
                 float(np.median(times)),
                 float(np.percentile(times, 95)),
-                100.0 * np.mean([v[2] for v in values]),
+                float(np.median(cpu)),
+                100.0 * float(np.mean([v[3] for v in values])),
             )
         )
     return rows
@@ -166,21 +210,21 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     rows = qp_rows(tracking_cases(args.cases))
-    reference = {arm: med for arm, name, _, med, _, _ in rows if name.startswith("DLS")}
+    reference = {arm: cpu for arm, name, _, _, _, cpu, _ in rows if name.startswith("DLS")}
     lines = [
         "Tracking regime (seed = truth + up to 0.05 rad per joint, full-pose targets), "
         f"{args.cases} seeded cases per arm; success = position < 1e-4 m and orientation "
         "< 1e-3 rad within limits; jumps = solutions > 0.25 rad from the seed. The solvers "
         "run interleaved in one loop on a machine shared with other busy jobs: read the "
-        "ratio to DLSSolver (same run), not the absolute times.",
+        "ratio to DLSSolver (same run, thread CPU time), not the absolute times.",
         "",
-        "| arm | solver | success % | median µs | p95 µs | × DLS median | jumps % |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| arm | solver | success % | median µs | p95 µs | median CPU µs | × DLS CPU | jumps % |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for arm, name, success, med, p95, jumps in rows:
-        ratio = med / reference[arm] if arm in reference else float("nan")
-        cells = [arm, name, f"{success:.1f}", f"{med:.0f}", f"{p95:.0f}", f"{ratio:.1f}"]
-        lines.append("| " + " | ".join([*cells, f"{jumps:.1f}"]) + " |")
+    for arm, name, success, med, p95, cpu, jumps in rows:
+        ratio = cpu / reference[arm] if arm in reference else float("nan")
+        cells = [arm, name, f"{success:.1f}", f"{med:.0f}", f"{p95:.0f}", f"{cpu:.0f}"]
+        lines.append("| " + " | ".join([*cells, f"{ratio:.1f}", f"{jumps:.1f}"]) + " |")
     success, med, p95 = bimanual_row(max(50, args.cases // 3))
     lines += [
         "",

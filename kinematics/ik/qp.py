@@ -171,6 +171,7 @@ class QPSolver(Solver):
         self.orientation_weight = check_positive("orientation_weight", orientation_weight)
         self.damping = check_positive("damping", damping)
         self.lm_damping = check_positive("lm_damping", lm_damping, allow_zero=True)
+        self._eyes: dict[int, Array] = {}
 
     def _limits_for(self, options: SolveOptions) -> tuple[Limit, ...]:
         if options.respect_limits and not self._has_configuration_limit:
@@ -186,7 +187,9 @@ class QPSolver(Solver):
         info = self.info(chain)
         limits = self._limits_for(options)
         weights = _Weights(self.position_weight, self.orientation_weight)
-        eye = np.eye(info.dof)
+        eye = self._eyes.get(info.dof)
+        if eye is None:
+            eye = self._eyes[info.dof] = np.eye(info.dof)
         q = q0.copy()
         pose, jac = chain.fk_jacobian(q)
         a, b, residual, angle = task_rows(pose, jac, target, weights)

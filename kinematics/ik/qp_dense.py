@@ -99,15 +99,17 @@ def solve_box_qp(
     n = _check(h_mat, f)
     if lb.shape != (n,) or ub.shape != (n,):
         raise ValueError(f"bounds must have shape ({n},), got {lb.shape} and {ub.shape}")
+    x: FloatArray = np.linalg.solve(h_mat, -f).astype(np.float64, copy=False)
+    # Fast path (the common IK case): strictly inside. NaN, lb = +inf or ub = -inf
+    # bounds fail these comparisons, so the checks below still see every bad input.
+    if (x > lb).all() and (x < ub).all():
+        return QPResult(x, QPStatus.OPTIMAL, 0, ())
     if not ((lb < np.inf).all() and (ub > -np.inf).all()):
         raise ValueError(f"bounds must not be NaN, lb +inf or ub -inf: lb={lb}, ub={ub}")
-    x: FloatArray = np.linalg.solve(h_mat, -f).astype(np.float64, copy=False)
     if np.any(lb > ub):
         return QPResult(np.clip(x, lb, np.maximum(lb, ub)), QPStatus.INFEASIBLE, 0, ())
     below = x <= lb
     above = x >= ub
-    if not (below.any() or above.any()):
-        return QPResult(x, QPStatus.OPTIMAL, 0, ())
     # n is small: the bookkeeping runs on Python lists, numpy only does the linear algebra.
     lo = lb.tolist()
     hi = ub.tolist()
