@@ -92,6 +92,11 @@ def test_linear_inequality_checks_shapes_and_columns(ur5):
         LinearInequality(np.ones((2, 6)), np.ones(3))
     with pytest.raises(ValueError, match="finite"):
         LinearInequality(np.ones((1, 6)), [np.nan])
+    with pytest.raises(ValueError, match="on must be"):
+        LinearInequality(np.ones((1, 6)), [1.0], on="q")
+    shifted = LinearInequality(np.ones((1, 6)), [1.0], on="configuration")
+    part = shifted.constraint(_context(ur5, np.full(6, 0.1)))
+    assert part.h[0] == pytest.approx(1.0 - 0.6)
     limit = LinearInequality(np.ones((1, 5)), [1.0])
     with pytest.raises(ValueError, match="5 columns but the solve has 6"):
         limit.constraint(_context(ur5, np.zeros(6)))
