@@ -47,6 +47,7 @@ from hilbot.hal.dynamixel.units import temperature
 from hilbot.hal.errors import (
     CommandError,
     CommTimeout,
+    CrcError,
     HalError,
     HardwareFault,
     ServoError,
@@ -280,7 +281,11 @@ class DynamixelBackend:
         replies = self._bus.group_read(self.method, self.layout.reads())
         self._cycles += 1
         if self.layout.protocol == 2 and (self._cycles - 1) % self.temperature_every == 0:
-            self._read_temperatures()
+            try:
+                self._read_temperatures()
+            except (CommTimeout, CrcError) as exc:
+                # positions are fresh; temperatures keep their last value (counted, logged)
+                self._log.warning("%s: temperature read failed: %s", self.spec.port, exc)
         self._update_faults(replies)
         return self._state(replies)
 
