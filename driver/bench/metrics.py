@@ -70,6 +70,12 @@ class BenchReport:
     mode_changes: list[tuple[float, str]]
     final_mode: str
     injected_faults: list[dict[str, Any]] = field(default_factory=list)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def command_failures(self) -> list[dict[str, Any]]:
+        """The lifecycle commands that raised (with their ``error``)."""
+        return [c for c in self.commands if "error" in c]
 
     def to_dict(self) -> dict[str, Any]:
         """Return the report as JSON-able data (the ``summary.json`` body)."""
@@ -95,6 +101,7 @@ def build_report(recording: Recording) -> BenchReport:
         mode_changes=changes,
         final_mode=header.modes[int(recording["mode"][-1])] if recording.n_cycles else "none",
         injected_faults=list(header.faults),
+        commands=list(header.commands),
     )
 
 

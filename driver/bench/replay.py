@@ -79,7 +79,9 @@ async def replay(recording: Recording, config: RobotConfig, *, progress: bool = 
     bench = make_sim_backend(
         config, clock, initial_positions=start, seed=int(header.sim.get("seed", 0))
     )
-    commands = _by_cycle(header.commands or inferred_commands(recording))
+    known = {c.value for c in Command}
+    logged = [c for c in header.commands if c["command"] in known]  # not e.g. "shutdown"
+    commands = _by_cycle(logged or inferred_commands(recording))
     faults = _by_cycle(header.faults)
     bar = Progress(recording.n_cycles, enabled=None if progress else False)
     async with Runtime(config, bench.backend, clock=clock) as runtime:

@@ -37,6 +37,7 @@ from hilbot.driver.config import RobotConfig
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.state import Command
 from hilbot.hal.backend import HardwareErrorFlags
+from hilbot.hal.errors import HalError
 
 _log = logging.getLogger(__name__)
 _CARTESIAN = (CartesianLineStep, CartesianCircleStep, TeleopStep)
@@ -68,13 +69,26 @@ async def run_bench(
     *,
     seed: int = 0,
 ) -> Recording:
-    """Open the backend, start a runtime on it, run ``scenario`` and return its recording."""
-    async with (
-        open_backend(kind, config, clock, seed=seed) as bench,
-        Runtime(config, bench.backend, clock=bench.clock) as runtime,
-    ):
-        runner = ScenarioRunner(runtime, bench, scenario, options)
-        return await runner.run()
+    """Open the backend, start a runtime on it, run ``scenario`` and return its recording.
+
+    A failure to shut down cleanly (torque could not be disabled) after the scenario
+    ran is logged as a failed ``shutdown`` command in the recording, which fails the
+    run's ``command_failures_max`` check, instead of losing the recording.
+    """
+    recording: Recording | None = None
+    try:
+        async with (
+            open_backend(kind, config, clock, seed=seed) as bench,
+            Runtime(config, bench.backend, clock=bench.clock) as runtime,
+        ):
+            recording = await ScenarioRunner(runtime, bench, scenario, options).run()
+    except (HalError, OSError) as exc:
+        if recording is None:
+            raise
+        _log.error("shutdown after the scenario failed: %s", exc)
+        cycle = int(recording["cycle"][-1]) + 1 if recording.n_cycles else 1
+        recording.header.commands.append({"cycle": cycle, "command": "shutdown", "error": str(exc)})
+    return recording
 
 
 def check_supported(scenario: Scenario, bench: BenchBackend, runtime: Runtime) -> None:

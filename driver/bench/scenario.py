@@ -190,6 +190,9 @@ class Thresholds(_Model):
     """Pass/fail limits of a run; every limit left out is not checked.
 
     Tracking errors in [m] (end effector) or [rad] (joints), timing in [s].
+    ``command_failures_max`` is the one limit on by default (0: a scenario whose
+    lifecycle commands fail did not test what it meant to); set it to ``null``
+    to allow failures.
     """
 
     ee_rms_max: float | None = Field(default=None, ge=0)
@@ -203,6 +206,7 @@ class Thresholds(_Model):
     faults_max: int | None = Field(default=None, ge=0)
     faults_min: int | None = Field(default=None, ge=0)
     final_mode: str | None = None
+    command_failures_max: int | None = Field(default=0, ge=0)
 
 
 class Scenario(_Model):

@@ -88,6 +88,19 @@ def check_thresholds(report: BenchReport, thresholds: Thresholds) -> list[Thresh
                 "faults_min", float(th.faults_min), float(found), found >= th.faults_min
             )
         )
+    if th.command_failures_max is not None:
+        failures = report.command_failures
+        detail = "; ".join(f"{c['command']} at cycle {c['cycle']}: {c['error']}" for c in failures)
+        passed = len(failures) <= th.command_failures_max
+        results.append(
+            ThresholdResult(
+                "command_failures_max",
+                float(th.command_failures_max),
+                float(len(failures)),
+                passed,
+                detail,
+            )
+        )
     if th.final_mode is not None:
         results.append(
             ThresholdResult(

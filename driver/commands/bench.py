@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("real", "fake"),
         default="real",
         help="real: wall-clock time (default); fake: simulated time, as fast as the "
-        "computation runs and deterministic (sim backend only)",
+        "computation runs and deterministic (sim only; a --compare-backend bus runs in real time)",
     )
     parser.add_argument("--out", type=Path, metavar="DIR", help="output folder")
     parser.add_argument(
@@ -72,6 +72,13 @@ def run(args: argparse.Namespace) -> int:
     from hilbot.driver.config import load_config
     from hilbot.driver.errors import DriverError
 
+    if args.clock == "fake" and args.backend != "sim":
+        print(
+            f"hilbot bench: --clock fake works with the sim backend only, not {args.backend} "
+            "(a bus runs in real time)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     try:
         config = load_config(args.config)
         if args.rate is not None:

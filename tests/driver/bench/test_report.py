@@ -90,6 +90,7 @@ def test_thresholds_pass_and_fail_with_the_worst_value(synthetic):
     assert [(r.name, r.passed) for r in missed] == [
         ("ee_rms_max", False),
         ("clamp_events_max", False),
+        ("command_failures_max", True),
         ("final_mode", True),
     ]
     assert "worst: arm" in missed[0].describe()
@@ -129,3 +130,12 @@ def test_compare_runs_and_plot(synthetic, tmp_path):
     assert cmp.measured_diff[0].rms == pytest.approx(0.01, rel=1e-2)
     json.dumps(cmp.to_dict())
     assert plot_comparison(a, b, tmp_path / "c.png").stat().st_size > 0
+
+
+def test_a_failed_command_fails_the_run_by_default(synthetic):
+    recording = synthetic()
+    recording.header.commands = [{"cycle": 1, "command": "enable", "error": "rx timeout"}]
+    (result,) = check_thresholds(build_report(recording), Thresholds())
+    assert (result.name, result.passed) == ("command_failures_max", False)
+    assert "enable at cycle 1: rx timeout" in result.describe()
+    assert check_thresholds(build_report(recording), Thresholds(command_failures_max=None)) == []
