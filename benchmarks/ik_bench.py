@@ -144,7 +144,7 @@ def hilbot_tracking(arm: Arm) -> Solve:
 
 
 def hilbot_cold(arm: Arm) -> Solve:
-    solver = MultiStartSolver(DLSSolver(), restarts=60, seed=1)
+    solver = MultiStartSolver(DLSSolver(), restarts=80, seed=1, attempt_iterations=15)
 
     def run(seed: np.ndarray, target: np.ndarray) -> np.ndarray | None:
         try:
@@ -384,7 +384,7 @@ def run_batch(arm: Arm, batch: int, rng: np.random.Generator, repeats: int = 5) 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=300, help="cases per arm and regime")
+    parser.add_argument("--cases", type=int, default=200, help="cases per arm and regime")
     parser.add_argument("--batch", type=int, default=1000, help="batch size for throughput")
     parser.add_argument("--no-write", action="store_true", help="print, do not write BENCHMARKS.md")
     args = parser.parse_args()
@@ -409,7 +409,7 @@ def main() -> int:
     started = time.perf_counter()
     for cold, title in ((False, "Tracking (seed = truth + ≤ 0.05 rad)"), (True, "Cold start")):
         for arm in arms:
-            rng = np.random.default_rng(hash((arm.name, cold)) % 2**32 if False else 7 + cold)
+            rng = np.random.default_rng(7 + cold)
             tallies = run_regime(arm, cold, args.cases, rng)
             rows = "\n".join(t.row(name) for name, t in tallies.items())
             sections.append(f"### {title}: {arm.label}\n\n{header}\n{rows}\n")

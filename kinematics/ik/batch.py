@@ -210,8 +210,13 @@ def _parse_batch(targets: Any) -> _Batch:
         if array.shape[1:] == (4, 4):
             rotation = array[:, :3, :3]
             error = np.abs(np.einsum("bki,bkj->bij", rotation, rotation) - np.eye(3)).max()
-            if error > 1e-5 or (np.linalg.det(rotation) < 0).any():
-                raise InvalidTarget("a transform's rotation is not a proper rotation", "targets")
+            x, y, z = rotation[:, :, 0], rotation[:, :, 1], rotation[:, :, 2]
+            det = np.einsum("bi,bi->b", np.cross(x, y), z)
+            if error > 1e-5 or (det < 0).any() or (array[:, 3] != [0.0, 0.0, 0.0, 1.0]).any():
+                raise InvalidTarget(
+                    "a transform is not rigid (rotation not proper, or last row not 0 0 0 1)",
+                    "targets",
+                )
             return _Batch(OrientationKind.FULL, array[:, :3, 3].copy(), rotation.copy())
         raise InvalidTarget(f"unsupported batch shape {array.shape}", "targets")
     parsed = [parse_target(t) for t in targets]

@@ -53,7 +53,7 @@ def dls_step_arrays(m: int, n: int) -> Callable[..., list[Any]]:
     ``lam2`` (B,); ``z`` is ignored. Returns ``n`` (B,) arrays. Straight-line code on
     arrays avoids the per-matrix overhead of a batched ``numpy.linalg.solve``.
     """
-    return _compiled(m, n, False, True)  # type: ignore[no-any-return]
+    return _compiled(m, n, False, True)
 
 
 @functools.cache

@@ -95,7 +95,7 @@ def test_bad_batches(load):
         BatchSolver().solve_batch(
             robot, np.zeros(6), "base_link", "tool0", [np.zeros(3), np.eye(4)]
         )
-    with pytest.raises(InvalidTarget, match="proper rotation"):
+    with pytest.raises(InvalidTarget, match="not rigid"):
         BatchSolver().solve_batch(robot, np.zeros(6), "base_link", "tool0", np.zeros((2, 4, 4)))
     with pytest.raises(ValueError, match="seeds"):
         BatchSolver().solve_batch(robot, np.zeros((3, 6)), "base_link", "tool0", np.zeros((2, 3)))
