@@ -101,12 +101,13 @@ def slerp(q0: NDArray[np.float64], q1: NDArray[np.float64], s: float) -> NDArray
     dot = float(np.dot(q0, q1))
     if dot < 0.0:  # take the short way round
         q1, dot = -q1, -dot
-    if dot > 0.9995:
-        out = q0 + s * (q1 - q0)
-        return out / np.linalg.norm(out)
-    theta = np.arccos(dot)
-    out = (np.sin((1 - s) * theta) * q0 + np.sin(s * theta) * q1) / np.sin(theta)
-    return out / np.linalg.norm(out)
+    if dot > 0.9995:  # nearly parallel: linear interpolation is exact enough and stable
+        out: NDArray[np.float64] = q0 + s * (q1 - q0)
+    else:
+        theta = float(np.arccos(dot))
+        out = (np.sin((1 - s) * theta) * q0 + np.sin(s * theta) * q1) / np.sin(theta)
+    normed: NDArray[np.float64] = out / np.linalg.norm(out)
+    return normed
 
 
 def load_trajectory(path: str | Path) -> Trajectory:
