@@ -182,7 +182,7 @@ async def test_status_return_level_zero(open_bus, backend_for, chain):
     vbus = open_bus(servos)
     vbus.servo(1).memory.set(N.STATUS_RETURN_LEVEL, 0)
     with pytest.raises(StartupError) as err:
-        async with backend_for(vbus, servos, retries=0, margin_ms=10):
+        async with backend_for(vbus, servos, retries=0):
             pass
     assert err.value.problem is StartupProblem.NO_STATUS_RETURN
 

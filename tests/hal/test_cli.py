@@ -118,3 +118,23 @@ def test_doctor_flags_a_wrong_model(open_bus, capsys):
 def test_doctor_needs_a_config_or_servos(capsys):
     assert main(["doctor"]) == 2
     assert "--servo" in capsys.readouterr().err
+
+
+def test_doctor_reads_a_robot_config(open_bus, tmp_path, capsys):
+    import shutil
+    from pathlib import Path
+
+    from hilbot.driver.config import load_config
+
+    robots = Path(__file__).resolve().parents[2] / "configs" / "robots"
+    servos = load_config(robots / "widowx_250s.yaml").servo_specs("main")
+    vbus = open_bus(servos)
+    text = (robots / "widowx_250s.yaml").read_text().replace("/dev/ttyDXL", vbus.port)
+    (tmp_path / "robot.yaml").write_text(text)
+    shutil.copy(robots / "widowx_250s.urdf", tmp_path)
+    assert main(["doctor", str(tmp_path / "robot.yaml"), "--margin-ms", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "9 servos" in out
+    assert "servo 3 (shoulder): XM430-W350" in out
+    assert "servo 9 (gripper): XL430-W250" in out
+    assert "fast sync read" in out
