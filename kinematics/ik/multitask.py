@@ -98,7 +98,7 @@ class MultiTaskSolver(Solver):
         self.lm_damping = check_positive("lm_damping", lm_damping, allow_zero=True)
         self.secondary_damping = check_positive("secondary_damping", secondary_damping)
         self._models: dict[tuple[int, str], TreeModel] = {}
-        self._chain_models: dict[int, TreeModel] = {}
+        self._chain_models: dict[int, tuple[Any, TreeModel]] = {}
 
     @property
     def posture(self) -> Mapping[str, float] | None:
@@ -115,10 +115,11 @@ class MultiTaskSolver(Solver):
         self, chain: Any, q0: Array, target: Target, box: Box, options: SolveOptions
     ) -> tuple[Array, SolveMeta]:
         """One frame task on ``chain`` plus the solver's secondary settings."""
-        model = self._chain_models.get(id(chain))
-        if model is None or model.root != chain.source or model.robot is not chain.robot:
-            model = TreeModel.from_chain(chain)
-            self._chain_models[id(chain)] = model
+        cached = self._chain_models.get(id(chain))
+        if cached is None or cached[0] is not chain:
+            cached = (chain, TreeModel.from_chain(chain))
+            self._chain_models[id(chain)] = cached
+        model = cached[1]
         tasks: list[Task] = [FrameTask(chain.target, target)]
         tasks += self._default_tasks(model)
         problem = self._problem(model, tasks, options.respect_limits, self.max_reach)

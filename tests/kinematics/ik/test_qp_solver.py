@@ -173,8 +173,9 @@ def test_unreachable_target_carries_positions_within_limits():
     max_delta=st.one_of(st.none(), st.floats(0.001, 0.5)),
     target_scale=st.floats(0.0, 2.0),
     velocity=st.booleans(),
+    bad=st.sampled_from([None, np.nan, np.inf, -np.inf]),
 )
-def test_limits_and_max_delta_are_never_violated(seed, max_delta, target_scale, velocity):
+def test_limits_and_max_delta_are_never_violated(seed, max_delta, target_scale, velocity, bad):
     robot = load_urdf(ROBOTS / "ur5.urdf")
     chain = robot.path_between("base_link", "tool0")
     rng = np.random.default_rng(seed)
@@ -182,6 +183,11 @@ def test_limits_and_max_delta_are_never_violated(seed, max_delta, target_scale, 
     target = rng.normal(size=3) * target_scale
     limits = [VelocityLimit(dt=0.05)] if velocity else []
     solver = QPSolver(limits)
+    if bad is not None:
+        target[rng.integers(3)] = bad
+        with pytest.raises(InvalidTarget):
+            solver.solve(robot, q0, "base_link", "tool0", target, max_delta=max_delta)
+        return
     try:
         solution = solver.solve(
             robot, q0, "base_link", "tool0", target, max_delta=max_delta, max_iterations=15
