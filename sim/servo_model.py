@@ -25,6 +25,7 @@ servos cost a few microseconds per step.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -143,6 +144,15 @@ class ServoModel:
         clipped = np.clip(values, self.min_position[idx], self.max_position[idx])
         if (self.goal[idx] != clipped).any():
             self.goal[idx] = clipped
+            self.invalidate()
+
+    def set_goal_one(self, index: int, goal: float) -> None:
+        """``set_goal`` for one servo, without array overhead (the virtual bus's hot path)."""
+        if not math.isfinite(goal):
+            raise ValueError(f"goal position must be finite, got {goal!r}")
+        clipped = min(max(goal, float(self.min_position[index])), float(self.max_position[index]))
+        if self.goal[index] != clipped:
+            self.goal[index] = clipped
             self.invalidate()
 
     def set_profile(

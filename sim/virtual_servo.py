@@ -35,6 +35,19 @@ MX1_CURRENT_UNIT = 0.0045  # [A]
 #: Present PWM full scale on the X series (e-manual, PWM Limit 885 = 100 %).
 PWM_FULL_SCALE = 885
 
+#: Registers cached by ``VirtualServo._load_config``.
+_CONFIG = (
+    N.ID,
+    N.BAUD_RATE,
+    N.RETURN_DELAY_TIME,
+    N.STATUS_RETURN_LEVEL,
+    N.HOMING_OFFSET,
+    N.MIN_POSITION_LIMIT,
+    N.MAX_POSITION_LIMIT,
+    N.CW_ANGLE_LIMIT,
+    N.CCW_ANGLE_LIMIT,
+)
+
 _P2_FAULT = {
     WriteFault.ACCESS: StatusErrorCode.ACCESS_ERROR,
     WriteFault.RANGE: StatusErrorCode.DATA_RANGE_ERROR,
@@ -76,6 +89,13 @@ class VirtualServo:
         self._velocity_unit = spec.rad_per_s_per_velocity_tick  # [rad/s per tick]
         self.pending_write: tuple[int, bytes] | None = None  # REG_WRITE, waiting for ACTION
         self._live = self._live_registers()
+        self._config_addresses = {
+            a
+            for name in _CONFIG
+            if name in spec.table
+            for a in range(spec.table[name].address, spec.table[name].end)
+        }
+        self._load_config()
         self._apply_eeprom()
         self._reset_goal()
 
@@ -84,12 +104,12 @@ class VirtualServo:
     @property
     def id(self) -> int:
         """The ID register."""
-        return self.memory.get(N.ID)
+        return self._id
 
     @property
     def baudrate(self) -> int | None:
         """Bit rate the servo listens at [bit/s], ``None`` for an unlisted register value."""
-        return self.spec.baud_rates.get(self.memory.get(N.BAUD_RATE))
+        return self._baudrate
 
     @property
     def firmware(self) -> int:
@@ -99,12 +119,22 @@ class VirtualServo:
     @property
     def return_delay(self) -> float:
         """Return Delay Time [s] (register value × 2 µs)."""
-        return self.memory.get(N.RETURN_DELAY_TIME) * 2e-6
+        return self._return_delay
 
     @property
     def status_return_level(self) -> int:
         """0: answer PING only; 1: PING and READ; 2: every instruction."""
-        return self.memory.get(N.STATUS_RETURN_LEVEL)
+        return self._status_return_level
+
+    def _load_config(self) -> None:
+        """Cache the registers the firmware consults on every packet (reads are hot)."""
+        mem = self.memory
+        self._id = mem.get(N.ID)
+        self._baudrate = self.spec.baud_rates.get(mem.get(N.BAUD_RATE))
+        self._return_delay = mem.get(N.RETURN_DELAY_TIME) * 2e-6
+        self._status_return_level = mem.get(N.STATUS_RETURN_LEVEL)
+        self._homing = mem.get(N.HOMING_OFFSET) if mem.has(N.HOMING_OFFSET) else 0
+        self._limits = self._position_limits()
 
     @property
     def hardware_error(self) -> HardwareErrorFlags:
@@ -115,10 +145,10 @@ class VirtualServo:
 
     def error_byte(self, code: StatusErrorCode = StatusErrorCode.NONE, p1: int = 0) -> int:
         """ERR byte of a status packet: the command result plus the hardware alert."""
-        flags = self.hardware_error
+        raw = int(self.model.hardware_error[self.index])
         if self.protocol == 2:
-            return int(code) | (ALERT_BIT if flags else 0)
-        return p1 | hardware_flags_to_protocol1(flags)
+            return int(code) | (ALERT_BIT if raw else 0)
+        return p1 | (hardware_flags_to_protocol1(HardwareErrorFlags(raw)) if raw else 0)
 
     def _refused(self, refused: WriteRefused) -> int:
         if self.protocol == 2:
@@ -145,6 +175,8 @@ class VirtualServo:
         if isinstance(checked, WriteRefused):
             return self._refused(checked)
         self.memory.store(address, data)
+        if not self._config_addresses.isdisjoint(range(address, address + len(data))):
+            self._load_config()
         p1 = 0
         for reg, value in checked:
             p1 |= self._apply(reg, value)
@@ -173,6 +205,7 @@ class VirtualServo:
         """REBOOT (or power-up): RAM back to defaults, errors cleared, goal = present."""
         self.model.reboot([self.index])
         self.memory.reset(self.id, None, ram_only=True)
+        self._load_config()
         self.model.set_profile([self.index], velocity=0.0, acceleration=0.0)
         self.pending_write = None
         self._apply_eeprom()
@@ -182,6 +215,7 @@ class VirtualServo:
         """FACTORY_RESET: every register back to its default (optionally keeping ID/baud)."""
         servo_id, baud = self.id, self.memory.get(N.BAUD_RATE)
         self.memory.reset(servo_id if keep_id else 1, baud if keep_baud else None, ram_only=False)
+        self._load_config()
         self.reboot()
 
     # ------------------------------------------------------------------ model binding
@@ -197,13 +231,12 @@ class VirtualServo:
         """The registers the firmware keeps up to date, each with its value source."""
         m, i, spec = self.model, self.index, self.spec
         stall = m.physics[i].stall_torque
+        quantum = float(m.quantum[i])
         current_scale = m.physics[i].stall_current / stall  # [A per N·m]
 
         def ticks(now: float) -> int:
-            raw = round(m.position[i] / m.quantum[i]) + spec.center_tick
-            if self.protocol == 2:
-                raw += self.memory.get(N.HOMING_OFFSET)
-            return int(raw)
+            raw = round(float(m.position[i]) / quantum) + spec.center_tick
+            return int(raw) + self._homing
 
         def current(now: float) -> int:
             amps = float(m.motor_torque[i]) * current_scale
@@ -216,17 +249,17 @@ class VirtualServo:
 
         sources: dict[RegisterName, Callable[[float], int]] = {
             N.PRESENT_POSITION: ticks,
-            N.PRESENT_VELOCITY: lambda now: round(m.velocity[i] / self._velocity_unit),
-            N.PRESENT_SPEED: lambda now: round(m.velocity[i] / self._velocity_unit),
+            N.PRESENT_VELOCITY: lambda now: round(float(m.velocity[i]) / self._velocity_unit),
+            N.PRESENT_SPEED: lambda now: round(float(m.velocity[i]) / self._velocity_unit),
             N.PRESENT_CURRENT: current,
-            N.PRESENT_LOAD: lambda now: round(1000.0 * m.motor_torque[i] / stall),  # 0.1 %
-            N.PRESENT_PWM: lambda now: round(PWM_FULL_SCALE * m.motor_torque[i] / stall),
+            N.PRESENT_LOAD: lambda now: round(1000.0 * float(m.motor_torque[i]) / stall),  # 0.1 %
+            N.PRESENT_PWM: lambda now: round(PWM_FULL_SCALE * float(m.motor_torque[i]) / stall),
             N.HARDWARE_ERROR_STATUS: lambda now: int(m.hardware_error[i]),
             N.REALTIME_TICK: lambda now: int(now * 1000.0) % 32768,
             N.MOVING: moving,
             N.MOVING_STATUS: lambda now: 1 - moving(now),
-            N.PRESENT_TEMPERATURE: lambda now: round(m.temperature[i]),
-            N.PRESENT_INPUT_VOLTAGE: lambda now: round(m.voltage[i] * 10.0),
+            N.PRESENT_TEMPERATURE: lambda now: round(float(m.temperature[i])),
+            N.PRESENT_INPUT_VOLTAGE: lambda now: round(float(m.voltage[i]) * 10.0),
             N.TORQUE_ENABLE: lambda now: 1 if m.torque_enabled[i] else 0,
         }
         table = spec.table
@@ -257,14 +290,14 @@ class VirtualServo:
         return 0
 
     def _apply_goal(self, value: int) -> int:
-        (lower, upper), bits = self._position_limits(), 0
-        target = value - (self.memory.get(N.HOMING_OFFSET) if self.protocol == 2 else 0)
+        (lower, upper), bits = self._limits, 0
+        target = value - self._homing
         if not lower <= target <= upper:
             # 2.0 firmware clamps to the position limits; 1.0 also flags Angle Limit.
             bits = int(Protocol1Error.ANGLE_LIMIT) if self.protocol == 1 else 0
             target = min(max(target, lower), upper)
         shaft = (target - self.spec.center_tick) * self._tick_unit
-        self.model.set_goal([self.index], [shaft])
+        self.model.set_goal_one(self.index, shaft)
         return bits
 
     def _position_limits(self) -> tuple[int, int]:
@@ -293,6 +326,4 @@ class VirtualServo:
     def _reset_goal(self) -> None:
         """Goal Position := Present Position, as the firmware does at power-up."""
         ticks = int(self.model.present_ticks[self.index]) + self.spec.center_tick
-        if self.protocol == 2:
-            ticks += self.memory.get(N.HOMING_OFFSET)
-        self.memory.set_if_present(N.GOAL_POSITION, ticks)
+        self.memory.set_if_present(N.GOAL_POSITION, ticks + self._homing)
