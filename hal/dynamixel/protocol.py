@@ -324,7 +324,9 @@ class FastStatusPart:
     data: bytes
 
 
-def encode_fast_status(parts: Sequence[FastStatusPart]) -> bytes:
+def encode_fast_status(
+    parts: Sequence[FastStatusPart], *, announced: Sequence[int] | None = None
+) -> bytes:
     """Encode the single reply to a Fast Sync Read / Fast Bulk Read (Protocol 2.0 only).
 
     Layout (one packet from the broadcast id)::
@@ -333,10 +335,19 @@ def encode_fast_status(parts: Sequence[FastStatusPart]) -> bytes:
 
     Each servo appends its slice in turn; each slice's CRC is the running CRC of
     every byte of the packet before it, so the last slice's CRC is the packet CRC.
+
+    Args:
+        parts: the slices sent.
+        announced: data lengths of every slice the instruction asked for, when fewer
+            were sent (a servo in the chain did not answer): LEN then announces the
+            full reply, as the first servo wrote it, and the bytes stop short.
     """
     if not parts:
         raise ValueError("a fast-read reply needs at least one servo")
-    length = 1 + sum(len(p.data) + 4 for p in parts)
+    lengths = [len(p.data) for p in parts] if announced is None else list(announced)
+    if len(lengths) < len(parts):
+        raise ValueError("announced lists fewer slices than were sent")
+    length = 1 + sum(n + 4 for n in lengths)
     out = bytearray(
         HEADER_2 + bytes((BROADCAST_ID, length & 0xFF, length >> 8, Instruction.STATUS))
     )

@@ -185,6 +185,7 @@ def test_truncated_fast_reply_keeps_the_slices_before_the_gap():
     # Servo 7 never answered: the reply announces 3 slices (LEN 0x19) but carries one,
     # whose running CRC still checks; the garbage-free prefix is all that is kept.
     truncated = FAST_REPLY[:16]
+    assert encode_fast_status(FAST_PARTS[:1], announced=[4, 4, 4]) == truncated
     assert fast_status_prefix(truncated, [4, 4, 4]) == FAST_PARTS[:1]
     assert fast_status_prefix(FAST_REPLY, [4, 4, 4]) == FAST_PARTS
     broken = bytearray(FAST_REPLY)
