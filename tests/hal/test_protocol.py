@@ -279,7 +279,7 @@ payload = st.binary(max_size=64) | st.lists(
 ).map(b"".join)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     protocol=st.sampled_from([1, 2]),
     packet_id=ids,
@@ -299,7 +299,7 @@ def test_instruction_round_trip(protocol, packet_id, params, instruction, junk):
     assert out == [packet]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     protocol=st.sampled_from([1, 2]),
     packet_id=st.integers(0, 252),
