@@ -83,9 +83,18 @@ def make_sim_backend(
 
 @asynccontextmanager
 async def open_backend(
-    kind: BackendKind, config: RobotConfig, clock_kind: ClockKind, *, seed: int = 0
+    kind: BackendKind,
+    config: RobotConfig,
+    clock_kind: ClockKind,
+    *,
+    seed: int = 0,
+    faults: bool = True,
 ) -> AsyncIterator[BenchBackend]:
     """Open the backend of ``kind`` for ``config`` (not yet entered: the runtime enters it).
+
+    With ``faults``, a virtual bus is served in this process, where its faults can be
+    injected; without, it runs in a ``hilbot sim-bus`` child process as ``hilbot run``
+    does (it then shares no interpreter lock with the control loop).
 
     Raises:
         ValueError: a fake clock with a backend that runs in real time.
@@ -95,9 +104,15 @@ async def open_backend(
     clock = make_clock(clock_kind)
     if kind is BackendKind.SIM:
         yield make_sim_backend(config, clock, seed=seed)
-    elif kind is BackendKind.VIRTUAL:
+    elif kind is BackendKind.VIRTUAL and faults:
         async with _virtual(config, clock, seed) as bench:
             yield bench
+    elif kind is BackendKind.VIRTUAL:
+        from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend, virtual_buses
+
+        async with virtual_buses(config) as ports:
+            backend = dynamixel_backend(config, ports, margin_ms=VIRTUAL_MARGIN_MS)
+            yield BenchBackend(BackendKind.VIRTUAL, backend, clock)
     else:
         from hilbot.driver.backends import dynamixel_backend
 
@@ -109,7 +124,7 @@ async def _virtual(
     config: RobotConfig, clock: Callable[[], float], seed: int
 ) -> AsyncIterator[BenchBackend]:
     """One virtual bus per config bus, driven by the real Dynamixel backend."""
-    from hilbot.driver.backends import dynamixel_backend
+    from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
     from hilbot.sim.testing import running_virtual_bus
 
     async with AsyncExitStack() as stack:
@@ -134,7 +149,7 @@ async def _virtual(
 
         yield BenchBackend(
             BackendKind.VIRTUAL,
-            dynamixel_backend(config, ports),
+            dynamixel_backend(config, ports, margin_ms=VIRTUAL_MARGIN_MS),
             clock,
             faults=faults,
             sim={"initial_positions": dict(config.home), "seed": seed},

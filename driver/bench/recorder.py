@@ -231,19 +231,15 @@ def fill_ee_measured(recording: Recording, runtime: Runtime) -> None:
             recording.channels["ee_measured"][rows, c] = poses[:, :3, 3]
 
 
-def attach(
+def run_header(
     runtime: Runtime,
-    path: str | Path,
     *,
     backend: str = "sim",
     config_path: str | None = None,
     clock: str = "monotonic",
-) -> Recorder:
-    """Start recording ``runtime`` for ``hilbot run --record FILE``.
-
-    Call ``recorder.save()`` after the runtime stopped to write ``path``.
-    """
-    header = RecordingHeader(
+) -> RecordingHeader:
+    """The header of a recording of ``runtime`` outside a bench scenario (``hilbot run``)."""
+    return RecordingHeader(
         joint_names=(),
         chain_names=(),
         rate_hz=0.0,
@@ -252,6 +248,18 @@ def attach(
         config=runtime.config.model_dump(mode="json"),
         clock=clock,
     )
+
+
+def attach(
+    runtime: Runtime,
+    path: str | Path,
+    *,
+    backend: str = "sim",
+    config_path: str | None = None,
+    clock: str = "monotonic",
+) -> Recorder:
+    """Start recording ``runtime``; call ``recorder.save()`` after it stopped to write ``path``."""
+    header = run_header(runtime, backend=backend, config_path=config_path, clock=clock)
     recorder = Recorder(runtime, header)
     recorder.path = Path(path)
     return recorder.start()

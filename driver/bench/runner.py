@@ -76,9 +76,10 @@ async def run_bench(
     run's ``command_failures_max`` check, instead of losing the recording.
     """
     recording: Recording | None = None
+    needs_faults = any(isinstance(step, FaultStep) for step in scenario.steps)
     try:
         async with (
-            open_backend(kind, config, clock, seed=seed) as bench,
+            open_backend(kind, config, clock, seed=seed, faults=needs_faults) as bench,
             Runtime(config, bench.backend, clock=bench.clock) as runtime,
         ):
             recording = await ScenarioRunner(runtime, bench, scenario, options).run()
@@ -180,6 +181,8 @@ class ScenarioRunner:
             for index, step in enumerate(self.scenario.steps):
                 _log.info("step %d: %s", index, step.kind)
                 await self._step(index, step)
+            # One more cycle, so the effect of a closing command (e.g. disable) is recorded.
+            await self._cycle("done")
         finally:
             self._progress.close()
         return self.recorder.finish()

@@ -57,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--demo", choices=("circle", "figure8"), help="publish a demo pattern through MQTT"
     )
     parser.add_argument("--stats", type=Path, metavar="FILE", help="write final loop stats as JSON")
+    parser.add_argument(
+        "--record",
+        type=Path,
+        metavar="FILE",
+        help="record every cycle to FILE (.npz); report it with hilbot replay FILE",
+    )
     parser.add_argument("--no-status", action="store_true", help="no live status line")
     parser.add_argument(
         "--realtime",
@@ -169,6 +175,7 @@ async def _main(
             None,
         )
         state = runtime.state()
+    _save_recording(args)  # --record: written once the runtime has stopped
     if sys.stderr.isatty() and not args.no_status:
         print(file=sys.stderr)
     _summary(state)
@@ -181,8 +188,20 @@ async def _main(
 
 
 def extra_listeners(args: argparse.Namespace, runtime: Any) -> list[Callable[[Any], None]]:
-    """Cycle listeners other options attach (the seam for ``--record``)."""
-    return []
+    """Cycle listeners other options attach (``--record``: the bench recorder)."""
+    if getattr(args, "record", None) is None:
+        return []
+    from hilbot.driver.bench.recorder import Recorder, run_header
+
+    header = run_header(runtime, backend=args.backend, config_path=str(args.config))
+    args.recorder = Recorder(runtime, header)
+    return [args.recorder]
+
+
+def _save_recording(args: argparse.Namespace) -> None:
+    recorder = getattr(args, "recorder", None)
+    if recorder is not None:
+        print(f"recorded {len(recorder.buffer)} cycles to {recorder.save(args.record)}")
 
 
 async def _teleop(args: argparse.Namespace, config: Any, runtime: Any) -> None:

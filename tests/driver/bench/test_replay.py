@@ -70,3 +70,23 @@ def test_commands_are_inferred_from_mode_changes(synthetic):
         {"cycle": 11, "command": "enable"},
         {"cycle": 41, "command": "reset"},
     ]
+
+
+def test_hilbot_run_record_replays(tmp_path, capsys):
+    trajectory = tmp_path / "traj.yaml"
+    trajectory.write_text(
+        "kind: pose\nchain: arm\nwaypoints:\n"
+        "  - {t: 0.0, position: [0.16, 0.00, 0.24]}\n"
+        "  - {t: 0.6, position: [0.16, 0.03, 0.22]}\n"
+    )
+    record = tmp_path / "run.npz"
+    args = ["run", "openmanipulator_x", "--no-mqtt", "--no-status", "--enable"]
+    args += ["--trajectory", str(trajectory), "--duration", "0.8", "--record", str(record)]
+    assert main(args) == 0
+    assert "recorded" in capsys.readouterr().out
+    recording = Recording.load(record)
+    assert recording.header.config_path == "openmanipulator_x"
+    assert recording.header.modes[recording["mode"][-1]] == "armed"
+    assert recording["target_new"][:, 0].any()  # the trajectory's pose targets were recorded
+    assert main(["replay", str(record), "--quiet"]) == 0
+    assert "commands identical" in capsys.readouterr().out
