@@ -40,7 +40,7 @@ from hilbot.driver.teleop.messages import (
     parse,
 )
 from hilbot.driver.teleop.settings import TeleopSettings
-from hilbot.driver.teleop.telemetry import encode, state_payload, status_payload, to_jsonable
+from hilbot.driver.teleop.telemetry import encode, state_body, status_payload
 from hilbot.driver.teleop.topics import Topics
 from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
 
@@ -170,6 +170,8 @@ class TeleopBridge:
         self._background: set[asyncio.Task[None]] = set()
         self._queue_type = conflating_queue(self.topics.is_target)
         self._inbox: Any = None
+        #: (topic, seq) of the message being dispatched, for runtimes that report later.
+        self.current: tuple[str, int | None] = ("", None)
 
     # ---- connection lifecycle -------------------------------------------------------
 
@@ -235,7 +237,7 @@ class TeleopBridge:
 
     async def _session(self, client: aiomqtt.Client) -> None:
         self._inbox = client._queue  # the ConflatingQueue, for its counter
-        await self._publish_status(client)
+        status = await self._publish_status(client)
         qos: int = self.settings.qos
         await client.subscribe([(self.topics.targets, qos), (self.topics.joints, qos)])
         await client.subscribe(self.topics.cmd, qos=1)
@@ -244,7 +246,7 @@ class TeleopBridge:
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._receive(client), name="teleop-receive")
-                group.create_task(self._telemetry(client), name="teleop-telemetry")
+                group.create_task(self._telemetry(client, status), name="teleop-telemetry")
                 group.create_task(self._publish_errors(client), name="teleop-errors")
         except asyncio.CancelledError:
             await self._say_goodbye(client)
@@ -277,8 +279,10 @@ class TeleopBridge:
             The accepted message, or None if it was rejected.
         """
         self.counters.received += 1
+        self.current = (topic, None)
         try:
             message = parse(topic, payload, self._vocabulary)
+            self.current = (topic, message.header.seq)
             estop = isinstance(message, CommandMessage) and message.command is CommandName.ESTOP
             if not estop:
                 # An e-stop is honoured whatever its seq, age or retain flag: it never moves.
@@ -339,7 +343,8 @@ class TeleopBridge:
         self._logger.info("teleop command %s (seq %s)", message.command, message.header.seq)
         try:
             await self.runtime.command(self._to_command(message.command))
-        except (DriverError, ValueError) as exc:
+        except (DriverError, ValueError, RuntimeError) as exc:
+            # RuntimeError: the runtime has stopped; report it rather than crash the bridge.
             self.reject(
                 Rejection(RejectReason.REFUSED, str(exc), self.topics.cmd, message.header.seq)
             )
@@ -375,43 +380,40 @@ class TeleopBridge:
                 await client.publish(self.topics.error, encode(payload), qos=0)
                 sent += 1
 
-    async def _telemetry(self, client: aiomqtt.Client) -> None:
+    async def _telemetry(self, client: aiomqtt.Client, last_status: tuple[Any, Any]) -> None:
         period = 1.0 / self.settings.state_rate_hz
-        last_status: tuple[Any, ...] | None = None
         deadline = time.monotonic()
         while True:
             deadline += period
             await asyncio.sleep(max(0.0, deadline - time.monotonic()))
             if deadline < time.monotonic() - period:
                 deadline = time.monotonic()  # fell behind: skip, never burst
-            state = self.runtime.state()
+            body = state_body(self.runtime.state())
             if self._inbox is not None:
                 self.counters.conflated = self._inbox.replaced
-            payload = encode(state_payload(state, self._wall(), self.counters.as_dict()))
+            payload = encode(
+                {"stamp": round(self._wall(), 6), **body, "teleop": self.counters.as_dict()}
+            )
             await client.publish(
                 self.topics.state, payload, qos=self.settings.qos, timeout=PUBLISH_TIMEOUT_S
             )
-            status = (_mode(state), to_jsonable(getattr(state, "faults", [])))
+            status = (body["mode"], body["faults"])
             if status != last_status:
-                await self._publish_status(client, state)
+                await self._publish_status(client, body)
                 last_status = status
 
-    async def _publish_status(self, client: aiomqtt.Client, state: Any = None) -> None:
-        state = self.runtime.state() if state is None else state
+    async def _publish_status(
+        self, client: aiomqtt.Client, body: Mapping[str, Any] | None = None
+    ) -> tuple[Any, Any]:
+        """Publish the retained ``status``; returns the (mode, faults) it reported."""
+        body = state_body(self.runtime.state()) if body is None else body
         payload = status_payload(
-            online=True,
-            mode=_mode(state),
-            faults=getattr(state, "faults", []),
-            stamp=self._wall(),
+            online=True, mode=body["mode"], faults=body["faults"], stamp=self._wall()
         )
         await client.publish(
             self.topics.status, payload, qos=1, retain=True, timeout=PUBLISH_TIMEOUT_S
         )
-
-
-def _mode(state: Any) -> str | None:
-    mode = getattr(state, "mode", None)
-    return None if mode is None else str(to_jsonable(mode))
+        return (body["mode"], body["faults"])
 
 
 def _payload_bytes(payload: Any) -> bytes:

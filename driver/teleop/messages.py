@@ -165,10 +165,11 @@ class Vocabulary:
 class _Invalid(Exception):
     """Internal: a field is wrong; turned into a Rejection by :func:`parse`."""
 
-    def __init__(self, reason: RejectReason, detail: str) -> None:
+    def __init__(self, reason: RejectReason, detail: str, seq: int | None = None) -> None:
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+        self.seq = seq
 
 
 def parse(topic: str, payload: bytes, vocabulary: Vocabulary) -> Message:
@@ -198,6 +199,7 @@ def parse(topic: str, payload: bytes, vocabulary: Vocabulary) -> Message:
         seq = _peek_seq(data)
         return _build(kind, chain, data, vocabulary)
     except _Invalid as exc:
+        seq = seq if seq is not None else exc.seq
         raise MessageRejected(Rejection(exc.reason, exc.detail, topic, seq)) from None
 
 
@@ -221,7 +223,7 @@ def _route(topic: str, vocabulary: Vocabulary) -> tuple[str, str]:
 
 
 def _reject_constant(name: str) -> float:
-    raise _Invalid(RejectReason.NON_FINITE, f"{name} is not a number JSON allows")
+    raise _Invalid(RejectReason.NON_FINITE, f"{name} is not a JSON number (no NaN or Infinity)")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -242,9 +244,22 @@ def _decode(payload: bytes) -> dict[str, Any]:
         )
     except (ValueError, RecursionError) as exc:
         raise _Invalid(RejectReason.NOT_JSON, f"not JSON: {exc}") from None
+    except _Invalid as exc:
+        if exc.reason is RejectReason.NON_FINITE:
+            exc.seq = _seq_despite_non_finite(payload)
+        raise
     if not isinstance(data, dict):
         raise _Invalid(RejectReason.INVALID, f"expected a JSON object, got {_kind(data)}")
     return data
+
+
+def _seq_despite_non_finite(payload: bytes) -> int | None:
+    """The ``seq`` of a payload that is JSON but for a NaN or Infinity literal."""
+    try:
+        data = json.loads(payload, parse_constant=lambda _: None)
+    except (ValueError, RecursionError):
+        return None
+    return _peek_seq(data) if isinstance(data, dict) else None
 
 
 def _peek_seq(data: Mapping[str, Any]) -> int | None:

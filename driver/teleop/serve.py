@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from hilbot.driver.teleop.bridge import TeleopBridge, TeleopRuntime
 from hilbot.driver.teleop.broker import LOCALHOST, EmbeddedBroker
 from hilbot.driver.teleop.demo import play_pattern
+from hilbot.driver.teleop.link import serve_isolated
 from hilbot.driver.teleop.patterns import Pattern
 from hilbot.driver.teleop.publisher import TeleopPublisher
 from hilbot.driver.teleop.settings import TeleopSettings
-from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
+from hilbot.driver.teleop.url import parse_broker_url
 
 
 async def serve(
@@ -23,15 +25,22 @@ async def serve(
     logger: logging.Logger | None = None,
     demo: Pattern | str | None = None,
     demo_chain: str | None = None,
-    ready: asyncio.Event | None = None,
+    ready: asyncio.Future[Any] | None = None,
+    isolate: bool = True,
 ) -> None:
     """Serve MQTT teleop for ``runtime`` until cancelled.
 
     With ``url=None`` an embedded broker (amqtt, MQTT 3.1.1) is started on
-    127.0.0.1:``settings.embedded_port`` and the bridge connects to it;
-    otherwise the bridge connects to ``url`` (``mqtt://host:port`` or
-    ``mqtts://host:port``) and keeps reconnecting with jittered backoff.
-    ``HILBOT_MQTT_*`` environment variables override ``settings``.
+    127.0.0.1:``settings.embedded_port``; otherwise the bridge connects to
+    ``url`` (``mqtt://host:port`` or ``mqtts://host:port``) and keeps
+    reconnecting with jittered backoff. ``HILBOT_MQTT_*`` environment
+    variables override ``settings``.
+
+    By default (``isolate=True``) all MQTT I/O, and the embedded broker, run in
+    a worker process, so a flood of messages costs that process CPU and not
+    the control loop; the control process receives at most one batch of the
+    newest targets per millisecond. ``isolate=False`` runs everything in this
+    event loop (lower latency by a pipe hop, but no protection from floods).
 
     ``hilbot run`` calls it beside the runtime, in the same event loop::
 
@@ -39,9 +48,9 @@ async def serve(
             async with asyncio.TaskGroup() as group:
                 group.create_task(
                     serve(runtime, config.teleop, args.mqtt, robot_name=config.name,
-                          demo="circle" if args.demo else None)
+                          demo="circle" if demo else None)
                 )
-                ...  # status line; cancel the group to stop
+                ...  # status line; cancel the task to stop
 
     Args:
         runtime: the running runtime.
@@ -53,63 +62,98 @@ async def serve(
             the broker from this process, arming the robot first: what the
             README's main job shows. None publishes nothing.
         demo_chain: the chain the demo moves (default: the first chain).
-        ready: set once the bridge is connected and subscribed.
+        ready: resolved once connected and subscribed, with the
+            :class:`~hilbot.driver.teleop.link.TeleopLink` (isolated) or the
+            :class:`~hilbot.driver.teleop.bridge.TeleopBridge`; both have
+            ``url``, ``topics``, ``counters`` and ``connected``.
+        isolate: run MQTT in a worker process (the default) or in this loop.
 
     Raises:
         BrokerUrlError: ``url`` is malformed.
         EmbeddedBrokerError: the embedded broker could not listen.
+        TeleopError: the worker process could not start serving.
     """
     settings = settings.with_environment()
     log = logger if logger is not None else logging.getLogger("hilbot.driver.teleop")
     if url is not None:
-        await _serve(
-            runtime, settings, parse_broker_url(url), robot_name, log, demo, demo_chain, ready
-        )
-        return
-    async with EmbeddedBroker(LOCALHOST, settings.embedded_port, logger=log) as broker:
-        target = parse_broker_url(broker.url)
-        await _serve(runtime, settings, target, robot_name, log, demo, demo_chain, ready)
+        parse_broker_url(url)  # fail here, in the caller's process, on a bad URL
+    pattern = _demo_pattern(demo)
+    chain = demo_chain if demo_chain is not None else next(iter(runtime.chains), None)
+    if pattern is not None and chain is None:
+        raise ValueError("the demo needs a chain, and this robot has none")
+    connected: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    async with asyncio.TaskGroup() as group:
+        if isolate:
+            group.create_task(
+                serve_isolated(
+                    runtime, settings, url, robot_name=robot_name, logger=log, ready=connected
+                ),
+                name="teleop-worker",
+            )
+        else:
+            group.create_task(
+                serve_in_process(
+                    runtime, settings, url, robot_name=robot_name, logger=log, ready=connected
+                ),
+                name="teleop-bridge",
+            )
+        link = await connected
+        if ready is not None and not ready.done():
+            ready.set_result(link)
+        if pattern is not None and chain is not None:
+            group.create_task(
+                _demo(link, settings, chain, pattern, log, sender="demo"), name="teleop-demo"
+            )
 
 
-async def _serve(
+async def serve_in_process(
     runtime: TeleopRuntime,
     settings: TeleopSettings,
-    url: BrokerUrl,
+    url: str | None,
+    *,
     robot_name: str,
     logger: logging.Logger,
-    demo: Pattern | str | None,
-    demo_chain: str | None,
-    ready: asyncio.Event | None,
+    ready: asyncio.Future[Any] | None = None,
 ) -> None:
-    bridge = TeleopBridge(runtime, settings, url, robot_name=robot_name, logger=logger)
-    pattern = Pattern(demo) if demo is not None else None
+    """Run the broker bridge (and the embedded broker if ``url`` is None) in this loop."""
+    if url is not None:
+        bridge = TeleopBridge(runtime, settings, url, robot_name=robot_name, logger=logger)
+        await _run_bridge(bridge, ready)
+        return
+    async with EmbeddedBroker(LOCALHOST, settings.embedded_port, logger=logger) as broker:
+        bridge = TeleopBridge(runtime, settings, broker.url, robot_name=robot_name, logger=logger)
+        await _run_bridge(bridge, ready)
+
+
+async def _run_bridge(bridge: TeleopBridge, ready: asyncio.Future[Any] | None) -> None:
+    async with asyncio.TaskGroup() as group:
+        group.create_task(bridge.run(), name="teleop-bridge")
+        await bridge.connected.wait()
+        if ready is not None and not ready.done():
+            ready.set_result(bridge)
+
+
+def _demo_pattern(demo: Pattern | str | None) -> Pattern | None:
+    if demo is None:
+        return None
+    pattern = Pattern(demo)
     if pattern is Pattern.JOG:
         raise ValueError(
             "the in-process demo draws 'circle' or 'figure8'; jog with `hilbot teleop`"
         )
-    chain = demo_chain if demo_chain is not None else next(iter(runtime.chains), None)
-    if pattern is not None and chain is None:
-        raise ValueError("the demo needs a chain, and this robot has none")
-    async with asyncio.TaskGroup() as group:
-        group.create_task(bridge.run(), name="teleop-bridge")
-        await bridge.connected.wait()
-        if ready is not None:
-            ready.set()
-        if pattern is not None and chain is not None:
-            group.create_task(
-                _demo(url, settings, bridge, chain, pattern, logger), name="teleop-demo"
-            )
+    return pattern
 
 
 async def _demo(
-    url: BrokerUrl,
+    link: Any,
     settings: TeleopSettings,
-    bridge: TeleopBridge,
     chain: str,
     pattern: Pattern,
     logger: logging.Logger,
+    *,
+    sender: str,
 ) -> None:
     async with TeleopPublisher(
-        url, bridge.topics.prefix, settings=settings, sender="demo", logger=logger
+        link.url, link.topics.prefix, settings=settings, sender=sender, logger=logger
     ) as publisher:
         await play_pattern(publisher, chain, pattern, logger=logger)

@@ -69,6 +69,8 @@ class TeleopSettings(BaseModel):
         client_id: MQTT client id; None means ``hilbot-<robot>-<random>``.
         embedded_port: port of the embedded broker started when no broker URL
             is given (it binds 127.0.0.1 only); 0 picks a free port.
+        worker_nice: CPU niceness added to the teleop worker process, so that
+            under a message flood the OS favours the control loop.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -87,6 +89,7 @@ class TeleopSettings(BaseModel):
     reconnect_max_s: float = Field(default=5.0, gt=0.0, le=600.0)
     client_id: str | None = Field(default=None, min_length=1, max_length=64)
     embedded_port: int = Field(default=1883, ge=0, le=65535)
+    worker_nice: int = Field(default=10, ge=0, le=19)
 
     @model_validator(mode="after")
     def _check(self) -> TeleopSettings:

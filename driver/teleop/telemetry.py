@@ -77,16 +77,16 @@ def joints_json(joints: Any) -> dict[str, Any] | None:
     }
 
 
-def state_payload(state: Any, stamp: float, teleop: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``state`` topic payload (see ``docs/teleop.md``).
+def state_body(state: Any) -> dict[str, Any]:
+    """The ``state`` topic payload without ``stamp`` and ``teleop`` (see ``docs/teleop.md``).
 
     Args:
-        state: ``runtime.state()``, a ``hilbot.driver.state.RuntimeState``.
-        stamp: Unix time [s] of the snapshot.
-        teleop: the bridge's counters (received, accepted, rejected by reason, ...).
+        state: ``runtime.state()``, a ``hilbot.driver.state.RuntimeState``; a
+            mapping is taken to be a body already (from the teleop worker's parent).
     """
+    if isinstance(state, Mapping):
+        return dict(state)
     return {
-        "stamp": round(stamp, DECIMALS),
         "mode": to_jsonable(state.mode),
         "joints": joints_json(state.joints),
         "command": to_jsonable(state.command),
@@ -96,7 +96,6 @@ def state_payload(state: Any, stamp: float, teleop: Mapping[str, Any]) -> dict[s
         "homing": state.homing,
         "clamp_counts": to_jsonable(state.clamp_counts),
         "stats": to_jsonable(state.stats),
-        "teleop": to_jsonable(teleop),
     }
 
 

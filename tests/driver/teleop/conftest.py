@@ -101,16 +101,20 @@ FAST = TeleopSettings(keepalive_s=1, reconnect_min_s=0.05, reconnect_max_s=0.4, 
 
 
 @contextlib.asynccontextmanager
-async def serving(runtime, url, settings=FAST, **kwargs):
-    """Run ``serve`` for ``runtime`` and yield its bridge once connected."""
+async def serving(runtime, url, settings=FAST, *, isolate=False, **kwargs):
+    """Run ``serve`` for ``runtime`` and yield its bridge (or worker link) once connected.
+
+    In-process by default (fast to start, exact counters); ``isolate=True`` runs
+    the MQTT side in the worker process, as ``hilbot run`` does.
+    """
     ready = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
-        serve(runtime, settings, url, robot_name="omx", ready=ready, **kwargs)
+        serve(runtime, settings, url, robot_name="omx", ready=ready, isolate=isolate, **kwargs)
     )
-    done, _ = await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+    done, _ = await asyncio.wait({task, ready}, timeout=20, return_when=asyncio.FIRST_COMPLETED)
     if task in done:
         task.result()  # raises what serve raised
-    assert ready in done, "the bridge did not connect within 10 s"
+    assert ready in done, "the bridge did not connect within 20 s"
     try:
         yield ready.result()
     finally:

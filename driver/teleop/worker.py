@@ -1,0 +1,212 @@
+"""The teleop worker process: every MQTT byte (and the embedded broker) away from the control loop.
+
+A flood of messages costs this process CPU, not the control process. The worker
+parses, validates and conflates, and forwards to the control process only the
+newest accepted target per topic, at most once per ``FLUSH_INTERVAL_S``, plus
+commands; it publishes the state snapshots the control process sends it.
+
+Started by :func:`hilbot.driver.teleop.link.serve_isolated` as
+``python -m hilbot.driver.teleop.worker FD`` with one end of a socket pair; it
+exits when that socket closes (its parent died or stopped it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from hilbot.driver.errors import DriverError
+from hilbot.driver.teleop.bridge import TeleopBridge
+from hilbot.driver.teleop.channel import pack, receive
+from hilbot.driver.teleop.errors import TeleopError
+from hilbot.driver.teleop.messages import CommandName, Rejection, RejectReason
+
+#: Shortest time between two batches of targets sent to the control process [s].
+FLUSH_INTERVAL_S = 0.001
+#: How often the worker reports its counters and link state [s].
+REPORT_INTERVAL_S = 0.1
+
+
+class CommandRefused(DriverError):
+    """The control process refused a command; ``reason`` is its explanation."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class RemoteRuntime:
+    """The runtime as the worker sees it: targets and commands go to the control process.
+
+    Implements :class:`~hilbot.driver.teleop.bridge.TeleopRuntime`. Targets are
+    staged in latest-value slots and sent in batches; ``state()`` is the newest
+    snapshot the control process sent.
+    """
+
+    def __init__(
+        self,
+        writer: asyncio.StreamWriter,
+        chains: tuple[str, ...],
+        joint_names: tuple[str, ...],
+        first_state: Mapping[str, Any],
+    ) -> None:
+        self.chains = chains
+        self.joint_names = joint_names
+        self.bridge: TeleopBridge | None = None
+        self._writer = writer
+        self._body: Mapping[str, Any] = first_state
+        self._pending: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self._flusher: asyncio.Task[None] | None = None
+        self._last_flush = 0.0
+        self._ids = itertools.count(1)
+        self._results: dict[int, asyncio.Future[str | None]] = {}
+
+    def _origin(self) -> tuple[str, int | None]:
+        return self.bridge.current if self.bridge is not None else ("", None)
+
+    def set_target(self, chain: str, target: Any) -> None:
+        """Stage a pose target (replacing a staged one of the same chain)."""
+        self._stage(("target", chain), ("target", chain, target, *self._origin()))
+
+    def set_joint_targets(self, positions: Mapping[str, float]) -> None:
+        """Stage joint targets (replacing staged ones)."""
+        self._stage(("joints", ""), ("joints", dict(positions), *self._origin()))
+
+    def _stage(self, key: tuple[str, str], frame: tuple[Any, ...]) -> None:
+        self._pending[key] = frame
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+
+    async def _flush(self) -> None:
+        while self._pending:
+            wait = self._last_flush + FLUSH_INTERVAL_S - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            frames, self._pending = list(self._pending.values()), {}
+            self._writer.write(b"".join(pack(f) for f in frames))
+            self._last_flush = time.monotonic()
+            try:
+                await self._writer.drain()  # while draining, new targets conflate in _pending
+            except ConnectionError:
+                return  # the control process is gone; run_worker stops on the closed channel
+
+    async def command(self, command: Any) -> None:
+        """Ask the control process to run ``command``; raises :class:`CommandRefused`."""
+        ident = next(self._ids)
+        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._results[ident] = future
+        self._writer.write(pack(("command", ident, CommandName(command).value)))
+        try:
+            await self._writer.drain()
+            refusal = await future
+        finally:
+            self._results.pop(ident, None)
+        if refusal is not None:
+            raise CommandRefused(refusal)
+
+    def state(self) -> Mapping[str, Any]:
+        """The newest ``state`` body from the control process."""
+        return self._body
+
+    def on_frame(self, frame: tuple[Any, ...]) -> None:
+        """Apply a frame from the control process."""
+        match frame:
+            case ("state", body):
+                self._body = body
+            case ("result", ident, refusal):
+                future = self._results.get(ident)
+                if future is not None and not future.done():
+                    future.set_result(refusal)
+            case ("reject", topic, seq, detail) if self.bridge is not None:
+                self.bridge.reject(Rejection(RejectReason.REFUSED, detail, topic, seq))
+            case _:
+                raise ValueError(f"teleop worker: unexpected frame {frame[0]!r}")
+
+
+async def run_worker(fd: int) -> None:
+    """Serve teleop for the control process at the other end of socket ``fd``."""
+    sock = socket.socket(fileno=fd)
+    reader, writer = await asyncio.open_connection(sock=sock)
+    _, init = await receive(reader)
+    _, first_state = await receive(reader)
+    logging.basicConfig(
+        level=init["log_level"], format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logger = logging.getLogger("hilbot.driver.teleop.worker")
+    settings = init["settings"]
+    if settings.worker_nice:
+        os.nice(settings.worker_nice)  # the control loop comes first
+    runtime = RemoteRuntime(writer, init["chains"], init["joint_names"], first_state)
+    try:
+        await _serve(runtime, init, reader, writer, logger)
+    except* (TeleopError, ValueError) as group:
+        # Tell the control process why (a busy port, a bad URL) before exiting.
+        writer.write(pack(("failed", str(group.exceptions[0]))))
+        await writer.drain()
+        raise
+
+
+async def _serve(
+    runtime: RemoteRuntime,
+    init: Mapping[str, Any],
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    logger: logging.Logger,
+) -> None:
+    from hilbot.driver.teleop.serve import serve_in_process
+
+    ready: asyncio.Future[TeleopBridge] = asyncio.get_running_loop().create_future()
+    async with asyncio.TaskGroup() as group:
+        serving = group.create_task(
+            serve_in_process(
+                runtime,
+                init["settings"],
+                init["url"],
+                robot_name=init["robot_name"],
+                logger=logger,
+                ready=ready,
+            )
+        )
+        bridge = await ready
+        runtime.bridge = bridge
+        writer.write(pack(("ready", str(bridge.url))))
+        reporter = group.create_task(_report(bridge, writer))
+        try:
+            while True:
+                runtime.on_frame(await receive(reader))
+        except asyncio.IncompleteReadError:
+            logger.info("the control process closed the teleop channel; stopping")
+        serving.cancel()
+        reporter.cancel()
+
+
+async def _report(bridge: TeleopBridge, writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(ConnectionError):
+        while True:
+            counters = bridge.counters.as_dict()
+            writer.write(pack(("counters", counters, bridge.connected.is_set())))
+            await writer.drain()
+            await asyncio.sleep(REPORT_INTERVAL_S)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``python -m hilbot.driver.teleop.worker FD``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or not args[0].isdigit():
+        print("usage: python -m hilbot.driver.teleop.worker FD", file=sys.stderr)
+        return 2
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_worker(int(args[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
