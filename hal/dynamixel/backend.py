@@ -29,7 +29,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Self, TypeVar
 
@@ -124,6 +124,7 @@ class DynamixelBackend:
             latency_ms=latency_ms,
         )
         self._executor: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None  # the last queued sync write
         self.state = BackendState.CREATED
         self.method = ReadMethod.SYNC_READ
         self.reports: tuple[ServoReport, ...] = ()
@@ -179,15 +180,20 @@ class DynamixelBackend:
     async def write(self, positions: Mapping[str, float]) -> None:
         """Sync-write goal positions [rad or m] of some or all joints (and their shadows).
 
+        A sync write has no reply, so the packet is queued on the bus thread and this
+        returns without waiting for it: bus order is kept (the next call runs after it),
+        and a failure to send it (a port error) is raised by the next call.
+
         Raises:
             CommandError: an unknown joint, or a position outside a servo's range; nothing
                 is written then.
         """
         self._require_open()
+        self._raise_pending()
         ticks = self._goal_ticks(positions)
-        if ticks:
-            await self._call(
-                "write", self._bus.sync_write, self._goal.address, self._goal.size, ticks
+        if ticks and self._executor is not None:
+            self._pending = self._executor.submit(
+                self._bus.sync_write, self._goal.address, self._goal.size, ticks
             )
 
     async def set_torque(self, enabled: bool, joints: Iterable[str] | None = None) -> None:
@@ -433,13 +439,25 @@ class DynamixelBackend:
         if self._executor is None:
             raise RuntimeError("DynamixelBackend has no worker thread")
         loop = asyncio.get_running_loop()
+        self._raise_pending()
         try:
             async with asyncio.timeout(timeout or self.io_timeout):
-                return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+                result = await loop.run_in_executor(self._executor, functools.partial(fn, *args))
         except TimeoutError as exc:
             if isinstance(exc, HalError):
                 raise
             raise CommTimeout(None, what) from exc
+        self._raise_pending()
+        return result
+
+    def _raise_pending(self) -> None:
+        """Raise the failure of a queued write, once."""
+        pending = self._pending
+        if pending is not None and pending.done():
+            self._pending = None
+            exc = pending.exception()
+            if exc is not None:
+                raise exc
 
     async def _shutdown(self, *, torque_off: bool) -> None:
         executor, self._executor = self._executor, None
