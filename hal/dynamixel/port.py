@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import select
+import termios
 import time
 from pathlib import Path
 
@@ -136,12 +137,8 @@ class BlockingPortHandler(PortHandler):  # type: ignore[misc]  # the SDK is unty
         Returns whatever arrived by the deadline (possibly nothing); the caller's
         ``isPacketTimeout`` check then ends its loop without spinning.
         """
-        ser = self.ser
         out = bytearray()
-        waiting = ser.in_waiting
-        if waiting:
-            out += ser.read(min(waiting, length))
-        fd = ser.fileno()
+        fd = self.ser.fileno()
         while len(out) < length:
             remaining = self._deadline - time.monotonic()
             if remaining <= 0:
@@ -161,6 +158,13 @@ class BlockingPortHandler(PortHandler):  # type: ignore[misc]  # the SDK is unty
                 raise PortError(f"{self.port_name} closed", port=self.port_name)
             out += chunk
         return bytes(out)
+
+    def clearPort(self) -> None:
+        """Drop unread input, translating a dead port's error to :class:`PortError`."""
+        try:
+            self.ser.reset_input_buffer()
+        except (serial.SerialException, termios.error, OSError) as exc:
+            raise PortError(f"{self.port_name} failed: {exc}", port=self.port_name) from exc
 
     def read_available(self, timeout: float) -> bytes:
         """Block up to ``timeout`` [s] for any bytes, then return all that are waiting."""

@@ -132,3 +132,17 @@ async def test_fast_read_with_a_missing_servo_names_it(six):
     assert arm.counters.retries == 1
     vbus.faults(4).replug()
     await arm.read()
+
+
+async def test_a_vanished_port_is_a_port_error(open_bus, backend_for, chain):
+    from hilbot.hal.errors import PortError
+
+    servos = chain("XM430-W350", 2)
+    vbus = open_bus(servos)
+    arm = backend_for(vbus, servos)
+    async with arm:
+        await arm.read()
+        vbus.stop()  # the adapter is unplugged: the pty's other end goes away
+        with pytest.raises(PortError):
+            await arm.write({"j1": 0.1})  # queued; its failure surfaces on the next call
+            await arm.read()
