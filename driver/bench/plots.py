@@ -139,15 +139,22 @@ def plot_overview(recording: Recording, path: Path) -> Path:
     ax_late.set_title("cycle lateness")
     for ax in (ax_joint, ax_path, ax_late):
         ax.grid(alpha=0.3)
+    header = recording.header
+    name = (header.scenario or {}).get("name", "recording")
+    fig.suptitle(
+        f"{name} on {header.backend} ({header.clock} clock, {header.rate_hz:g} Hz)",
+        fontsize="medium",
+    )
     return _save(fig, path)
 
 
 def plot_all(recording: Recording, out_dir: Path) -> list[Path]:
-    """Write ``joints.png``, ``end_effector.png`` and ``lateness.png`` into ``out_dir``."""
+    """Write ``joints.png``, ``end_effector.png``, ``lateness.png`` and ``overview.png``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [
         plot_joints(recording, out_dir / "joints.png"),
         plot_lateness(recording, out_dir / "lateness.png"),
+        plot_overview(recording, out_dir / "overview.png"),
     ]
     if recording.header.chain_names:
         paths.append(plot_end_effectors(recording, out_dir / "end_effector.png"))

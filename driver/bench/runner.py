@@ -196,12 +196,17 @@ class ScenarioRunner:
             await self._release_pose_targets()
         ctx = self._context()
         segment = build_segment(step, ctx)
-        cycles = round(segment.duration * self.rate)
         silent = isinstance(step, CommandStep) and step.command is CommandName.HOME
-        for i in range(cycles):
+        # Steps run on the runtime's clock, not on a count of cycles: a cycle that comes
+        # late (or a tick skipped by an overrun) does not slow the scenario down. On a
+        # fake clock every cycle is exactly one period, so the run stays deterministic.
+        period = 1.0 / self.rate
+        start = self.bench.clock()
+        status = f"step {index + 1}/{len(self.scenario.steps)} {step.kind}"
+        while (t := self.bench.clock() - start + period) < segment.duration + period / 2:
             if not silent:
-                self._send(segment.at((i + 1) / self.rate), ctx)
-            await self._cycle(f"step {index + 1}/{len(self.scenario.steps)} {step.kind}")
+                self._send(segment.at(min(t, segment.duration)), ctx)
+            await self._cycle(status)
         if isinstance(step, FaultStep):
             self._inject(step, clear=True)
         self._pose_active = self._pose_active or isinstance(step, _CARTESIAN)
@@ -217,7 +222,8 @@ class ScenarioRunner:
         timeout = self.runtime.config.safety.watchdog_timeout or 0.0
         ctx = self._context()
         hold = Target(joints=dict(ctx.joints))
-        for _ in range(int(np.ceil(timeout * self.rate)) + 2):
+        start, period = self.bench.clock(), 1.0 / self.rate
+        while self.bench.clock() - start < timeout + 2.5 * period:
             self.runtime.set_joint_targets(dict(hold.joints or {}))
             await self._cycle("releasing the pose target")
         self._pose_active = False
