@@ -410,6 +410,13 @@ class _Run:
             en, rn, on = _errors(pose, sub)
             cn = _cost(en, weights)
             ok = cn < cost[pending]
+            if ok.all() and pending.size == q.shape[0]:  # every item accepted: no gathers
+                little = cn > cost * (1.0 - s.stall_ratio)
+                stall[:] = np.where(little, stall + 1, 0)
+                np.maximum(1.0, 0.5 * mu, out=mu)
+                q[:], e[:], res[:], ori[:], cost[:] = qn, en, rn, on, cn
+                jac[:] = _task_jacobian(jn, pose, batch)
+                return
             take = pending[ok]
             little = cn[ok] > cost[take] * (1.0 - s.stall_ratio)
             stall[take] = np.where(little, stall[take] + 1, 0)
@@ -439,10 +446,12 @@ class _Run:
         free = np.ones((size, n), dtype=bool)
         dq = np.zeros((size, n))
         r = ew.copy()
-        for _ in range(n + 1):
-            jf = jw * free[:, None, :]
-            sub = _damped(jf, r, lam2)
-            dq = np.where(free, sub, dq)
+        for first in [True] + [False] * n:
+            if first:  # everything free: no masking, no merge
+                dq = _damped(jw, r, lam2)
+            else:
+                sub = _damped(jw * free[:, None, :], r, lam2)
+                dq = np.where(free, sub, dq)
             if not self.bounded:
                 return dq
             new = q + dq
