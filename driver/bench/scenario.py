@@ -210,7 +210,15 @@ class Thresholds(_Model):
 
 
 class Scenario(_Model):
-    """A bench scenario: steps run in order, then the thresholds are checked."""
+    """A bench scenario: steps run in order, then the thresholds are checked.
+
+    Attributes:
+        name: shown in reports and used for the default output folder.
+        description: one line on what the scenario proves.
+        rate_hz: loop rate for this scenario, overriding the config's (``--rate`` wins).
+        steps: what to do, in order.
+        thresholds: the pass/fail limits.
+    """
 
     name: str = Field(min_length=1)
     description: str = ""

@@ -59,7 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="X",
         help="stretch (>1) or shorten (<1) every timed step",
     )
-    parser.add_argument("--rate", type=float, metavar="HZ", help="loop rate, overriding both")
+    parser.add_argument(
+        "--rate", type=float, metavar="HZ", help="loop rate, overriding the scenario and config"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of random injected faults")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
@@ -81,12 +83,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         config = load_config(args.config)
-        if args.rate is not None:
-            if not args.rate > 0:
-                raise ScenarioError(None, [("--rate", f"must be positive, got {args.rate}")])
-            config = config.model_copy(update={"rate_hz": args.rate})
         scenario_file = resolve_scenario(args.scenario)
         scenario = load_scenario(scenario_file)
+        rate = args.rate if args.rate is not None else scenario.rate_hz
+        if rate is not None:
+            if not rate > 0:
+                raise ScenarioError(None, [("--rate", f"must be positive, got {rate}")])
+            config = config.model_copy(update={"rate_hz": rate})
         if args.duration_scale != 1.0:
             scenario = scenario.scaled(args.duration_scale)
     except (DriverError, ValueError) as exc:
