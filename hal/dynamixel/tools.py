@@ -267,7 +267,7 @@ def diagnose(
         layout = BusLayout(spec, servos)
     except HalError as exc:
         return [*findings, Finding(Level.ERROR, bus_name, str(exc))], ""
-    log = logging.getLogger("hilbot.doctor")
+    log = logging.Logger("hilbot.doctor")  # standalone: findings are printed, not logged
     collect = _Collect()
     log.addHandler(collect)
     rdt = 0
@@ -280,7 +280,11 @@ def diagnose(
                     identify(bus, slot)
                     report = inspect(bus, slot, log)
                     rdt = max(rdt, report.return_delay_time)
-                    findings.extend(Finding(Level.WARN, subject, m) for m in collect.messages)
+                    prefix = f"servo {slot.id}: "
+                    findings.extend(
+                        Finding(Level.WARN, subject, m.removeprefix(prefix))
+                        for m in collect.messages
+                    )
                     findings.extend(_limits(bus, slot, subject))
                     flags = hardware_status(bus, slot)
                     if flags:
