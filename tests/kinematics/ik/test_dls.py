@@ -343,3 +343,38 @@ def test_solution_repr_and_positions_copy(load):
     positions = sol.positions
     positions["shoulder_pan_joint"] = 99.0
     assert sol.positions["shoulder_pan_joint"] != 99.0
+
+
+PLANAR_BASE = """
+<robot name="slider">
+  <link name="ground"/><link name="cart"/><link name="arm"/><link name="tip"/>
+  <joint name="table" type="planar">
+    <parent link="ground"/><child link="cart"/><axis xyz="0 0 1"/>
+  </joint>
+  <joint name="hinge" type="revolute">
+    <parent link="cart"/><child link="arm"/><origin xyz="0.5 0 0"/><axis xyz="0 1 0"/>
+    <limit lower="-1" upper="1" velocity="1" effort="1"/>
+  </joint>
+  <joint name="tip_joint" type="fixed">
+    <parent link="arm"/><child link="tip"/><origin xyz="0.3 0 0"/>
+  </joint>
+</robot>
+"""
+
+
+def test_planar_and_floating_chains_use_the_generic_path(load):
+    robot = load_urdf(PLANAR_BASE)
+    chain = robot.path_between("ground", "tip")
+    q_true = np.array([0.4, -0.3, 0.7, 0.5])
+    target = chain.fk(q_true)
+    sol = DLSSolver().solve(robot, np.zeros(4), "ground", "tip", target, max_iterations=100)
+    assert sol.reached and sol.status is Status.CONVERGED
+    assert _pose_errors(chain, sol.q, target)[0] <= 1e-4
+    assert -1.0 <= sol.q[3] <= 1.0
+    assert isinstance(sol.positions["table"], np.ndarray)  # a planar joint's pose
+    hexapod = load("hexapod")
+    legs = hexapod.path_between("world", "leg2_foot")
+    q = np.zeros(legs.dof)
+    goal = legs.fk(q + 0.2)
+    sol = solve(hexapod, q, "world", "leg2_foot", goal, max_delta=0.3, max_iterations=100)
+    assert sol.reached and np.max(np.abs(sol.q - q)) <= 0.3 + 1e-12
