@@ -54,6 +54,9 @@ class ControlTableMemory:
         self.size = max(r.end for r in spec.table.values())
         self.data = bytearray(self.size)
         self._owner: list[Register | None] = [None] * self.size
+        #: Bumped by every write except the firmware's present-value updates, so that
+        #: cached settings (ID, baud rate, ...) know when to reload.
+        self.generation = 0
         for reg in spec.table.values():
             for a in range(reg.address, reg.end):
                 self._owner[a] = reg
@@ -89,6 +92,7 @@ class ControlTableMemory:
         """Store ``value`` in register ``name`` without any rule (the firmware's own writes)."""
         reg = self.spec.table[name]
         self.data[reg.address : reg.end] = reg.encode(value)
+        self.generation += 1
 
     def set_clamped(self, reg: Register, value: int) -> None:
         """Store ``value`` in ``reg``, clamped to the register's raw range."""
@@ -145,3 +149,4 @@ class ControlTableMemory:
     def store(self, address: int, data: bytes) -> None:
         """Write bytes that ``check_write`` accepted."""
         self.data[address : address + len(data)] = data
+        self.generation += 1

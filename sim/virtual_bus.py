@@ -51,6 +51,7 @@ from hilbot.sim.virtual_servo import VirtualServo
 _log = logging.getLogger(__name__)
 
 BITS_PER_BYTE = 10  # 8N1: start bit, 8 data bits, stop bit
+SERVER_NICE = 5  # how much the server thread raises its priority, where allowed
 BACKGROUND_STEP_MS = 5  # model update period while servos move, when no packet comes
 #: GIL switch interval while a bus runs in this process [s]. A client that busy-polls
 #: the port (the stock dynamixel-sdk does) holds the GIL; at Python's default 5 ms the
@@ -300,6 +301,7 @@ class VirtualBus:
         return now
 
     def _serve(self) -> None:
+        _raise_priority()
         decoder = PacketDecoder(self.protocol, PacketKind.INSTRUCTION)
         poller = select.poll()
         poller.register(self._master, select.POLLIN)
@@ -350,6 +352,19 @@ class VirtualBus:
         self._sleeper.wait_until(done)
         os.write(self._master, data)
         self._wire_free = done
+
+
+def _raise_priority() -> None:
+    """Nice the server thread up a little: it stands in for hardware that answers in time.
+
+    Lowering a nice value needs CAP_SYS_NICE (root in CI containers); without it the
+    thread keeps the default priority.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        thread = threading.get_native_id()
+        os.setpriority(
+            os.PRIO_PROCESS, thread, os.getpriority(os.PRIO_PROCESS, thread) - SERVER_NICE
+        )
 
 
 def _instruction_size(item: InstructionPacket | DecodeError) -> int:

@@ -104,11 +104,13 @@ class VirtualServo:
     @property
     def id(self) -> int:
         """The ID register."""
+        self._check_config()
         return self._id
 
     @property
     def baudrate(self) -> int | None:
         """Bit rate the servo listens at [bit/s], ``None`` for an unlisted register value."""
+        self._check_config()
         return self._baudrate
 
     @property
@@ -119,16 +121,23 @@ class VirtualServo:
     @property
     def return_delay(self) -> float:
         """Return Delay Time [s] (register value × 2 µs)."""
+        self._check_config()
         return self._return_delay
 
     @property
     def status_return_level(self) -> int:
         """0: answer PING only; 1: PING and READ; 2: every instruction."""
+        self._check_config()
         return self._status_return_level
+
+    def _check_config(self) -> None:
+        if self.memory.generation != self._generation:
+            self._load_config()
 
     def _load_config(self) -> None:
         """Cache the registers the firmware consults on every packet (reads are hot)."""
         mem = self.memory
+        self._generation = mem.generation
         self._id = mem.get(N.ID)
         self._baudrate = self.spec.baud_rates.get(mem.get(N.BAUD_RATE))
         self._return_delay = mem.get(N.RETURN_DELAY_TIME) * 2e-6
@@ -175,7 +184,9 @@ class VirtualServo:
         if isinstance(checked, WriteRefused):
             return self._refused(checked)
         self.memory.store(address, data)
-        if not self._config_addresses.isdisjoint(range(address, address + len(data))):
+        if self._config_addresses.isdisjoint(range(address, address + len(data))):
+            self._generation = self.memory.generation  # nothing cached changed
+        else:
             self._load_config()
         p1 = 0
         for reg, value in checked:
@@ -222,6 +233,7 @@ class VirtualServo:
 
     def refresh(self, now: float, address: int = 0, length: int | None = None) -> None:
         """Copy the model's present values into the registers in ``[address, +length)``."""
+        self._check_config()
         end = self.memory.size if length is None else address + length
         for reg, value in self._live:
             if reg.address < end and address < reg.end:
@@ -290,6 +302,7 @@ class VirtualServo:
         return 0
 
     def _apply_goal(self, value: int) -> int:
+        self._check_config()
         (lower, upper), bits = self._limits, 0
         target = value - self._homing
         if not lower <= target <= upper:
