@@ -138,3 +138,26 @@ def test_doctor_reads_a_robot_config(open_bus, tmp_path, capsys):
     assert "servo 3 (shoulder): XM430-W350" in out
     assert "servo 9 (gripper): XL430-W250" in out
     assert "fast sync read" in out
+
+
+def test_doctor_warns_about_a_slow_usb_latency_timer(open_bus, monkeypatch):
+    from hilbot.hal.dynamixel import tools
+    from hilbot.hal.mapping import BusSpec, ServoSpec
+
+    vbus = open_bus({1: "XM430-W350"})
+    monkeypatch.setattr(tools, "latency_timer_ms", lambda port: 16)  # an FTDI at its default
+    findings, budget = tools.diagnose(
+        BusSpec(vbus.port), [ServoSpec(1, "XM430-W350", "a")], margin_ms=50
+    )
+    latency = findings[0]
+    assert latency.level is tools.Level.WARN
+    assert "latency_timer" in latency.message
+    assert "16 ms USB latency" in budget
+
+
+def test_servo_on_protocol1(open_bus, capsys):
+    vbus = open_bus({1: "AX-12A"}, protocol=1)
+    args = ["servo", "--port", vbus.port, "--protocol", "1", "--id", "1", "--set-id", "4"]
+    assert main(args) == 0
+    assert vbus.servo(4).memory.get(N.ID) == 4
+    assert "now id 4" in capsys.readouterr().out
