@@ -142,7 +142,9 @@ class Recorder:
         if state is not None:
             a["q_measured"][row] = state.position
             a["qd_measured"][row] = state.velocity
-            a["hw_errors"][row] = [int(f) for f in state.hardware_errors]
+            flags = state.hardware_errors
+            if any(flags):  # rows start at zero: write only when a servo reports an error
+                a["hw_errors"][row] = [int(f) for f in flags]
         else:
             a["q_measured"][row] = np.nan
             a["qd_measured"][row] = np.nan
