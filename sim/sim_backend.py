@@ -164,15 +164,25 @@ class SimBackend:
         self.model.set_torque(index, enabled)
 
     async def reboot(self, joints: Iterable[str]) -> None:
-        """Reboot the servos of ``joints``: errors cleared, torque off, goal = present."""
+        """Reboot the servos of ``joints``: errors cleared, torque off, goal = present.
+
+        A browned-out servo comes back; an unplugged one does not hear the reboot.
+
+        Raises:
+            CommTimeout: a servo of ``joints`` is unplugged.
+        """
         self._check_open()
         index = self._map.indices(joints)
         self._advance()
+        self.counters.transactions += len(index)
         for i in index:
             for servo_id in self._map.servo_ids[i]:
-                self.faults(servo_id).rebooted()
+                faults = self.faults.get(servo_id)
+                if faults is not None and not faults.rebooted():
+                    self.counters.timeouts += 1
+                    raise CommTimeout(servo_id, "REBOOT")
+        self._apply_faults()  # a revived servo powers up
         self.model.reboot(index)
-        self.counters.transactions += len(index)
 
     async def close(self) -> None:
         """Disable torque (if configured) and close; safe to call twice."""

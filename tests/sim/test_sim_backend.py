@@ -193,9 +193,21 @@ async def test_an_unplugged_servo_times_out_and_powers_up_with_torque_off(clock)
         sim.fault("wrist").unplug()
         with pytest.raises(CommTimeout):
             await sim.read()
+        with pytest.raises(CommTimeout) as info:
+            await sim.reboot(["wrist"])
+        assert (info.value.servo_id, info.value.instruction) == (5, "REBOOT")
         sim.fault("wrist").replug()
         await sim.read()
         assert sim.model.torque_enabled.tolist() == [True, True, True, False]
+
+
+async def test_a_browned_out_servo_answers_again_after_a_reboot(clock):
+    async with make(clock) as sim:
+        sim.fault("elbow").brown_out()
+        with pytest.raises(CommTimeout):
+            await sim.read()
+        await sim.reboot(["elbow"])
+        await sim.read()
 
 
 async def test_close_turns_torque_off_and_refuses_use(clock):
