@@ -185,9 +185,12 @@ class Solver(abc.ABC):
         base: Any,
         meta: SolveMeta,
     ) -> Solution:
-        safe = np.minimum(np.maximum(q, box.lower), box.upper)
         residual, orientation = meta.residual, meta.orientation_residual
-        if (safe != q).any():
+        safe = q
+        # Scalar comparisons: for a handful of joints cheaper than numpy's per-call cost.
+        lower, upper = box.lower.tolist(), box.upper.tolist()
+        if any(not a <= x <= b for x, a, b in zip(q.tolist(), lower, upper, strict=True)):
+            safe = np.minimum(np.maximum(q, box.lower), box.upper)
             residual, orientation = residuals(chain, safe, target)
         reached = residual <= options.tolerance and (
             not options.strict_orientation

@@ -102,6 +102,9 @@ def parse_target(value: object) -> Target:
         InvalidTarget: on a wrong shape, NaN or infinite values, a zero axis, a
             non-unit quaternion or a matrix that is not a proper rotation.
     """
+    kind = type(value)
+    if kind is np.ndarray and value.shape == (4, 4) and value.dtype == np.float64:  # type: ignore[attr-defined]
+        return _parse_transform(value.tolist(), value)  # type: ignore[attr-defined]  # hot path
     if isinstance(value, Target):
         return value
     if isinstance(value, tuple | list) and len(value) == 2 and not _is_scalar(value[0]):
@@ -144,7 +147,9 @@ def _parse_pair(position: object, orientation: object, value: object) -> Target:
 
 def _parse_transform(rows: list[list[float]], value: object) -> Target:
     r0, r1, r2, r3 = rows
-    if not all(map(math.isfinite, [*r0, *r1, *r2, *r3])):
+    # A sum is finite only if every term is (NaN and inf propagate); 1e300-sized
+    # entries may overflow it, which rejects them too, rightly.
+    if not math.isfinite(sum(r0) + sum(r1) + sum(r2) + sum(r3)):
         raise InvalidTarget("NaN or infinite values", value)
     if abs(r3[0]) + abs(r3[1]) + abs(r3[2]) + abs(r3[3] - 1.0) > 1e-9:
         raise InvalidTarget("the last row of a 4x4 transform must be [0, 0, 0, 1]", value)
