@@ -24,6 +24,7 @@ hardware error is reported in ``JointState.hardware_errors`` (and blocks
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import functools
 import logging
@@ -125,6 +126,7 @@ class DynamixelBackend:
         )
         self._executor: ThreadPoolExecutor | None = None
         self._pending: Future[None] | None = None  # the last queued sync write
+        self._write_error: BaseException | None = None  # its failure, raised by the next call
         self.state = BackendState.CREATED
         self.method = ReadMethod.SYNC_READ
         self.reports: tuple[ServoReport, ...] = ()
@@ -189,12 +191,19 @@ class DynamixelBackend:
                 is written then.
         """
         self._require_open()
-        self._raise_pending()
         ticks = self._goal_ticks(positions)
+        pending = self._pending
+        if pending is not None and not pending.done():
+            # back-pressure: at most one queued write, so a caller faster than the bus
+            # waits here instead of piling packets up
+            with contextlib.suppress(Exception):
+                await asyncio.wrap_future(pending)
+        self._raise_pending()
         if ticks and self._executor is not None:
             self._pending = self._executor.submit(
                 self._bus.sync_write, self._goal.address, self._goal.size, ticks
             )
+            self._pending.add_done_callback(self._note_write)
 
     async def set_torque(self, enabled: bool, joints: Iterable[str] | None = None) -> None:
         """Enable or disable torque of ``joints`` (default all), shadows included.
@@ -450,14 +459,17 @@ class DynamixelBackend:
         self._raise_pending()
         return result
 
+    def _note_write(self, done: Future[None]) -> None:
+        """Keep the first failure of a queued write (runs on the bus thread)."""
+        exc = done.exception()
+        if exc is not None and self._write_error is None:
+            self._write_error = exc
+
     def _raise_pending(self) -> None:
         """Raise the failure of a queued write, once."""
-        pending = self._pending
-        if pending is not None and pending.done():
-            self._pending = None
-            exc = pending.exception()
-            if exc is not None:
-                raise exc
+        exc, self._write_error = self._write_error, None
+        if exc is not None:
+            raise exc
 
     async def _shutdown(self, *, torque_off: bool) -> None:
         executor, self._executor = self._executor, None
