@@ -16,7 +16,10 @@ Contract for subclasses (``DLSSolver``, ``QPSolver``, ...): implement
   error is redistributed to the free joints); the base class clips the result
   into the box once more as a safety net and recomputes the residuals if that
   clip moved anything.
-- ``options`` is a ``SolveOptions`` (iterations, tolerances, strictness).
+- ``options`` is a ``SolveOptions`` (iterations, tolerances, strictness, and
+  ``polish``: ``False`` when the call is an intermediate attempt of a
+  ``MultiStartSolver``, so work that only matters for a returned result, such as
+  a position-wins polish, may be skipped).
 - Return the configuration and a ``SolveMeta`` with the residuals measured AT the
   returned configuration, and the status. Never return a configuration worse
   than ``q0``; on divergence return the last good one with ``Status.DIVERGED``.
