@@ -15,6 +15,40 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.driver.config import SOLVE_OPTIONS, ChainConfig, SolverKind
+from hilbot.driver.safety import JointLimits
+
+
+def limited_robot(robot: Any, limits: JointLimits) -> Any:
+    """A copy of ``robot`` whose driven joints carry the runtime's effective limits.
+
+    The solvers respect the model's limits inside their iteration (so the error is
+    redistributed to the free joints); giving them the soft limits and margins the
+    safety layer enforces keeps a solution from parking a joint where the safety
+    layer would clip it, which would stall tracking short of the target.
+    """
+    import dataclasses
+
+    from hilbot.kinematics import JointLimit, JointType, Robot
+
+    bounds = limits.as_dict()
+    joints = []
+    for joint in robot.joints.values():
+        if joint.name in bounds and joint.mimic is None:
+            lower, upper = bounds[joint.name]
+            old = joint.limit
+            kind = JointType.REVOLUTE if joint.type is JointType.CONTINUOUS else joint.type
+            joint = dataclasses.replace(
+                joint,
+                type=kind,
+                limit=JointLimit(
+                    lower,
+                    upper,
+                    old.velocity if old is not None else 0.0,
+                    old.effort if old is not None else 0.0,
+                ),
+            )
+        joints.append(joint)
+    return Robot(robot.name, list(robot.links), joints)
 
 
 def make_solver(kind: SolverKind, options: Mapping[str, Any]) -> Any:
@@ -70,6 +104,8 @@ class ChainRunner:
         self._names = tuple(names)
         self.last_seq = -1
         self.last_reached = False
+        self.last_q: NDArray[np.float64] | None = None  # (dof,) the newest solve's result
+        self.last_error: str | None = None  # the newest solve error, reported once
 
     def needs_solve(self, seq: int) -> bool:
         """Whether the target with sequence number ``seq`` still needs solving."""
@@ -86,6 +122,7 @@ class ChainRunner:
         from hilbot.kinematics.errors import KinematicsError
 
         self.last_seq = seq
+        self.last_q = None
         try:
             solution = self.solver.solve(
                 self.robot,
@@ -100,10 +137,11 @@ class ChainRunner:
             best = getattr(exc, "positions", None)
             if not best:
                 return None, exc, False
-            return self._pick(best, seed), exc, False
+            self.last_q = self._pick(best, seed)
+            return self.last_q, exc, False
         self.last_reached = bool(solution.reached)
-        q: NDArray[np.float64] = solution.q
-        return q, solution, self.last_reached
+        self.last_q = solution.q
+        return self.last_q, solution, self.last_reached
 
     def _pick(
         self, positions: Mapping[str, float], seed: NDArray[np.float64]

@@ -26,7 +26,7 @@ from typing import Any, Self
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.driver.chains import ChainRunner
+from hilbot.driver.chains import ChainRunner, limited_robot
 from hilbot.driver.config import EstopAction, RobotConfig
 from hilbot.driver.errors import DriverError, LimitViolation, RuntimeStateError
 from hilbot.driver.safety import Mode, ModeMachine, SafetyLayer, effective_limits
@@ -109,8 +109,9 @@ class Runtime:
             velocity=safety.velocity_limit,
         )
         self.safety = SafetyLayer(self.limits, safety.max_delta_per_cycle, self.period)
+        ik_robot = limited_robot(robot, self.limits) if config.chains else robot
         self._chains = {
-            c.name: ChainRunner(robot, c, self.joint_names, safety.max_delta_per_cycle)
+            c.name: ChainRunner(ik_robot, c, self.joint_names, safety.max_delta_per_cycle)
             for c in config.chains
         }
         self.chains: tuple[str, ...] = tuple(self._chains)
@@ -322,8 +323,9 @@ class Runtime:
         rec.written = False
         rec.read_time = rec.ik_time = rec.write_time = 0.0
         clamps_before = self.safety.total_clamps
+        t_read = clock()
         state = await self._read()
-        rec.read_time = clock() - woke
+        rec.read_time = clock() - t_read
         rec.state = state
         if state is not None:
             self._state = state
@@ -390,6 +392,10 @@ class Runtime:
                 continue
             rec.targets[name] = slot.value
             if not runner.needs_solve(slot.seq):
+                # Same target, already solved: keep heading for that solution (the safety
+                # layer may still be stepping towards it).
+                if runner.last_q is not None:
+                    desired[runner.indices] = runner.last_q
                 continue
             t0 = self._clock()
             values, result, _ = runner.solve(slot.value, slot.seq, self._command)
@@ -397,10 +403,14 @@ class Runtime:
             rec.ik[name] = result
             if isinstance(result, Exception):
                 self.stats.ik_failures += 1
+                message = f"chain {name}: {result}"
+                if message != runner.last_error:  # report each new problem once, not per cycle
+                    runner.last_error = message
+                    self._report(FaultKind.IK, None, message, active=False)
+            else:
+                runner.last_error = None
             if values is not None:
                 desired[runner.indices] = values
-            elif isinstance(result, Exception):
-                self._report(FaultKind.IK, None, f"chain {name}: {result}", active=False)
         if stale and not self._watchdog_tripped:
             self.stats.watchdog_trips += 1
             self._log.warning("watchdog: no fresh target for %.3f s, holding", timeout)

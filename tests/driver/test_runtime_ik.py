@@ -11,6 +11,7 @@ from hilbot.driver.backends import sim_backend
 from hilbot.driver.config import load_config
 from hilbot.driver.errors import InvalidTarget
 from hilbot.driver.runtime import Runtime
+from hilbot.driver.safety import ClampKind
 from hilbot.driver.state import Command
 
 
@@ -109,3 +110,21 @@ async def test_valid_pose_target_forms(target, clock):
         rt.set_target("arm", target)
         await rt.wait_cycles(3)
         assert rt.mode.value == "armed"
+
+
+async def test_a_target_sent_once_is_reached_despite_velocity_clamps(clock, make_config):
+    # Sent once: the chain is solved once and the safety layer steps towards the solution.
+    config = make_config("widowx_250s", safety={"watchdog_timeout": 5.0, "velocity_limit": 0.2})
+    async with Runtime(config, sim_backend(config, clock=clock), clock=clock) as rt:
+        await rt.command(Command.ENABLE)
+        await rt.wait_cycles(2)
+        # A reachable target well inside the limits: the FK of a nearby configuration.
+        goal = dict(rt.state().command)
+        goal.update(waist=0.4, shoulder=goal["shoulder"] + 0.3, elbow=goal["elbow"] - 0.4)
+        chain = rt.robot.path_between("base_link", "ee_gripper_link")
+        target = chain.fk(chain.q_from(goal))[:3, 3]
+        rt.set_target("arm", target)
+        await rt.wait_cycles(int(2.0 * config.rate_hz))
+        state = rt.state()
+        assert state.clamp_counts[ClampKind.VELOCITY] > 0
+        assert np.linalg.norm(_position(state, "arm") - target) < 3e-3

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hilbot.driver.errors import (
     InvalidTarget,
@@ -17,7 +21,9 @@ from hilbot.driver.errors import (
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.safety import ClampKind, Mode
 from hilbot.driver.state import Command, CycleRecord, FaultKind
+from hilbot.driver.ticker import ManualClock
 from hilbot.hal.backend import HardwareErrorFlags
+from hilbot.sim.sim_backend import SimBackend
 
 RATE = 200.0
 
@@ -321,3 +327,46 @@ async def test_stats_count_cycles(sim_factory, clock, joints_config):
         assert stats.cycles >= 100
         assert stats.rate == pytest.approx(RATE, rel=1e-6)
         assert stats.overruns == 0
+
+
+hostile_value = st.one_of(
+    st.floats(-1e9, 1e9),
+    st.sampled_from([float("nan"), float("inf"), -float("inf"), 0.0, 3.2, -3.2]),
+)
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(
+        st.dictionaries(st.sampled_from(["joint1", "joint2", "joint3", "joint4"]), hostile_value),
+        min_size=5,
+        max_size=60,
+    )
+)
+def test_property_full_loop_never_writes_an_unsafe_command(steps, joints_config):
+    """Whatever joint targets arrive (NaN ones are refused at the API), every write is safe."""
+    config = joints_config()
+
+    async def scenario() -> list[np.ndarray]:
+        clock = ManualClock(0.0)
+        backend = SimBackend(config.servo_specs(), clock=clock, initial_positions=dict(config.home))
+        seen: list[np.ndarray] = []
+        async with Runtime(config, backend, clock=clock) as rt:
+            rt.add_cycle_listener(lambda r: r.written and seen.append(r.command.copy()))
+            await rt.command(Command.ENABLE)
+            for targets in steps:
+                with contextlib.suppress(InvalidTarget):
+                    if targets:
+                        rt.set_joint_targets(targets)
+                await rt.wait_cycles(1)
+            limits = (rt.limits.lower, rt.limits.upper, rt.safety.step_bound)
+        seen.append(np.concatenate(limits))
+        return seen
+
+    *written, packed = asyncio.run(scenario())
+    lower, upper, bound = np.split(packed, 3)
+    for prev, cmd in itertools.pairwise(written):
+        assert np.all(cmd >= lower) and np.all(cmd <= upper)
+        assert np.all(np.abs(cmd - prev) <= bound + 1e-12)
