@@ -84,6 +84,10 @@ class DynamixelBackend:
         temperature_every: read temperature every this many ``read()`` calls
             (Protocol 2.0; it is not in the cycle's contiguous span). 1.0 reads it every cycle.
         fast_read: use Fast Sync Read; ``None`` decides from models and firmware.
+        read_method: force the cycle's read instruction (e.g. ``BULK_READ``); by default
+            it is chosen from the models: every supported Protocol 2.0 model keeps the
+            cycle's registers at the same addresses, so a (fast) sync read covers mixed
+            chains, and a bulk read is needed only when the spans differ.
         clock: monotonic clock for timestamps.
         logger: where warnings go.
 
@@ -103,6 +107,7 @@ class DynamixelBackend:
         io_timeout: float = 2.0,
         temperature_every: int = 25,
         fast_read: bool | None = None,
+        read_method: ReadMethod | None = None,
         clock: Callable[[], float] = time.monotonic,
         logger: logging.Logger | None = None,
     ) -> None:
@@ -114,6 +119,7 @@ class DynamixelBackend:
         self.io_timeout = io_timeout
         self.temperature_every = temperature_every
         self._fast_read = fast_read
+        self._read_method = read_method
         self._clock = clock
         self._log = logger or logging.getLogger(__name__)
         self._bus = DynamixelBus(
@@ -275,7 +281,7 @@ class DynamixelBackend:
         )
         if self._fast_read is not None:
             fast_ok = self._fast_read
-        self.method = self.layout.read_method(fast_ok=fast_ok)
+        self.method = self._read_method or self.layout.read_method(fast_ok=fast_ok)
         self._hold(self.layout.slots)
         self._log.info(
             "%s: %d servos, %s, %s",

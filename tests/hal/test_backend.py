@@ -77,6 +77,17 @@ async def test_mixed_model_chain(open_bus, backend_for):
         assert state.position[2] == pytest.approx(-0.4, abs=0.01)
 
 
+@pytest.mark.parametrize("method", [ReadMethod.BULK_READ, ReadMethod.FAST_BULK_READ])
+async def test_mixed_chain_on_a_bulk_read(open_bus, backend_for, method):
+    servos = [ServoSpec(1, "XL430-W250", "base"), ServoSpec(2, "XM540-W270", "shoulder")]
+    vbus = open_bus(servos, initial_positions={1: 1024, 2: 3072})
+    async with backend_for(vbus, servos, read_method=method) as arm:
+        assert arm.method is method
+        state = await arm.read()
+        np.testing.assert_allclose(state.position, [-math.pi / 2, math.pi / 2], atol=2e-3)
+        assert state.effort_unit == (EffortUnit.PERCENT, EffortUnit.AMPERE)
+
+
 @pytest.mark.parametrize(
     ("models", "method"),
     [
