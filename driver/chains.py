@@ -78,8 +78,9 @@ class ChainRunner:
         robot: the kinematic model.
         config: the chain's config.
         names: the runtime's joint vector names.
-        max_delta: per-solve joint change bound [rad or m] (the safety layer's),
-            so the solver respects it inside its iteration instead of being clipped after.
+        max_delta: unused unless the chain's options set ``max_delta``: by default
+            the solver returns the whole solution and the safety layer scales the step
+            towards it as one vector (per-solve boxes made DLS stall near limits).
     """
 
     def __init__(
@@ -91,7 +92,7 @@ class ChainRunner:
         self.chain = robot.path_between(config.source_link, config.target_link)
         solve_options, build_options = split_options(config.options)
         self.solver = make_solver(config.solver, build_options)
-        self._options = {"max_delta": max_delta, **solve_options}
+        self._options = dict(solve_options)
         # The chain's configuration vector, in Jacobian column order, maps one to one onto
         # driven joints (the config check guarantees every column's joint is a 1-DoF servo
         # joint), so seeds and solutions move as flat arrays without building dicts.

@@ -83,7 +83,14 @@ class SolverKind(enum.StrEnum):
 
 #: Options a chain may pass to ``solver.solve``; any other option goes to the solver's constructor.
 SOLVE_OPTIONS = frozenset(
-    {"max_iterations", "tolerance", "orientation_tolerance", "strict_orientation", "respect_limits"}
+    {
+        "max_iterations",
+        "tolerance",
+        "orientation_tolerance",
+        "strict_orientation",
+        "respect_limits",
+        "max_delta",
+    }
 )
 
 

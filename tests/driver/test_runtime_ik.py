@@ -128,3 +128,20 @@ async def test_a_target_sent_once_is_reached_despite_velocity_clamps(clock, make
         state = rt.state()
         assert state.clamp_counts[ClampKind.VELOCITY] > 0
         assert np.linalg.norm(_position(state, "arm") - target) < 3e-3
+
+
+async def test_hexapod_legs_each_track_their_foot(clock):
+    config = load_config("hexapod")
+    async with Runtime(config, sim_backend(config, clock=clock), clock=clock) as rt:
+        assert rt.chains == tuple(f"leg{i}" for i in range(1, 7))
+        await rt.command(Command.ENABLE)
+        await rt.wait_cycles(2)
+        down = np.array([0.0, 0.0, -0.01])  # feet down: the body rises
+        goal = {c: _position(rt.state(), c) + down for c in rt.chains}
+        for _ in range(100):
+            for chain, target in goal.items():
+                rt.set_target(chain, target)
+            await rt.wait_cycles(1)
+        state = rt.state()
+        for chain, target in goal.items():
+            assert np.linalg.norm(_position(state, chain) - target) < 2e-3
