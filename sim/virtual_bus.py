@@ -132,14 +132,14 @@ class VirtualBus:
         specs = [_model_spec(i, name, protocol, baudrate) for i, name in pairs]
         _check_unique(pairs)
         positions = initial_positions or {}
+        unknown = sorted(set(positions) - {i for i, _ in pairs})
+        if unknown:
+            raise ConfigError(f"initial_positions names servos not on the bus: {unknown}")
         overrides = physics or {}
         self.model = ServoModel(
             [overrides.get(spec.name) or physics_for(spec.name) for spec in specs],
             initial_positions=[
-                (positions.get(i, spec.center_tick) - spec.center_tick)
-                * 2.0
-                * 3.141592653589793
-                / spec.ticks_per_rev
+                (positions.get(i, spec.center_tick) - spec.center_tick) * spec.radians_per_tick
                 for (i, _), spec in zip(pairs, specs, strict=True)
             ],
         )
