@@ -185,9 +185,21 @@ class TreeContext:
     """Poses and Jacobians of any link of a ``TreeModel`` at one configuration (cached).
 
     Implements ``LimitContext`` for the limits (configuration, velocity, collision).
+    Poses of all links of a chain come from one ``link_poses`` pass; Jacobians are
+    computed only for the links that need one.
     """
 
-    __slots__ = ("_cache", "lower", "model", "names", "q", "upper", "velocity_limit")
+    __slots__ = (
+        "_chain_poses",
+        "_jacobians",
+        "_poses",
+        "lower",
+        "model",
+        "names",
+        "q",
+        "upper",
+        "velocity_limit",
+    )
 
     def __init__(self, model: TreeModel, q: Array) -> None:
         self.model = model
@@ -196,29 +208,48 @@ class TreeContext:
         self.upper = model.upper
         self.velocity_limit = model.velocity_limit
         self.names = model.names
-        self._cache: dict[str, tuple[Array, Array]] = {}
+        self._poses: dict[str, Array] = {}
+        self._jacobians: dict[str, Array] = {}
+        self._chain_poses: dict[int, dict[str, Array]] = {}
 
     def frame(self, link: str) -> tuple[Array, Array]:
         """``(pose (4, 4), jacobian (6, nv))`` of ``link`` in the root frame."""
-        found = self._cache.get(link)
-        if found is None:
-            chain, cols = self.model.chain(link)
-            if link == chain.target:
-                pose, jac_local = chain.fk_jacobian(self.q[cols])
-            else:
-                q_local = self.q[cols]
-                pose = chain.link_poses(q_local)[link]
-                jac_local = chain.jacobian_at(link, q_local)
-            jac = np.zeros((6, self.model.nv))
-            jac[:, cols] = jac_local
-            found = (pose, jac)
-            self._cache[link] = found
-        return found
+        return self.pose(link), self.jacobian(link)
 
     def pose(self, link: str) -> Array:
         """Pose (4, 4) of ``link`` in the root frame."""
-        return self.frame(link)[0]
+        pose = self._poses.get(link)
+        if pose is None:
+            chain, cols = self.model.chain(link)
+            if link == chain.target:
+                self._target(link)
+                return self._poses[link]
+            poses = self._chain_poses.get(id(chain))
+            if poses is None:
+                poses = chain.link_poses(self.q[cols])
+                self._chain_poses[id(chain)] = poses
+            pose = poses[link]
+            self._poses[link] = pose
+        return pose
 
     def jacobian(self, link: str) -> Array:
         """Jacobian (6, nv) of ``link``'s origin in the root frame."""
-        return self.frame(link)[1]
+        jac = self._jacobians.get(link)
+        if jac is None:
+            chain, cols = self.model.chain(link)
+            if link == chain.target:
+                self._target(link)
+                return self._jacobians[link]
+            jac = np.zeros((6, self.model.nv))
+            jac[:, cols] = chain.jacobian_at(link, self.q[cols])
+            self._jacobians[link] = jac
+        return jac
+
+    def _target(self, link: str) -> None:
+        """Pose and Jacobian of a chain's target link in one pass."""
+        chain, cols = self.model.chain(link)
+        pose, jac_local = chain.fk_jacobian(self.q[cols])
+        jac = np.zeros((6, self.model.nv))
+        jac[:, cols] = jac_local
+        self._poses[link] = pose
+        self._jacobians[link] = jac

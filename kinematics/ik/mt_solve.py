@@ -56,6 +56,7 @@ class Problem(NamedTuple):
     damping: float
     lm_damping: float
     secondary_damping: float
+    collisions: tuple[tuple[SelfCollision, CollisionAvoidance], ...] = ()
 
 
 class _Eval(NamedTuple):
@@ -99,7 +100,7 @@ def evaluate(problem: Problem, q: Array, q0: Array) -> _Eval:
             grad += manipulability_gradient(model, q, other)
             merit -= 2.0 * other.weight * log_manipulability(model, q, other.link)
             continue
-        a, b = _secondary_rows(ctx, q, q0, other)
+        a, b = _secondary_rows(problem, ctx, q, q0, other)
         rows2.append(a)
         rhs2.append(b)
         merit += float(b @ b)
@@ -111,7 +112,9 @@ def evaluate(problem: Problem, q: Array, q0: Array) -> _Eval:
     return _Eval(ctx, a1, b1, a2, b2, grad, residual, orientation, primary_cost, merit)
 
 
-def _secondary_rows(ctx: TreeContext, q: Array, q0: Array, task: Task) -> tuple[Array, Array]:
+def _secondary_rows(
+    problem: Problem, ctx: TreeContext, q: Array, q0: Array, task: Task
+) -> tuple[Array, Array]:
     model = ctx.model
     if isinstance(task, ElbowHint):
         return hint_rows(ctx, task)
@@ -122,7 +125,8 @@ def _secondary_rows(ctx: TreeContext, q: Array, q0: Array, task: Task) -> tuple[
     if isinstance(task, JointLimitTask):
         return joint_limit_rows(model, q, task)
     if isinstance(task, SelfCollision):
-        return collision_rows(ctx, task)
+        limit = next(lim for t, lim in problem.collisions if t is task)
+        return collision_rows(ctx, task, limit)
     raise TypeError(f"{type(task).__name__} is not a secondary task")
 
 

@@ -8,8 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.limits.collision_avoidance import point_jacobian
-from hilbot.kinematics.ik.limits.geometry import closest_points
+from hilbot.kinematics.ik.limits.collision_avoidance import CollisionAvoidance, point_jacobian
 from hilbot.kinematics.ik.mt_model import TreeContext, TreeModel
 from hilbot.kinematics.ik.mt_tasks import (
     ElbowHint,
@@ -146,28 +145,20 @@ def joint_limit_rows(model: TreeModel, q: Array, task: JointLimitTask) -> tuple[
     return a, task.weight * push[active]
 
 
-def collision_rows(ctx: TreeContext, task: SelfCollision) -> tuple[Array, Array]:
-    """Soft rows pushing pairs closer than ``detection_distance`` apart."""
-    rows: list[Array] = []
-    rhs: list[float] = []
-    for a, b in task.pairs:
-        pose_a, jac_a = ctx.frame(a.link)
-        pose_b, jac_b = ctx.frame(b.link)
-        pa, pb = closest_points(*a.segment(pose_a), *b.segment(pose_b))
-        gap = pa - pb
-        centre = math.sqrt(float(gap @ gap))
-        distance = centre - a.radius - b.radius
-        if distance >= task.detection_distance or centre < 1e-9:
-            continue
-        normal = gap / centre
-        rate = normal @ (
-            point_jacobian(jac_a, pose_a[:3, 3], pa) - point_jacobian(jac_b, pose_b[:3, 3], pb)
-        )
-        rows.append(task.weight * rate)
-        rhs.append(task.weight * (task.detection_distance - distance))
-    if not rows:
+def collision_rows(
+    ctx: TreeContext, task: SelfCollision, limit: CollisionAvoidance
+) -> tuple[Array, Array]:
+    """Soft rows pushing pairs closer than ``detection_distance`` apart.
+
+    ``limit`` is the hard ``CollisionAvoidance`` built from the same pairs (it shares
+    the closest-point evaluation at ``ctx``).
+    """
+    distance = limit.closest(ctx)[2]
+    near = distance < task.detection_distance
+    if not near.any():
         return np.zeros((0, ctx.model.nv)), np.zeros(0)
-    return np.array(rows), np.array(rhs)
+    rates, close = limit.rates(ctx, near)
+    return task.weight * rates, task.weight * (task.detection_distance - close)
 
 
 def log_manipulability(model: TreeModel, q: Array, link: str) -> float:

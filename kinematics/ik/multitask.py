@@ -241,6 +241,7 @@ class MultiTaskSolver(Solver):
             limits.append(ConfigurationLimit())
         primary: list[FrameTask] = []
         secondary: list[Task] = []
+        collisions: list[tuple[SelfCollision, CollisionAvoidance]] = []
         for task in tasks:
             if isinstance(task, FrameTask):
                 primary.append(task)
@@ -249,13 +250,11 @@ class MultiTaskSolver(Solver):
             else:
                 secondary.append(task)
             if isinstance(task, SelfCollision):
-                limits.append(
-                    CollisionAvoidance(
-                        task.pairs,
-                        margin=task.margin,
-                        detection_distance=task.detection_distance,
-                    )
+                hard = CollisionAvoidance(
+                    task.pairs, margin=task.margin, detection_distance=task.detection_distance
                 )
+                limits.append(hard)
+                collisions.append((task, hard))
         for task in primary:
             model.chain(task.link)
             if task.source_link is not None:
@@ -270,6 +269,7 @@ class MultiTaskSolver(Solver):
             self.damping,
             self.lm_damping,
             self.secondary_damping,
+            tuple(collisions),
         )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.limits.geometry import Capsule, closest_points
+from hilbot.kinematics.ik.limits.geometry import Capsule, PairGeometry
 from hilbot.kinematics.ik.limits.limit import Constraint, Limit, LimitContext, check_positive
 
 Array = NDArray[np.float64]
@@ -66,21 +66,31 @@ class CollisionAvoidance(Limit):
         self.gain = check_positive("gain", gain)
         if self.gain > 1.0:
             raise ValueError(f"gain must be in (0, 1], got {gain!r}")
+        self.geometry = PairGeometry(self.pairs)
+        self._memo: list[tuple[LimitContext, tuple[Array, Array, Array]]] = []
 
     @property
     def links(self) -> frozenset[str]:
         """The links the pairs involve."""
         return frozenset(g.link for pair in self.pairs for g in pair)
 
+    def closest(self, context: LimitContext) -> tuple[Array, Array, Array]:
+        """Closest points ``(pa (P, 3), pb (P, 3))`` and surface distances (P,) at ``context``.
+
+        The last two contexts are remembered: a solver asks about the same
+        configuration for the rows, the step check and the soft push.
+        """
+        for seen, result in self._memo:
+            if seen is context:
+                return result
+        result = self.geometry.closest(context.pose)
+        self._memo = [(context, result), *self._memo[:1]]
+        return result
+
     def distances(self, context: LimitContext) -> list[float]:
         """Surface distance [m] of every pair at ``context.q`` (negative: penetrating)."""
-        out = []
-        for a, b in self.pairs:
-            pa, pb = closest_points(
-                *a.segment(context.pose(a.link)), *b.segment(context.pose(b.link))
-            )
-            out.append(float(np.linalg.norm(pa - pb)) - a.radius - b.radius)
-        return out
+        distances: list[float] = self.closest(context)[2].tolist()
+        return distances
 
     def step_ok(self, before: LimitContext, after: LimitContext) -> bool:
         """Whether a step kept every pair out of the margin (or, if in, no closer).
@@ -89,31 +99,38 @@ class CollisionAvoidance(Limit):
         solvers check the true distances after a step and shorten it when this fails.
         """
         tolerance = 1e-9
-        for d0, d1 in zip(self.distances(before), self.distances(after), strict=True):
-            if d1 < self.margin - tolerance and d1 < d0 - tolerance:
-                return False
-        return True
+        d0 = self.closest(before)[2]
+        d1 = self.closest(after)[2]
+        bad = (d1 < self.margin - tolerance) & (d1 < d0 - tolerance)
+        return not bool(bad.any())
+
+    def rates(self, context: LimitContext, near: NDArray[np.bool_]) -> tuple[Array, Array]:
+        """Distance rows ``d(distance)/dq`` (k, nv) of the pairs ``near`` and their distances."""
+        pa, pb, distance = self.closest(context)
+        caps = self.geometry.capsules
+        rows = []
+        for k in np.flatnonzero(near):
+            a = caps[self.geometry.first[k]]
+            b = caps[self.geometry.second[k]]
+            pose_a, pose_b = context.pose(a.link), context.pose(b.link)
+            gap = pa[k] - pb[k]
+            centre = float(np.sqrt(gap @ gap))
+            normal = gap / centre if centre > 1e-9 else _fallback_normal(pose_a, pose_b)
+            ja = point_jacobian(context.jacobian(a.link), pose_a[:3, 3], pa[k])
+            jb = point_jacobian(context.jacobian(b.link), pose_b[:3, 3], pb[k])
+            rows.append(normal @ (ja - jb))
+        if not rows:
+            return np.zeros((0, context.q.shape[0])), np.zeros(0)
+        return np.array(rows), distance[near]
 
     def constraint(self, context: LimitContext) -> Constraint:
         """One row per pair closer than ``detection_distance``."""
-        rows: list[Array] = []
-        rhs: list[float] = []
-        for a, b in self.pairs:
-            pose_a, pose_b = context.pose(a.link), context.pose(b.link)
-            pa, pb = closest_points(*a.segment(pose_a), *b.segment(pose_b))
-            gap = pa - pb
-            centre = float(np.linalg.norm(gap))
-            distance = centre - a.radius - b.radius
-            if distance > self.detection_distance:
-                continue
-            normal = gap / centre if centre > 1e-9 else _fallback_normal(pose_a, pose_b)
-            ja = point_jacobian(context.jacobian(a.link), pose_a[:3, 3], pa)
-            jb = point_jacobian(context.jacobian(b.link), pose_b[:3, 3], pb)
-            rows.append(-(normal @ (ja - jb)))
-            rhs.append(self.gain * (distance - self.margin))
-        if not rows:
+        distance = self.closest(context)[2]
+        near = distance <= self.detection_distance
+        if not near.any():
             return Constraint()
-        return Constraint(g=np.array(rows), h=np.array(rhs))
+        rates, close = self.rates(context, near)
+        return Constraint(g=-rates, h=self.gain * (close - self.margin))
 
     def __repr__(self) -> str:
         return (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -85,3 +86,79 @@ def closest_points(p1: Array, q1: Array, p2: Array, q2: Array) -> tuple[Array, A
             elif t > 1.0:
                 s, t = min(max((b - c) / a, 0.0), 1.0), 1.0
     return p1 + s * d1, p2 + t * d2
+
+
+def closest_points_batch(p1: Array, q1: Array, p2: Array, q2: Array) -> tuple[Array, Array]:
+    """Closest points between segments, vectorised over pairs: all arguments (P, 3).
+
+    The same case analysis as :func:`closest_points`, on arrays.
+    """
+    eps = 1e-12
+    d1 = q1 - p1
+    d2 = q2 - p2
+    r = p1 - p2
+    a = np.einsum("ij,ij->i", d1, d1)
+    e = np.einsum("ij,ij->i", d2, d2)
+    f = np.einsum("ij,ij->i", d2, r)
+    c = np.einsum("ij,ij->i", d1, r)
+    b = np.einsum("ij,ij->i", d1, d2)
+    a_safe = np.where(a > eps, a, 1.0)
+    e_safe = np.where(e > eps, e, 1.0)
+    denom = a * e - b * b
+    s = np.where(denom > eps, np.clip((b * f - c * e) / np.where(denom > eps, denom, 1.0), 0, 1), 0)
+    t = (b * s + f) / e_safe
+    low = t < 0.0
+    high = t > 1.0
+    s = np.where(
+        low, np.clip(-c / a_safe, 0, 1), np.where(high, np.clip((b - c) / a_safe, 0, 1), s)
+    )
+    t = np.clip(t, 0.0, 1.0)
+    # Degenerate segments (points).
+    point_a = a <= eps
+    point_b = e <= eps
+    s = np.where(point_a, 0.0, np.where(point_b, np.clip(-c / a_safe, 0, 1), s))
+    t = np.where(
+        point_a, np.where(point_b, 0.0, np.clip(f / e_safe, 0, 1)), np.where(point_b, 0.0, t)
+    )
+    return p1 + s[:, None] * d1, p2 + t[:, None] * d2
+
+
+class PairGeometry:
+    """Capsule pairs compiled for evaluation: each capsule is placed once per configuration.
+
+    Attributes:
+        capsules: the distinct capsules.
+        first: (P,) index into ``capsules`` of each pair's first geometry.
+        second: (P,) index of each pair's second geometry.
+        radii: (P,) sum of the two radii of each pair [m].
+    """
+
+    def __init__(self, pairs: tuple[tuple[Capsule, Capsule], ...]) -> None:
+        index: dict[int, int] = {}
+        capsules: list[Capsule] = []
+        for pair in pairs:
+            for capsule in pair:
+                if id(capsule) not in index:
+                    index[id(capsule)] = len(capsules)
+                    capsules.append(capsule)
+        self.capsules = tuple(capsules)
+        self.first = np.array([index[id(a)] for a, _ in pairs], dtype=np.intp)
+        self.second = np.array([index[id(b)] for _, b in pairs], dtype=np.intp)
+        self.radii = np.array([a.radius + b.radius for a, b in pairs])
+        self._local = np.array([[c.a, c.b] for c in capsules])  # (K, 2, 3)
+
+    def closest(self, pose: Callable[[str], Array]) -> tuple[Array, Array, Array]:
+        """Closest points ``(pa (P, 3), pb (P, 3))`` and surface distances (P,) [m].
+
+        Args:
+            pose: link -> (4, 4) pose in the common frame.
+        """
+        world = np.empty_like(self._local)
+        for k, capsule in enumerate(self.capsules):
+            transform = pose(capsule.link)
+            world[k] = self._local[k] @ transform[:3, :3].T + transform[:3, 3]
+        i, j = self.first, self.second
+        pa, pb = closest_points_batch(world[i, 0], world[i, 1], world[j, 0], world[j, 1])
+        gap = pa - pb
+        distance = np.sqrt(np.einsum("ij,ij->i", gap, gap)) - self.radii
+        return pa, pb, distance

@@ -19,6 +19,7 @@ from hilbot.kinematics.ik.limits import (
     closest_points,
     point_jacobian,
 )
+from hilbot.kinematics.ik.limits.geometry import closest_points_batch
 from hilbot.kinematics.ik.qp import ChainContext
 
 ROBOTS = Path(__file__).resolve().parents[3] / "configs" / "robots"
@@ -194,3 +195,15 @@ def test_unknown_link_names_the_chain_links(ur5):
         ctx.pose("left_tool")
     assert info.value.link == "left_tool"
     assert "wrist_3_link" in info.value.known
+
+
+def test_batched_closest_points_match_the_scalar_version():
+    rng = np.random.default_rng(6)
+    p1, q1, p2, q2 = rng.normal(size=(4, 400, 3))
+    q1[:40] = p1[:40]  # points
+    q2[20:60] = p2[20:60]
+    q2[100:140] = p2[100:140] + (q1[100:140] - p1[100:140])  # parallel segments
+    a, b = closest_points_batch(p1, q1, p2, q2)
+    for k in range(400):
+        x, y = closest_points(p1[k], q1[k], p2[k], q2[k])
+        assert np.linalg.norm(a[k] - b[k]) == pytest.approx(np.linalg.norm(x - y), abs=1e-12)
