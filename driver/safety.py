@@ -107,14 +107,11 @@ class SafetyLayer:
         self._velocity_binds = self._velocity_step < max_delta  # (n,) which bound is tighter
         self.events: deque[ClampEvent] = deque(maxlen=history)
         self.counts: dict[ClampKind, int] = dict.fromkeys(ClampKind, 0)
-
-    @property
-    def total_clamps(self) -> int:
-        """Clamp events since start."""
-        return sum(self.counts.values())
+        self.total_clamps = 0  # clamp events since start
 
     def _event(self, cycle: int, kind: ClampKind, j: int, before: float, after: float) -> None:
         self.counts[kind] += 1
+        self.total_clamps += 1
         self.events.append(ClampEvent(cycle, kind, self.limits.names[j], before, after))
 
     def apply(
@@ -127,6 +124,17 @@ class SafetyLayer:
             last: (n,) the previous command, which is inside the limits.
             cycle: the cycle number, for the events.
         """
+        lower, upper = self.limits.lower, self.limits.upper
+        # Fast path, the common case: finite, inside the limits, a small step. NaN fails
+        # both tests below; infinity is clipped, so it fails the equality test.
+        cmd = np.minimum(np.maximum(desired, lower), upper)
+        if (np.abs(cmd - last) <= self.step_bound).all() and (cmd == desired).all():
+            return cmd
+        return self._apply_slow(desired, last, cycle)
+
+    def _apply_slow(
+        self, desired: NDArray[np.float64], last: NDArray[np.float64], cycle: int
+    ) -> NDArray[np.float64]:
         cmd = desired.copy()
         finite = np.isfinite(cmd)
         if not finite.all():
