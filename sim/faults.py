@@ -152,8 +152,8 @@ class FaultTable:
         return self._faults.get(servo_id)
 
     def records(self) -> list[ServoFaults]:
-        """Every record created so far."""
-        return list(self._faults.values())
+        """Every record created so far (empty: no fault was ever injected)."""
+        return list(self._faults.values()) if self._faults else []
 
     def clear(self) -> None:
         """Remove every injected fault on every servo."""

@@ -90,6 +90,8 @@ class JointMap:
             [u is EffortUnit.AMPERE for u in self.effort_units]
         )
         self._index = {name: i for i, name in enumerate(self.names)}
+        self._last_keys: tuple[str, ...] = ()
+        self._last_index: tuple[list[int], NDArray[np.intp]] = ([], np.zeros(0, dtype=np.intp))
         self._servo_joint = {sid: i for i, group in enumerate(self.servo_ids) for sid in group}
         ends = np.array(
             [[p.min_position, p.max_position] for p in self.physics], dtype=np.float64
@@ -157,9 +159,14 @@ class JointMap:
             CommandError: naming the joint and value that is unknown, not finite, or
                 outside the servo's range or the joint limits; nothing is converted then.
         """
-        index = self.indices(positions.keys())
+        keys = tuple(positions)
+        if keys == self._last_keys:  # the runtime writes the same joints every cycle
+            index, idx = self._last_index
+        else:
+            index = self.indices(keys)
+            idx = np.asarray(index, dtype=np.intp)
+            self._last_keys, self._last_index = keys, (index, idx)
         values = np.fromiter(positions.values(), dtype=np.float64, count=len(index))
-        idx = np.asarray(index, dtype=np.intp)
         lower, upper = self.lower[idx], self.upper[idx]
         ok = (values >= lower - _SLACK) & (values <= upper + _SLACK)  # False for NaN
         if not ok.all():

@@ -98,6 +98,13 @@ class SimBackend:
         self._state = _State.IDLE
         self._last = clock()
         self._power_cycles = [0] * len(self._map.names)
+        jm = self._map
+        self._position_scale = jm.direction / jm.gear_ratio  # shaft rad -> joint units
+        # Motor torque -> the joint's effort: current [A] or load [% of stall torque].
+        stall = np.array([p.stall_torque for p in jm.physics])
+        amps = np.array([p.stall_current for p in jm.physics]) / stall
+        self._effort_scale = np.where(jm.has_current, amps, 100.0 / stall) * jm.direction
+        self._all_ids = [sid for group in jm.servo_ids for sid in group]
         self._flags_raw = b""
         self._flags_cache: tuple[HardwareErrorFlags, ...] = ()
 
@@ -127,14 +134,13 @@ class SimBackend:
         """Read every joint (one simulated sync read)."""
         self._check_open()
         now = self._advance()
-        self._transaction("SYNC_READ", range(len(self._map.names)))
+        self._transaction("SYNC_READ", None)
         m, jm = self.model, self._map
-        effort = np.where(jm.has_current, m.current, m.load) * jm.direction
         return JointState(
             names=jm.names,
-            position=jm.offset + jm.direction * m.present_position / jm.gear_ratio,
-            velocity=jm.direction * m.present_velocity / jm.gear_ratio,
-            effort=effort,
+            position=jm.offset + m.present_position * self._position_scale,
+            velocity=m.present_velocity * self._position_scale,
+            effort=m.motor_torque * self._effort_scale,
             temperature=np.round(m.temperature),
             hardware_errors=self._flags(),
             timestamp=now,
@@ -239,9 +245,15 @@ class SimBackend:
                 self._power_cycles[i] = faults.power_cycles
                 self.model.reboot([i])
 
-    def _transaction(self, instruction: str, index: Iterable[int]) -> None:
+    def _transaction(self, instruction: str, index: Iterable[int] | None) -> None:
         """Count one bus transaction; injected faults may lose it (retried, then raised)."""
-        ids = [sid for i in index for sid in self._map.servo_ids[i]]
+        if not self.faults.records():
+            self.counters.transactions += 1
+            return
+        if index is None:
+            ids = self._all_ids
+        else:
+            ids = [sid for i in index for sid in self._map.servo_ids[i]]
         for attempt in range(self._retries + 1):
             self.counters.transactions += 1
             if attempt:
