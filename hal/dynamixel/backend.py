@@ -34,24 +34,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Self, TypeVar
 
-import numpy as np
-
-from hilbot.hal.backend import BusCounters, HardwareErrorFlags, JointState
-from hilbot.hal.dynamixel.bus import DynamixelBus, ServoReply
-from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
+from hilbot.hal.backend import BusCounters, JointState
+from hilbot.hal.dynamixel.bus import DynamixelBus
+from hilbot.hal.dynamixel.layout import BusLayout
 from hilbot.hal.dynamixel.port import DEFAULT_MARGIN_MS
-from hilbot.hal.dynamixel.protocol import ALERT_BIT, hardware_flags_from_protocol1
-from hilbot.hal.dynamixel.startup import ServoReport, check_bus, hardware_status
+from hilbot.hal.dynamixel.session import BusSession
+from hilbot.hal.dynamixel.startup import ServoReport
 from hilbot.hal.dynamixel.tables import RegisterName
-from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod, bus_budget
-from hilbot.hal.dynamixel.units import temperature
+from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod
 from hilbot.hal.errors import (
     CommandError,
     CommTimeout,
-    CrcError,
     HalError,
-    HardwareFault,
-    ServoError,
 )
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
@@ -118,8 +112,6 @@ class DynamixelBackend:
         self.torque_off_on_exit = torque_off_on_exit
         self.io_timeout = io_timeout
         self.temperature_every = temperature_every
-        self._fast_read = fast_read
-        self._read_method = read_method
         self._clock = clock
         self._log = logger or logging.getLogger(__name__)
         self._bus = DynamixelBus(
@@ -130,18 +122,21 @@ class DynamixelBackend:
             margin_ms=margin_ms,
             latency_ms=latency_ms,
         )
+        self._session = BusSession(
+            self.layout,
+            self._bus,
+            temperature_every=temperature_every,
+            fast_read=fast_read,
+            read_method=read_method,
+            clock=clock,
+            log=self._log,
+        )
         self._executor: ThreadPoolExecutor | None = None
         self._pending: Future[None] | None = None  # the last queued sync write
         self._write_error: BaseException | None = None  # its failure, raised by the next call
         self.state = BackendState.CREATED
-        self.method = ReadMethod.SYNC_READ
-        self.reports: tuple[ServoReport, ...] = ()
-        self._cycles = 0
-        self._temperatures = dict.fromkeys(self.layout.ids, float("nan"))
-        self._faults = dict.fromkeys(self.layout.ids, HardwareErrorFlags.NONE)
         self._names = self.layout.joint_names
         self._goal = self.layout.register(N.GOAL_POSITION)
-        self._torque = self.layout.register(N.TORQUE_ENABLE)
 
     # --- Backend protocol -------------------------------------------------------------
 
@@ -149,6 +144,16 @@ class DynamixelBackend:
     def joint_names(self) -> tuple[str, ...]:
         """Joints this backend drives, in ``JointState`` order."""
         return self._names
+
+    @property
+    def method(self) -> ReadMethod:
+        """The cycle's read instruction (chosen at start-up)."""
+        return self._session.method
+
+    @property
+    def reports(self) -> tuple[ServoReport, ...]:
+        """What start-up found on each servo."""
+        return self._session.reports
 
     @property
     def counters(self) -> BusCounters:
@@ -160,7 +165,7 @@ class DynamixelBackend:
             raise RuntimeError(f"DynamixelBackend is {self.state.value}; it is not reentrant")
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"dxl-{self.spec.port}")
         try:
-            await self._call("open", self._open_sync)
+            await self._call("open", self._session.open)
         except BaseException:
             await self._shutdown(torque_off=False)
             raise
@@ -183,7 +188,7 @@ class DynamixelBackend:
             ServoError: a servo rejected the read.
         """
         self._require_open()
-        return await self._call("read", self._read_sync)
+        return await self._call("read", self._session.read)
 
     async def write(self, positions: Mapping[str, float]) -> None:
         """Sync-write goal positions [rad or m] of some or all joints (and their shadows).
@@ -206,9 +211,7 @@ class DynamixelBackend:
                 await asyncio.wrap_future(pending)
         self._raise_pending()
         if ticks and self._executor is not None:
-            self._pending = self._executor.submit(
-                self._bus.sync_write, self._goal.address, self._goal.size, ticks
-            )
+            self._pending = self._executor.submit(self._session.write_goals, ticks)
             self._pending.add_done_callback(self._note_write)
 
     async def set_torque(self, enabled: bool, joints: Iterable[str] | None = None) -> None:
@@ -222,7 +225,7 @@ class DynamixelBackend:
         """
         self._require_open()
         slots = self.layout.servos_of(self._joints(joints))
-        await self._call("set_torque", self._torque_sync, slots, enabled)
+        await self._call("set_torque", self._session.set_torque, slots, enabled)
 
     async def reboot(self, joints: Iterable[str]) -> None:
         """Reboot the servos of ``joints``: clears latched hardware errors; torque comes back off.
@@ -232,7 +235,7 @@ class DynamixelBackend:
         """
         self._require_open()
         slots = self.layout.servos_of(self._joints(joints))
-        await self._call("reboot", self._reboot_sync, slots, timeout=self.io_timeout + 3.0)
+        await self._call("reboot", self._session.reboot, slots, timeout=self.io_timeout + 3.0)
 
     async def close(self) -> None:
         """Turn torque off (per ``torque_off_on_exit``) and release the port; idempotent."""
@@ -260,147 +263,7 @@ class DynamixelBackend:
 
     def budget(self) -> CycleBudget:
         """The wire budget of this backend's cycle."""
-        rdt = max((r.return_delay_time for r in self.reports), default=0)
-        fast = self.method in (ReadMethod.FAST_SYNC_READ, ReadMethod.FAST_BULK_READ)
-        return bus_budget(
-            self.spec,
-            [s.units.spec for s in self.layout.slots],
-            return_delay_time=rdt,
-            fast_ok=fast,
-        )
-
-    # --- worker-thread side ----------------------------------------------------------------
-
-    def _open_sync(self) -> None:
-        self._bus.open()
-        self.reports = tuple(check_bus(self._bus, self.layout, self._log))
-        for r in self.reports:
-            self._faults[r.id] = r.hardware_errors
-        fast_ok = all(
-            r.firmware >= self.layout.by_id[r.id].model.fast_read_min_firmware for r in self.reports
-        )
-        if self._fast_read is not None:
-            fast_ok = self._fast_read
-        self.method = self._read_method or self.layout.read_method(fast_ok=fast_ok)
-        self._hold(self.layout.slots)
-        self._log.info(
-            "%s: %d servos, %s, %s",
-            self.spec.port,
-            len(self.layout.slots),
-            self.method.value,
-            self.budget().describe().splitlines()[-1].strip(),
-        )
-
-    def _hold(self, slots: Sequence[ServoSlot]) -> None:
-        """Copy present into goal position for ``slots`` (no jump when torque comes on)."""
-        pos = slots[0].position.register
-        replies = self._bus.group_read(self.method, [(s.id, pos.address, pos.size) for s in slots])
-        data = {s.id: self._goal.encode(pos.decode(replies[s.id].data)) for s in slots}
-        self._bus.sync_write(self._goal.address, self._goal.size, data)
-
-    def _read_sync(self) -> JointState:
-        replies = self._bus.group_read(self.method, self.layout.reads())
-        self._cycles += 1
-        if self.layout.protocol == 2 and (self._cycles - 1) % self.temperature_every == 0:
-            try:
-                self._read_temperatures()
-            except (CommTimeout, CrcError) as exc:
-                # positions are fresh; temperatures keep their last value (counted, logged)
-                self._log.warning("%s: temperature read failed: %s", self.spec.port, exc)
-        self._update_faults(replies)
-        return self._state(replies)
-
-    def _read_temperatures(self) -> None:
-        reg = self.layout.register(N.PRESENT_TEMPERATURE)
-        method = ReadMethod.SYNC_READ if self.method is ReadMethod.BULK_READ else self.method
-        method = ReadMethod.FAST_SYNC_READ if method is ReadMethod.FAST_BULK_READ else method
-        got = self._bus.group_read(method, [(i, reg.address, reg.size) for i in self.layout.ids])
-        for servo_id, reply in got.items():
-            self._temperatures[servo_id] = temperature(reg.decode(reply.data))
-
-    def _update_faults(self, replies: Mapping[int, ServoReply]) -> None:
-        for slot in self.layout.slots:
-            error = replies[slot.id].error
-            if self.layout.protocol == 1:
-                self._faults[slot.id] = hardware_flags_from_protocol1(error)
-            elif error & ALERT_BIT:
-                self._faults[slot.id] = hardware_status(self._bus, slot)
-            else:
-                self._faults[slot.id] = HardwareErrorFlags.NONE
-
-    def _state(self, replies: Mapping[int, ServoReply]) -> JointState:
-        n = len(self._names)
-        pos, vel, eff, tmp = (np.empty(n) for _ in range(4))
-        faults = []
-        for i, joint in enumerate(self._names):
-            slot = self.layout.primary[joint]
-            data = replies[slot.id].data
-            pos[i] = slot.units.position(slot.position.decode(data))
-            vel[i] = slot.units.velocity(slot.velocity.decode(data))
-            eff[i] = slot.units.effort(slot.effort.decode(data))
-            if slot.temperature is not None:
-                self._temperatures[slot.id] = temperature(slot.temperature.decode(data))
-            tmp[i] = self._temperatures[slot.id]
-            flags = self._faults[slot.id]
-            for shadow in self.layout.shadows[joint]:
-                flags |= self._faults[shadow.id]
-            faults.append(flags)
-        return JointState(
-            names=self._names,
-            position=pos,
-            velocity=vel,
-            effort=eff,
-            temperature=tmp,
-            hardware_errors=tuple(faults),
-            timestamp=self._clock(),
-            effort_unit=tuple(self.layout.primary[j].units.effort_unit for j in self._names),
-            counters=self._bus.counters.copy(),
-        )
-
-    def _torque_sync(self, slots: Sequence[ServoSlot], enabled: bool) -> None:
-        if enabled:
-            for slot in slots:
-                if self._faults[slot.id]:
-                    raise HardwareFault(slot.id, self._faults[slot.id], "TORQUE_ENABLE")
-            self._hold(slots)
-        value = self._torque.encode(1 if enabled else 0)
-        self._bus.sync_write(self._torque.address, self._torque.size, {s.id: value for s in slots})
-        # Read back: a sync write has no reply, and torque is worth one round trip to confirm.
-        reads = [(s.id, self._torque.address, self._torque.size) for s in slots]
-        for servo_id, reply in self._bus.group_read(self.method, reads).items():
-            if self._torque.decode(reply.data) != int(enabled):
-                raise ServoError(servo_id, "TORQUE_ENABLE", reply.error, "torque did not change")
-
-    def _reboot_sync(self, slots: Sequence[ServoSlot]) -> None:
-        for slot in slots:
-            self._bus.reboot(slot.id)
-        for slot in slots:
-            self._wait_back(slot)
-            self._faults[slot.id] = hardware_status(self._bus, slot)
-        self._hold(slots)
-
-    def _wait_back(self, slot: ServoSlot, timeout: float = 3.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._bus.try_ping(slot.id) is not None:
-                return
-            time.sleep(0.02)
-        raise CommTimeout(slot.id, "REBOOT")
-
-    def _close_sync(self, torque_off: bool) -> None:
-        try:
-            if torque_off:
-                off = self._torque.encode(0)
-                self._bus.sync_write(
-                    self._torque.address, self._torque.size, dict.fromkeys(self.layout.ids, off)
-                )
-                # confirm: a servo left with torque on must not go unnoticed
-                reads = [(i, self._torque.address, self._torque.size) for i in self.layout.ids]
-                for servo_id, reply in self._bus.group_read(self.method, reads).items():
-                    if self._torque.decode(reply.data):
-                        self._log.error("servo %d still has torque on after close", servo_id)
-        finally:
-            self._bus.close()
+        return self._session.budget()
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -411,14 +274,8 @@ class DynamixelBackend:
             self._log.warning(
                 "%s: some servos have no Bus Watchdog; they are not armed", self.spec.port
             )
-        if not slots:
-            return
-        reg = slots[0].model.register(N.BUS_WATCHDOG)
-        data = {s.id: reg.encode(0) for s in slots}
-        await self._call("watchdog", self._bus.sync_write, reg.address, reg.size, data)
-        if value:
-            data = {s.id: reg.encode(value) for s in slots}
-            await self._call("watchdog", self._bus.sync_write, reg.address, reg.size, data)
+        if slots:
+            await self._call("watchdog", self._session.set_watchdog, slots, value)
 
     def _joints(self, joints: Iterable[str] | None) -> list[str]:
         if joints is None:
@@ -484,7 +341,7 @@ class DynamixelBackend:
         try:
             loop = asyncio.get_running_loop()
             async with asyncio.timeout(self.io_timeout):
-                await loop.run_in_executor(executor, self._close_sync, torque_off)
+                await loop.run_in_executor(executor, self._session.close, torque_off)
         except (HalError, TimeoutError) as exc:
             self._log.warning("%s: closing: %s", self.spec.port, exc)
         finally:

@@ -1,0 +1,231 @@
+"""The bus thread's side of the Dynamixel backend: start-up, cycles, torque, reboot.
+
+A :class:`BusSession` is confined to the backend's one worker thread: every method
+blocks on the bus and none may run on the event loop. It owns the per-servo state
+that cycles update (latched hardware errors, last temperatures).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from hilbot.hal.backend import HardwareErrorFlags, JointState
+from hilbot.hal.dynamixel.bus import DynamixelBus, ServoReply
+from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
+from hilbot.hal.dynamixel.protocol import ALERT_BIT, hardware_flags_from_protocol1
+from hilbot.hal.dynamixel.startup import ServoReport, check_bus, hardware_status
+from hilbot.hal.dynamixel.tables import RegisterName
+from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod, bus_budget
+from hilbot.hal.dynamixel.units import temperature
+from hilbot.hal.errors import CommTimeout, CrcError, HardwareFault, ServoError
+
+N = RegisterName
+
+
+class BusSession:
+    """Start-up checks and cycles of one bus, run on the backend's worker thread.
+
+    Args:
+        layout: the validated servos.
+        bus: the transactions on the port.
+        temperature_every: read temperature every this many cycles (Protocol 2.0).
+        fast_read: force (or forbid) Fast Sync Read; ``None`` decides from the firmware.
+        read_method: force the cycle's read instruction.
+        clock: timestamps of ``JointState``.
+        log: where warnings go.
+    """
+
+    def __init__(
+        self,
+        layout: BusLayout,
+        bus: DynamixelBus,
+        *,
+        temperature_every: int,
+        fast_read: bool | None,
+        read_method: ReadMethod | None,
+        clock: Callable[[], float],
+        log: logging.Logger,
+    ) -> None:
+        self.layout = layout
+        self.bus = bus
+        self.temperature_every = temperature_every
+        self._fast_read = fast_read
+        self._read_method = read_method
+        self._clock = clock
+        self._log = log
+        self.method = ReadMethod.SYNC_READ
+        self.reports: tuple[ServoReport, ...] = ()
+        self._cycles = 0
+        self._temperatures = dict.fromkeys(layout.ids, float("nan"))
+        self._faults = dict.fromkeys(layout.ids, HardwareErrorFlags.NONE)
+        self._goal = layout.register(N.GOAL_POSITION)
+        self._torque = layout.register(N.TORQUE_ENABLE)
+
+    def faults(self, slot: ServoSlot) -> HardwareErrorFlags:
+        """The servo's hardware-error status as last read."""
+        return self._faults[slot.id]
+
+    def budget(self) -> CycleBudget:
+        """The wire budget of this session's cycle."""
+        rdt = max((r.return_delay_time for r in self.reports), default=0)
+        fast = self.method in (ReadMethod.FAST_SYNC_READ, ReadMethod.FAST_BULK_READ)
+        return bus_budget(
+            self.layout.bus,
+            [s.units.spec for s in self.layout.slots],
+            return_delay_time=rdt,
+            fast_ok=fast,
+        )
+
+    def write_goals(self, data: Mapping[int, bytes]) -> None:
+        """Sync-write encoded goal positions."""
+        self.bus.sync_write(self._goal.address, self._goal.size, data)
+
+    def set_watchdog(self, slots: Sequence[ServoSlot], value: int) -> None:
+        """Write Bus Watchdog: 0 first (clears a trip), then ``value`` if non-zero."""
+        reg = slots[0].model.register(N.BUS_WATCHDOG)
+        self.bus.sync_write(reg.address, reg.size, {s.id: reg.encode(0) for s in slots})
+        if value:
+            self.bus.sync_write(reg.address, reg.size, {s.id: reg.encode(value) for s in slots})
+
+    def open(self) -> None:
+        """Open the port, run the start-up checks, choose the read, hold every servo."""
+        self.bus.open()
+        self.reports = tuple(check_bus(self.bus, self.layout, self._log))
+        for r in self.reports:
+            self._faults[r.id] = r.hardware_errors
+        fast_ok = all(
+            r.firmware >= self.layout.by_id[r.id].model.fast_read_min_firmware for r in self.reports
+        )
+        if self._fast_read is not None:
+            fast_ok = self._fast_read
+        self.method = self._read_method or self.layout.read_method(fast_ok=fast_ok)
+        self.hold(self.layout.slots)
+        self._log.info(
+            "%s: %d servos, %s, %s",
+            self.layout.bus.port,
+            len(self.layout.slots),
+            self.method.value,
+            self.budget().describe().splitlines()[-1].strip(),
+        )
+
+    def hold(self, slots: Sequence[ServoSlot]) -> None:
+        """Copy present into goal position for ``slots`` (no jump when torque comes on)."""
+        pos = slots[0].position.register
+        replies = self.bus.group_read(self.method, [(s.id, pos.address, pos.size) for s in slots])
+        data = {s.id: self._goal.encode(pos.decode(replies[s.id].data)) for s in slots}
+        self.bus.sync_write(self._goal.address, self._goal.size, data)
+
+    def read(self) -> JointState:
+        """One cycle's group read, converted to a ``JointState``."""
+        replies = self.bus.group_read(self.method, self.layout.reads())
+        self._cycles += 1
+        if self.layout.protocol == 2 and (self._cycles - 1) % self.temperature_every == 0:
+            try:
+                self._read_temperatures()
+            except (CommTimeout, CrcError) as exc:
+                # positions are fresh; temperatures keep their last value (counted, logged)
+                self._log.warning("%s: temperature read failed: %s", self.layout.bus.port, exc)
+        self._update_faults(replies)
+        return self._state(replies)
+
+    def _read_temperatures(self) -> None:
+        reg = self.layout.register(N.PRESENT_TEMPERATURE)
+        method = ReadMethod.SYNC_READ if self.method is ReadMethod.BULK_READ else self.method
+        method = ReadMethod.FAST_SYNC_READ if method is ReadMethod.FAST_BULK_READ else method
+        got = self.bus.group_read(method, [(i, reg.address, reg.size) for i in self.layout.ids])
+        for servo_id, reply in got.items():
+            self._temperatures[servo_id] = temperature(reg.decode(reply.data))
+
+    def _update_faults(self, replies: Mapping[int, ServoReply]) -> None:
+        for slot in self.layout.slots:
+            error = replies[slot.id].error
+            if self.layout.protocol == 1:
+                self._faults[slot.id] = hardware_flags_from_protocol1(error)
+            elif error & ALERT_BIT:
+                self._faults[slot.id] = hardware_status(self.bus, slot)
+            else:
+                self._faults[slot.id] = HardwareErrorFlags.NONE
+
+    def _state(self, replies: Mapping[int, ServoReply]) -> JointState:
+        names = self.layout.joint_names
+        n = len(names)
+        pos, vel, eff, tmp = (np.empty(n) for _ in range(4))
+        faults = []
+        for i, joint in enumerate(names):
+            slot = self.layout.primary[joint]
+            data = replies[slot.id].data
+            pos[i] = slot.units.position(slot.position.decode(data))
+            vel[i] = slot.units.velocity(slot.velocity.decode(data))
+            eff[i] = slot.units.effort(slot.effort.decode(data))
+            if slot.temperature is not None:
+                self._temperatures[slot.id] = temperature(slot.temperature.decode(data))
+            tmp[i] = self._temperatures[slot.id]
+            flags = self._faults[slot.id]
+            for shadow in self.layout.shadows[joint]:
+                flags |= self._faults[shadow.id]
+            faults.append(flags)
+        return JointState(
+            names=names,
+            position=pos,
+            velocity=vel,
+            effort=eff,
+            temperature=tmp,
+            hardware_errors=tuple(faults),
+            timestamp=self._clock(),
+            effort_unit=tuple(
+                self.layout.primary[j].units.effort_unit for j in self.layout.joint_names
+            ),
+            counters=self.bus.counters.copy(),
+        )
+
+    def set_torque(self, slots: Sequence[ServoSlot], enabled: bool) -> None:
+        """Set torque of ``slots`` (holding them first when enabling) and read it back."""
+        if enabled:
+            for slot in slots:
+                if self._faults[slot.id]:
+                    raise HardwareFault(slot.id, self._faults[slot.id], "TORQUE_ENABLE")
+            self.hold(slots)
+        value = self._torque.encode(1 if enabled else 0)
+        self.bus.sync_write(self._torque.address, self._torque.size, {s.id: value for s in slots})
+        # Read back: a sync write has no reply, and torque is worth one round trip to confirm.
+        reads = [(s.id, self._torque.address, self._torque.size) for s in slots]
+        for servo_id, reply in self.bus.group_read(self.method, reads).items():
+            if self._torque.decode(reply.data) != int(enabled):
+                raise ServoError(servo_id, "TORQUE_ENABLE", reply.error, "torque did not change")
+
+    def reboot(self, slots: Sequence[ServoSlot]) -> None:
+        """Reboot ``slots``, wait until they answer, refresh their faults and hold them."""
+        for slot in slots:
+            self.bus.reboot(slot.id)
+        for slot in slots:
+            self._wait_back(slot)
+            self._faults[slot.id] = hardware_status(self.bus, slot)
+        self.hold(slots)
+
+    def _wait_back(self, slot: ServoSlot, timeout: float = 3.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.bus.try_ping(slot.id) is not None:
+                return
+            time.sleep(0.02)
+        raise CommTimeout(slot.id, "REBOOT")
+
+    def close(self, torque_off: bool) -> None:
+        """Turn torque off (and confirm) when asked, then close the port."""
+        try:
+            if torque_off:
+                off = self._torque.encode(0)
+                self.bus.sync_write(
+                    self._torque.address, self._torque.size, dict.fromkeys(self.layout.ids, off)
+                )
+                # confirm: a servo left with torque on must not go unnoticed
+                reads = [(i, self._torque.address, self._torque.size) for i in self.layout.ids]
+                for servo_id, reply in self.bus.group_read(self.method, reads).items():
+                    if self._torque.decode(reply.data):
+                        self._log.error("servo %d still has torque on after close", servo_id)
+        finally:
+            self.bus.close()
