@@ -105,11 +105,17 @@ def evaluate(problem: Problem, q: Array, q0: Array) -> _Eval:
         rhs2.append(b)
         merit += float(b @ b)
     nv = model.nv
-    a1 = np.vstack(rows1) if rows1 else np.zeros((0, nv))
-    b1 = np.concatenate(rhs1) if rhs1 else np.zeros(0)
-    a2 = np.vstack(rows2) if rows2 else np.zeros((0, nv))
-    b2 = np.concatenate(rhs2) if rhs2 else np.zeros(0)
+    a1, b1 = _stack(rows1, rhs1, nv)
+    a2, b2 = _stack(rows2, rhs2, nv)
     return _Eval(ctx, a1, b1, a2, b2, grad, residual, orientation, primary_cost, merit)
+
+
+def _stack(rows: list[Array], rhs: list[Array], nv: int) -> tuple[Array, Array]:
+    if len(rows) == 1:
+        return rows[0], rhs[0]
+    if not rows:
+        return np.zeros((0, nv)), np.zeros(0)
+    return np.vstack(rows), np.concatenate(rhs)
 
 
 def _secondary_rows(
@@ -258,7 +264,7 @@ def _meta(iterations: int, ev: _Eval, status: Status) -> SolveMeta:
 def _step(problem: Problem, ev: _Eval, q: Array, lower: Array, upper: Array, extra: float) -> Array:
     """The step ``dq``: primary QP, then (prioritized) the secondary QP in its null space."""
     nv = problem.model.nv
-    eye = np.eye(nv)
+    eye = _eye(nv)
     lo, hi, g_mat, h_vec = gather(problem.limits, ev.ctx, lower - q, upper - q)
     if not problem.prioritized:
         a = np.vstack((ev.a1, ev.a2))
@@ -274,6 +280,18 @@ def _step(problem: Problem, ev: _Eval, q: Array, lower: Array, upper: Array, ext
     if basis.shape[1] == 0:
         return dq1
     return dq1 + basis @ _secondary(problem, ev, dq1, basis, lo, hi, g_mat, h_vec)
+
+
+_EYES: dict[int, Array] = {}
+
+
+def _eye(n: int) -> Array:
+    """A cached identity (never written to)."""
+    eye = _EYES.get(n)
+    if eye is None:
+        eye = _EYES[n] = np.eye(n)
+        eye.flags.writeable = False
+    return eye
 
 
 def _solve(

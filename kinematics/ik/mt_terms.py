@@ -20,7 +20,7 @@ from hilbot.kinematics.ik.mt_tasks import (
     SelfCollision,
 )
 from hilbot.kinematics.ik.residual import axis_error, rotation_error
-from hilbot.kinematics.ik.target import OrientationKind, Target
+from hilbot.kinematics.ik.target import OrientationKind
 
 Array = NDArray[np.float64]
 
@@ -51,55 +51,45 @@ def frame_rows(ctx: TreeContext, task: FrameTask, max_reach: float | None) -> Fr
     """Rows of a frame task, with a moving source when ``task.source_link`` is set."""
     pose, jac = ctx.frame(task.link)
     target = task.parsed
+    rotation, axis = target.rotation, target.axis
     if task.source_link is None:
         p_star = target.position
-        rot_s = np.eye(3)
         if max_reach is not None:
             p_star = clamp_reach(p_star, ctx.model.base_point(task.link, ctx.q), max_reach)
-        a_pos = jac[:3]
-        a_rot = jac[3:]
+        a = jac.copy()
     else:
         pose_s, jac_s = ctx.frame(task.source_link)
         rot_s = pose_s[:3, :3]
         p_star = rot_s @ target.position + pose_s[:3, 3]
-        a_pos = jac[:3] - point_jacobian(jac_s, pose_s[:3, 3], p_star)
-        a_rot = jac[3:] - jac_s[3:]
-    dp = p_star - pose[:3, 3]
-    residual = math.sqrt(float(dp @ dp))
-    if residual > MAX_POSITION_ERROR:
-        dp = dp * (MAX_POSITION_ERROR / residual)
+        rotation = None if rotation is None else rot_s @ rotation
+        axis = None if axis is None else rot_s @ axis
+        a = jac - jac_s
+        a[:3] = jac[:3] - point_jacobian(jac_s, pose_s[:3, 3], p_star)
+    px, py, pz = (p_star - pose[:3, 3]).tolist()
+    residual = math.sqrt(px * px + py * py + pz * pz)
     wp, wo = task.position_weight, task.orientation_weight
     cost = (wp * residual) ** 2
-    if target.kind is OrientationKind.NONE or wo == 0.0:
-        angle = None
-        if target.kind is not OrientationKind.NONE:
-            angle = _angle(target, rot_s, pose)
-        return FrameRows(wp * a_pos, wp * dp, residual, angle, cost)
-    if target.kind is OrientationKind.FULL:
-        assert target.rotation is not None
-        dw, angle = rotation_error(rot_s @ target.rotation, pose)
+    scale = wp if residual <= MAX_POSITION_ERROR else wp * MAX_POSITION_ERROR / residual
+    if target.kind is OrientationKind.NONE:
+        return FrameRows(wp * a[:3], np.array((px, py, pz)) * scale, residual, None, cost)
+    if rotation is not None:
+        dw, angle = rotation_error(rotation, pose)
     else:
-        assert target.axis is not None
-        dw, angle = axis_error(rot_s @ target.axis, pose)
+        assert axis is not None
+        dw, angle = axis_error(axis, pose)
         z = pose[:3, 2]
-        a_rot = a_rot - np.outer(z, z @ a_rot)  # spinning about the tool axis is free
+        a[3:] -= np.outer(z, z @ a[3:])  # spinning about the tool axis is free
+    if wo == 0.0:
+        return FrameRows(wp * a[:3], np.array((px, py, pz)) * scale, residual, angle, cost)
     cost += (wo * angle) ** 2
-    if angle > MAX_ROTATION_ERROR:
-        dw = dw * (MAX_ROTATION_ERROR / angle)
+    rscale = wo if angle <= MAX_ROTATION_ERROR else wo * MAX_ROTATION_ERROR / angle
+    wx, wy, wz = dw.tolist()
+    b = np.array((px * scale, py * scale, pz * scale, wx * rscale, wy * rscale, wz * rscale))
+    a[:3] *= wp
+    a[3:] *= wo
     if wp == 0.0:
-        return FrameRows(wo * a_rot, wo * dw, residual, angle, cost)
-    a = np.vstack((wp * a_pos, wo * a_rot))
-    b = np.concatenate((wp * dp, wo * dw))
+        return FrameRows(a[3:], b[3:], residual, angle, cost)
     return FrameRows(a, b, residual, angle, cost)
-
-
-def _angle(target: Target, rot_s: Array, pose: Array) -> float:
-    """Orientation residual of a target whose orientation has zero weight (reporting)."""
-    if target.kind is OrientationKind.FULL:
-        assert target.rotation is not None
-        return rotation_error(rot_s @ target.rotation, pose)[1]
-    assert target.axis is not None
-    return axis_error(rot_s @ target.axis, pose)[1]
 
 
 def hint_rows(ctx: TreeContext, hint: ElbowHint) -> tuple[Array, Array]:
