@@ -14,7 +14,6 @@ pose and SVD options of ``DLSSolver`` are not offered here.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -22,21 +21,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.base import SolveOptions, Solver, _options
+from hilbot.kinematics.ik.batch_run import STATUSES, Batch, BatchRun
 from hilbot.kinematics.ik.box import Box
 from hilbot.kinematics.ik.chain_info import ChainInfo
 from hilbot.kinematics.ik.context import Context, contexts
 from hilbot.kinematics.ik.dls import DLSSolver
 from hilbot.kinematics.ik.errors import InvalidTarget, NoDofs
-from hilbot.kinematics.ik.linear import dls_step_arrays
-from hilbot.kinematics.ik.solution import Solution, SolveMeta, Status
+from hilbot.kinematics.ik.solution import Solution, SolveMeta
 from hilbot.kinematics.ik.target import OrientationKind, Target, parse_target
 
 Array = NDArray[np.float64]
-_STATUS = (Status.CONVERGED, Status.STALLED, Status.DIVERGED, Status.TIMEOUT)
-_RUNNING = -1
-_ARRAY_STEP_MIN = 16  # below this batch size numpy.linalg.solve is cheaper
-Ints = NDArray[np.int64]
-_Out = tuple[Array, Array, Array, Ints, Ints]  # q, residual, orientation, status, iterations
 
 
 class BatchResult(NamedTuple):
@@ -57,17 +51,6 @@ class BatchResult(NamedTuple):
     reached: NDArray[np.bool_]
     status: NDArray[np.int64]
     iterations: NDArray[np.int64]
-
-
-STATUSES = _STATUS
-
-
-class _Batch(NamedTuple):
-    """Batched targets: (B, 3) points and (B, 3, 3) rotations or (B, 3) axes."""
-
-    kind: OrientationKind
-    point: Array
-    orientation: Array | None
 
 
 class BatchSolver(Solver):
@@ -105,16 +88,18 @@ class BatchSolver(Solver):
     def _solve(
         self, chain: Any, q0: Array, target: Target, box: Box, options: SolveOptions
     ) -> tuple[Array, SolveMeta]:
-        batch = _Batch(
+        batch = Batch(
             target.kind,
             np.array([target.point]),
             None if target.kind is OrientationKind.NONE else _orientation_array([target]),
         )
         ctx = contexts(self._contexts, self.info(chain))
         lo, hi = box.lower[None, :], box.upper[None, :]
-        q, res, ori, status, its = _Run(self.reference, ctx, lo, hi, options).solve(q0[None], batch)
+        q, res, ori, status, its = BatchRun(self.reference, ctx, lo, hi, options).solve(
+            q0[None], batch
+        )
         orientation = None if target.kind is OrientationKind.NONE else float(ori[0])
-        return q[0], SolveMeta(int(its[0]), float(res[0]), orientation, _STATUS[status[0]])
+        return q[0], SolveMeta(int(its[0]), float(res[0]), orientation, STATUSES[status[0]])
 
     def solve_batch(
         self,
@@ -176,7 +161,7 @@ class BatchSolver(Solver):
         lo, hi = _box(info, q0, respect_limits, max_delta)
         q0 = np.minimum(np.maximum(q0, lo), hi)
         ctx = contexts(self._contexts, info)
-        q, res, ori, status, its = _Run(self.reference, ctx, lo, hi, options).solve(q0, batch)
+        q, res, ori, status, its = BatchRun(self.reference, ctx, lo, hi, options).solve(q0, batch)
         q = np.minimum(np.maximum(q, lo), hi)  # the final safety projection
         reached = res <= options.tolerance
         if options.strict_orientation and batch.kind is not OrientationKind.NONE:
@@ -191,7 +176,7 @@ class BatchSolver(Solver):
                 float(res[b]),
                 None if none else float(ori[b]),
                 bool(reached[b]),
-                _STATUS[status[b]],
+                STATUSES[status[b]],
                 bases[b] if bases is not None else {},
                 info.to_dict,
             )
@@ -199,14 +184,14 @@ class BatchSolver(Solver):
         ]
 
 
-def _parse_batch(targets: Any) -> _Batch:
+def _parse_batch(targets: Any) -> Batch:
     """Batched targets from arrays (fast path) or a sequence of single targets."""
     if isinstance(targets, np.ndarray) and targets.ndim in (2, 3):
         array = np.asarray(targets, dtype=np.float64)
         if not np.isfinite(array).all():
             raise InvalidTarget("NaN or infinite values in the batch", "targets")
         if array.ndim == 2 and array.shape[1] == 3:
-            return _Batch(OrientationKind.NONE, array.copy(), None)
+            return Batch(OrientationKind.NONE, array.copy(), None)
         if array.shape[1:] == (4, 4):
             rotation = array[:, :3, :3]
             error = np.abs(np.einsum("bki,bkj->bij", rotation, rotation) - np.eye(3)).max()
@@ -217,7 +202,7 @@ def _parse_batch(targets: Any) -> _Batch:
                     "a transform is not rigid (rotation not proper, or last row not 0 0 0 1)",
                     "targets",
                 )
-            return _Batch(OrientationKind.FULL, array[:, :3, 3].copy(), rotation.copy())
+            return Batch(OrientationKind.FULL, array[:, :3, 3].copy(), rotation.copy())
         raise InvalidTarget(f"unsupported batch shape {array.shape}", "targets")
     parsed = [parse_target(t) for t in targets]
     if not parsed:
@@ -227,7 +212,7 @@ def _parse_batch(targets: Any) -> _Batch:
         raise InvalidTarget(f"a batch must hold one kind of target, got {kinds}", "targets")
     kind = parsed[0].kind
     orientation = None if kind is OrientationKind.NONE else _orientation_array(parsed)
-    return _Batch(kind, np.array([t.point for t in parsed]), orientation)
+    return Batch(kind, np.array([t.point for t in parsed]), orientation)
 
 
 def _orientation_array(parsed: Sequence[Target]) -> Array:
@@ -262,302 +247,3 @@ def _box(
         lo = np.minimum(np.maximum(lo, lower), q0)
         hi = np.maximum(np.minimum(hi, upper), q0)
     return lo, hi
-
-
-class _Run:
-    """One batched solve: the DLS iteration with per-item state."""
-
-    def __init__(
-        self, s: DLSSolver, ctx: Context, lo: Array, hi: Array, options: SolveOptions
-    ) -> None:
-        self.s = s
-        self.ctx = ctx
-        self.lo, self.hi = lo, hi
-        self.options = options
-        self.bounded = bool(np.isfinite(lo).any() or np.isfinite(hi).any())
-
-    def solve(self, q0: Array, batch: _Batch) -> _Out:
-        """Phase 1 on every item, then position-only polishing where position lost."""
-        q, res, ori, status, its = self.iterate(q0, batch, self.options.max_iterations)
-        if batch.kind is OrientationKind.NONE:
-            return q, res, ori, status, its
-        polish = (res > self.options.tolerance) & (status != _STATUS.index(Status.TIMEOUT))
-        polish &= ~self.on_delta_bound(q)
-        if polish.any():
-            idx = np.flatnonzero(polish)
-            sub = _Batch(OrientationKind.NONE, batch.point[idx], None)
-            budget = max(self.options.max_iterations - int(its[idx].min()), 10)
-            saved = self.lo, self.hi
-            self.lo, self.hi = self._rows(self.lo, idx), self._rows(self.hi, idx)
-            q2, res2, _, status2, its2 = self.iterate(q[idx], sub, budget)
-            self.lo, self.hi = saved
-            better = res2 < res[idx]
-            take = idx[better]
-            q[take] = q2[better]
-            its[take] += its2[better]
-            converged = status2[better] == _STATUS.index(Status.CONVERGED)
-            status[take] = np.where(converged, _STATUS.index(Status.STALLED), status2[better])
-            _, res[take], ori[take] = self.errors(q[take], self._sub(batch, take))
-        return q, res, ori, status, its
-
-    @staticmethod
-    def _rows(bound: Array, idx: NDArray[np.intp]) -> Array:
-        return bound[idx] if bound.shape[0] > 1 else bound
-
-    @staticmethod
-    def _sub(batch: _Batch, idx: NDArray[np.intp]) -> _Batch:
-        orientation = None if batch.orientation is None else batch.orientation[idx]
-        return _Batch(batch.kind, batch.point[idx], orientation)
-
-    def on_delta_bound(self, q: Array) -> NDArray[np.bool_]:
-        if self.options.max_delta is None:
-            return np.zeros(q.shape[0], dtype=bool)
-        info = self.ctx.info
-        at_lo = (q <= self.lo + 1e-12) & (self.lo > info.lower)
-        at_hi = (q >= self.hi - 1e-12) & (self.hi < info.upper)
-        return np.asarray((at_lo | at_hi).any(axis=1))
-
-    def fk_jacobian(self, q: Array) -> tuple[Array, Array]:
-        kernel = self.ctx.kernel
-        if kernel is not None:
-            return kernel.fk_jacobian_batch(q)
-        pose, jac = self.ctx.chain.fk_jacobian_batch(q)
-        return np.asarray(pose), np.asarray(jac)
-
-    def integrate(self, q: Array, dq: Array) -> Array:
-        if self.ctx.scalar:
-            return q + dq
-        return np.array([self.ctx.chain.integrate(a, b) for a, b in zip(q, dq, strict=True)])
-
-    def errors(self, q: Array, batch: _Batch) -> tuple[Array, Array, Array]:
-        """Task errors (B, m), position residuals (B,) and orientation residuals (B,)."""
-        pose, _ = self.fk_jacobian(q)
-        return _errors(pose, batch)
-
-    def iterate(self, q0: Array, batch: _Batch, max_iterations: int) -> _Out:
-        """The DLS loop on every item (see ``DLSSolver``), vectorised."""
-        s, options = self.s, self.options
-        size = q0.shape[0]
-        w = s.orientation_weight
-        rows = 3 if batch.kind is OrientationKind.NONE else 6
-        weights = np.ones(rows)
-        weights[3:] = w
-        q = q0.copy()
-        pose, jac = self.fk_jacobian(q)
-        e, res, ori = _errors(pose, batch)
-        jac = _task_jacobian(jac, pose, batch)
-        cost = _cost(e, weights)
-        status: Ints = np.full(size, _RUNNING, dtype=np.int64)
-        its = np.zeros(size, dtype=np.int64)
-        mu = np.ones(size)
-        stall = np.zeros(size, dtype=np.int64)
-        lo_all, hi_all = self.lo, self.hi
-        while True:
-            running = status == _RUNNING
-            done = running & (res <= options.tolerance)
-            if rows == 6:
-                done &= ori <= options.orientation_tolerance
-            status[done] = 0
-            status[running & ~done & (stall >= s.stall_iterations)] = 1
-            status[(status == _RUNNING) & (its >= max_iterations)] = 3
-            active = np.flatnonzero(status == _RUNNING)
-            if active.size == 0:
-                return q, res, ori, status, its
-            its[active] += 1
-            lo = lo_all[active] if lo_all.shape[0] > 1 else lo_all
-            hi = hi_all[active] if hi_all.shape[0] > 1 else hi_all
-            ea = _clamp(e[active], s.position_clamp, s.orientation_clamp)
-            lam2 = mu[active] * (s.damping + 0.5 * _cost(ea, weights))
-            jw = jac[active] * weights[None, :, None]
-            qa = q[active]
-            dq = self.step(qa, jw, ea * weights, lam2, lo, hi)
-            biggest = np.abs(dq).max(axis=1)
-            tiny = biggest < 1e-14
-            status[active[tiny]] = 1
-            scale = np.where(biggest > s.max_step, s.max_step / np.maximum(biggest, 1e-300), 1.0)
-            dq *= scale[:, None]
-            self.backtrack(q, e, res, ori, jac, cost, mu, stall, status, active, ~tiny, dq, batch)
-
-    def backtrack(
-        self,
-        q: Array,
-        e: Array,
-        res: Array,
-        ori: Array,
-        jac: Array,
-        cost: Array,
-        mu: Array,
-        stall: NDArray[np.int64],
-        status: NDArray[np.int64],
-        active: NDArray[np.intp],
-        moving: NDArray[np.bool_],
-        dq: Array,
-        batch: _Batch,
-    ) -> None:
-        """Accept, halve or give up on each item's step; update the state in place."""
-        s = self.s
-        rows = e.shape[1]
-        weights = np.ones(rows)
-        weights[3:] = s.orientation_weight
-        pending = active[moving]
-        dq = dq[moving]
-        for _ in range(s.max_backtracks + 1):
-            if pending.size == 0:
-                return
-            qn = self.clip(self.integrate(q[pending], dq), pending)
-            pose, jn = self.fk_jacobian(qn)
-            sub = self._sub(batch, pending)
-            en, rn, on = _errors(pose, sub)
-            cn = _cost(en, weights)
-            ok = cn < cost[pending]
-            if ok.all() and pending.size == q.shape[0]:  # every item accepted: no gathers
-                little = cn > cost * (1.0 - s.stall_ratio)
-                stall[:] = np.where(little, stall + 1, 0)
-                np.maximum(1.0, 0.5 * mu, out=mu)
-                q[:], e[:], res[:], ori[:], cost[:] = qn, en, rn, on, cn
-                jac[:] = _task_jacobian(jn, pose, batch)
-                return
-            take = pending[ok]
-            little = cn[ok] > cost[take] * (1.0 - s.stall_ratio)
-            stall[take] = np.where(little, stall[take] + 1, 0)
-            mu[take] = np.maximum(1.0, 0.5 * mu[take])
-            q[take], e[take], res[take], ori[take], cost[take] = (
-                qn[ok],
-                en[ok],
-                rn[ok],
-                on[ok],
-                cn[ok],
-            )
-            jac[take] = _task_jacobian(jn[ok], pose[ok], self._sub(batch, take))
-            pending, dq = pending[~ok], 0.5 * dq[~ok]
-            mu[pending] *= 4.0
-        status[pending] = 2  # diverged: no step helped; the last good state stays
-
-    def clip(self, q: Array, idx: NDArray[np.intp]) -> Array:
-        if not self.bounded:
-            return q
-        lo = self.lo[idx] if self.lo.shape[0] > 1 else self.lo
-        hi = self.hi[idx] if self.hi.shape[0] > 1 else self.hi
-        return np.minimum(np.maximum(q, lo), hi)
-
-    def step(self, q: Array, jw: Array, ew: Array, lam2: Array, lo: Array, hi: Array) -> Array:
-        """Damped steps with the box handled by an active set, for every item."""
-        size, _, n = jw.shape
-        free = np.ones((size, n), dtype=bool)
-        dq = np.zeros((size, n))
-        r = ew.copy()
-        for first in [True] + [False] * n:
-            if first:  # everything free: no masking, no merge
-                dq = _damped(jw, r, lam2)
-            else:
-                sub = _damped(jw * free[:, None, :], r, lam2)
-                dq = np.where(free, sub, dq)
-            if not self.bounded:
-                return dq
-            new = q + dq
-            violated = free & ((new > hi) | (new < lo))
-            if not violated.any():
-                return dq
-            pinned = np.where(violated, np.where(new > hi, hi, lo) - q, 0.0)
-            dq = np.where(violated, pinned, dq)
-            r -= np.einsum("bij,bj->bi", jw, pinned)
-            free &= ~violated
-        return dq
-
-
-def _damped(jac: Array, r: Array, lam2: Array) -> Array:
-    """``argmin |J dq - r|² + lam2 |dq|²`` per item, via the smaller normal matrix."""
-    _, rows, n = jac.shape
-    if jac.shape[0] >= _ARRAY_STEP_MIN:
-        step = dls_step_arrays(rows, n)
-        columns = np.ascontiguousarray(jac.transpose(2, 1, 0))
-        out = step(columns, np.ascontiguousarray(r.T), lam2, 1.0, ())
-        return np.stack(out, axis=1)
-    if n >= rows:
-        a = jac @ jac.transpose(0, 2, 1)
-        a[:, np.arange(rows), np.arange(rows)] += lam2[:, None]
-        y = np.linalg.solve(a, r[:, :, None])[:, :, 0]
-        return np.asarray(np.einsum("bij,bi->bj", jac, y))
-    a = jac.transpose(0, 2, 1) @ jac
-    a[:, np.arange(n), np.arange(n)] += lam2[:, None]
-    b = np.einsum("bij,bi->bj", jac, r)
-    return np.asarray(np.linalg.solve(a, b[:, :, None])[:, :, 0])
-
-
-def _cost(e: Array, weights: Array) -> Array:
-    return np.asarray(np.einsum("bi,bi->b", e * weights, e * weights))
-
-
-def _clamp(e: Array, position: float, orientation: float) -> Array:
-    out = e.copy()
-    p = np.linalg.norm(e[:, :3], axis=1)
-    out[:, :3] *= np.where(p > position, position / np.maximum(p, 1e-300), 1.0)[:, None]
-    if e.shape[1] == 6:
-        o = np.linalg.norm(e[:, 3:], axis=1)
-        out[:, 3:] *= np.where(o > orientation, orientation / np.maximum(o, 1e-300), 1.0)[:, None]
-    return out
-
-
-def _errors(pose: Array, batch: _Batch) -> tuple[Array, Array, Array]:
-    """Errors (B, 3 or 6), position residuals and orientation residuals (NaN if none)."""
-    ep = batch.point - pose[:, :3, 3]
-    res = np.sqrt(np.einsum("bi,bi->b", ep, ep))
-    if batch.kind is OrientationKind.NONE:
-        return ep, res, np.full(res.shape, np.nan)
-    assert batch.orientation is not None
-    if batch.kind is OrientationKind.FULL:
-        eo, angle = _rotation_errors(batch.orientation, pose[:, :3, :3])
-    else:
-        eo, angle = _axis_errors(batch.orientation, pose[:, :3, 2])
-    return np.concatenate([ep, eo], axis=1), res, angle
-
-
-def _rotation_errors(target: Array, current: Array) -> tuple[Array, Array]:
-    m = target @ current.transpose(0, 2, 1)
-    v = np.stack([m[:, 2, 1] - m[:, 1, 2], m[:, 0, 2] - m[:, 2, 0], m[:, 1, 0] - m[:, 0, 1]], 1)
-    s2 = np.sqrt(np.einsum("bi,bi->b", v, v))
-    trace = m[:, 0, 0] + m[:, 1, 1] + m[:, 2, 2]
-    angle = np.arctan2(0.5 * s2, 0.5 * (trace - 1.0))
-    scale = np.where(s2 > 1e-12, angle / np.maximum(s2, 1e-300), 0.5)
-    rotvec = v * scale[:, None]
-    near_pi = angle >= math.pi - 1e-4
-    if near_pi.any():  # the antisymmetric part vanishes there: use the scalar path
-        from hilbot.kinematics.ik.residual import rotation_error
-
-        for b in np.flatnonzero(near_pi):
-            rotvec[b], angle[b] = rotation_error(target[b], current[b])
-    return rotvec, angle
-
-
-def _axis_errors(axis: Array, z: Array) -> tuple[Array, Array]:
-    c = np.cross(z, axis)
-    s = np.linalg.norm(c, axis=1)
-    angle = np.arctan2(s, np.einsum("bi,bi->b", z, axis))
-    rotvec = c * np.where(s > 1e-12, angle / np.maximum(s, 1e-300), 0.0)[:, None]
-    opposite = (s <= 1e-12) & (angle > 1.0)
-    if opposite.any():
-        from hilbot.kinematics.ik.residual import axis_error
-
-        for b in np.flatnonzero(opposite):
-            rotvec[b], angle[b] = axis_error(axis[b], _frame(z[b]))
-    return rotvec, angle
-
-
-def _frame(z: Array) -> Array:
-    """A (3, 3) matrix whose third column is ``z`` (enough for ``axis_error``)."""
-    out = np.zeros((3, 3))
-    out[:, 2] = z
-    return out
-
-
-def _task_jacobian(jac: Array, pose: Array, batch: _Batch) -> Array:
-    """The Jacobian rows matching the task (angular rows projected for tool axes)."""
-    if batch.kind is OrientationKind.NONE:
-        return jac[:, :3]
-    if batch.kind is OrientationKind.FULL:
-        return jac
-    z = pose[:, :3, 2]
-    angular = jac[:, 3:]
-    along = np.einsum("bi,bij->bj", z, angular)
-    projected = angular - z[:, :, None] * along[:, None, :]
-    return np.concatenate([jac[:, :3], projected], axis=1)
