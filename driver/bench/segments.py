@@ -7,19 +7,13 @@ without jumps, except the ``step`` response whose jump is the point.
 
 from __future__ import annotations
 
-import abc
-import csv
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.driver.bench.errors import ScenarioError
-from hilbot.driver.bench.recording import Recording
 from hilbot.driver.bench.scenario import (
     CartesianCircleStep,
     CartesianLineStep,
@@ -32,49 +26,21 @@ from hilbot.driver.bench.scenario import (
     StepResponseStep,
     TeleopStep,
 )
+from hilbot.driver.bench.segment import Segment, StepContext, Target, min_jerk
+from hilbot.driver.bench.trace import load_trace
 
-
-class Target(NamedTuple):
-    """One target: joint positions [rad], or a chain's end-effector position [m]."""
-
-    joints: Mapping[str, float] | None = None
-    chain: str | None = None
-    position: NDArray[np.float64] | None = None  # (3,) in the chain's source frame
-
-
-@dataclass(frozen=True)
-class StepContext:
-    """Where a step starts and what bounds it.
-
-    Attributes:
-        joints: current joint positions [rad] (the last command, or measured).
-        ee: current end-effector position per chain [m], (3,) each.
-        limits: joint limits ``(lower, upper)`` [rad].
-        home: the config's home pose.
-        base_dir: folder that relative file names in the scenario are resolved against.
-    """
-
-    joints: Mapping[str, float]
-    ee: Mapping[str, NDArray[np.float64]]
-    limits: Mapping[str, tuple[float, float]]
-    home: Mapping[str, float]
-    base_dir: Path = Path()
-
-
-def min_jerk(s: float) -> float:
-    """Minimum-jerk time scaling of ``s`` in [0, 1]: zero velocity and acceleration at both ends."""
-    s = min(max(s, 0.0), 1.0)
-    return s * s * s * (10.0 - 15.0 * s + 6.0 * s * s)
-
-
-class Segment(abc.ABC):
-    """A step as a function of time ``t`` [s] from the step's start, for ``duration`` [s]."""
-
-    duration: float
-
-    @abc.abstractmethod
-    def at(self, t: float) -> Target:
-        """Return the target at ``t`` (clamped to the segment's duration)."""
+__all__ = [
+    "Circle",
+    "JointPath",
+    "Line",
+    "Segment",
+    "StepContext",
+    "Sweep",
+    "Target",
+    "build_segment",
+    "load_trace",
+    "min_jerk",
+]
 
 
 class JointPath(Segment):
@@ -183,77 +149,6 @@ def _unit(vector: NDArray[np.float64], field: str) -> NDArray[np.float64]:
     if norm < 1e-9:
         raise ScenarioError(None, [(field, "must be a non-zero vector")])
     return vector / norm
-
-
-class Trace(Segment):
-    """A recorded target trace of one chain, linearly interpolated in time."""
-
-    def __init__(
-        self, chain: str, times: NDArray[np.float64], points: NDArray[np.float64], speed: float
-    ) -> None:
-        self.chain = chain
-        self.times = (times - times[0]) / speed
-        self.points = points  # (n, 3)
-        self.duration = float(self.times[-1])
-
-    def at(self, t: float) -> Target:
-        """Return the trace's position target at ``t``."""
-        position = np.array([np.interp(t, self.times, self.points[:, k]) for k in range(3)])
-        return Target(chain=self.chain, position=position)
-
-
-def load_trace(step: TeleopStep, ctx: StepContext) -> Trace:
-    """Read a teleop trace (CSV ``t,chain,x,y,z`` or a recording ``.npz``)."""
-    path = Path(step.file)
-    if not path.is_absolute():
-        path = ctx.base_dir / path
-    if path.suffix == ".npz":
-        chain, times, points = _trace_from_recording(path, step.chain)
-    else:
-        chain, times, points = _trace_from_csv(path, step.chain)
-    if chain not in ctx.ee:
-        known = ", ".join(ctx.ee)
-        raise ScenarioError(path, [("teleop.chain", f"unknown chain {chain!r}; known: {known}")])
-    if times.size < 2 or np.any(np.diff(times) < 0):
-        raise ScenarioError(path, [("teleop.file", "needs two or more samples in time order")])
-    if step.relative:
-        points = points - points[0] + ctx.ee[chain]
-    return Trace(chain, times, points, step.speed)
-
-
-def _trace_from_csv(
-    path: Path, chain: str | None
-) -> tuple[str, NDArray[np.float64], NDArray[np.float64]]:
-    try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-    except OSError as exc:
-        raise ScenarioError(path, [("teleop.file", f"cannot read: {exc.strerror}")]) from exc
-    if not rows or not {"t", "chain", "x", "y", "z"} <= set(rows[0]):
-        raise ScenarioError(path, [("teleop.file", "expected a CSV header t,chain,x,y,z")])
-    chain = chain or rows[0]["chain"]
-    try:
-        picked = [r for r in rows if r["chain"] == chain]
-        times = np.array([float(r["t"]) for r in picked])
-        points = np.array([[float(r["x"]), float(r["y"]), float(r["z"])] for r in picked])
-    except ValueError as exc:
-        raise ScenarioError(path, [("teleop.file", f"a value is not a number: {exc}")]) from exc
-    return chain, times, points.reshape(-1, 3)
-
-
-def _trace_from_recording(
-    path: Path, chain: str | None
-) -> tuple[str, NDArray[np.float64], NDArray[np.float64]]:
-    recording = Recording.load(path)
-    names = recording.header.chain_names
-    if not names:
-        raise ScenarioError(path, [("teleop.file", "the recording has no chains")])
-    chain = chain or names[0]
-    if chain not in names:
-        raise ScenarioError(path, [("teleop.chain", f"{chain!r} is not in {', '.join(names)}")])
-    targets = recording["ee_target"][:, names.index(chain)]
-    rows = np.all(np.isfinite(targets), axis=1)
-    return chain, recording["t"][rows], targets[rows]
 
 
 def build_segment(step: Step, ctx: StepContext) -> Segment:

@@ -45,7 +45,9 @@ async def test_shipped_scenario_runs_on_the_virtual_bus(config, name, tmp_path):
     options = RunOptions(base_dir=path.parent, config_path="openmanipulator_x", progress=False)
     recording = await _run_virtual(config, scenario, options)
     assert recording.header.backend == "virtual"
-    assert recording.n_cycles >= int(scenario.duration() * config.rate_hz) - 2
+    # Real time: the scenario lasts its duration, however many cycles a busy machine ran.
+    assert recording.n_cycles > 10
+    assert recording["t"][-1] - recording["t"][0] >= 0.95 * scenario.duration()
     assert np.isfinite(recording["q_measured"]).any()
     outcome = write_outputs(recording, scenario.thresholds, tmp_path)
     for key in ("recording", "summary", "joints", "lateness", "end_effector"):

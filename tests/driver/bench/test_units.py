@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from hilbot.driver.bench.errors import ScenarioError
+from hilbot.driver.bench.pose_targets import OrientationKind, join_pose_target, split_pose_target
 from hilbot.driver.bench.progress import Progress
-from hilbot.driver.bench.recorder import OrientationKind, join_pose_target, split_pose_target
 from hilbot.driver.bench.runner import apply_fault
 from hilbot.driver.bench.scenario import FaultAction, TeleopStep
 from hilbot.driver.bench.segments import StepContext, load_trace
