@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import dynamixel_sdk as sdk
@@ -26,6 +25,14 @@ import dynamixel_sdk as sdk
 from hilbot.hal.backend import BusCounters
 from hilbot.hal.dynamixel import protocol as P
 from hilbot.hal.dynamixel.port import DEFAULT_MARGIN_MS, BlockingPortHandler
+from hilbot.hal.dynamixel.replies import (
+    ReplyCollector,
+    ServoReply,
+    command_failed,
+    describe_error,
+    plain,
+    read_packet,
+)
 from hilbot.hal.dynamixel.timing import RETURN_DELAY_UNIT, ReadMethod
 from hilbot.hal.errors import (
     CommError,
@@ -47,28 +54,6 @@ _RESULTS = {
     sdk.COMM_RX_CORRUPT: CommResult.RX_CORRUPT,
     sdk.COMM_NOT_AVAILABLE: CommResult.NOT_AVAILABLE,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class ServoReply:
-    """One servo's answer to a read: its data and the raw ERR byte."""
-
-    id: int
-    data: bytes
-    error: int
-
-
-def describe_error(protocol: int, error: int) -> str:
-    """Readable form of the command part of an ERR byte."""
-    code = P.StatusPacket(protocol, 0, error).error_code
-    if protocol == 2:
-        return str(code.name).lower().replace("_", " ")
-    return P.Protocol1Error(int(code)).name or "none"
-
-
-def command_failed(protocol: int, error: int) -> bool:
-    """True when ERR says the instruction was rejected (not merely a hardware alert)."""
-    return bool(int(P.StatusPacket(protocol, 0, error).error_code))
 
 
 class DynamixelBus:
@@ -312,7 +297,7 @@ class DynamixelBus:
         for attempt in range(self.retries + 1):
             if attempt:
                 self.counters.retries += 1
-                method = _plain(method)
+                method = plain(method)
             got, corrupt = self._group_attempt(method, pending)
             replies.update(got)
             missing = [r for r in pending if r[0] not in got]
@@ -342,7 +327,7 @@ class DynamixelBus:
     def _transact(
         self, method: ReadMethod, reads: Sequence[tuple[int, int, int]]
     ) -> tuple[dict[int, ServoReply], set[int]]:
-        packet = _read_packet(self.protocol, method, reads)
+        packet = read_packet(self.protocol, method, reads)
         self._send(packet)
         fast = method in (ReadMethod.FAST_SYNC_READ, ReadMethod.FAST_BULK_READ)
         n = len(reads)
@@ -357,95 +342,11 @@ class DynamixelBus:
             + delays * self.return_delay
             + (self.port.latency_ms + self.port.margin_ms) / 1000.0
         )
-        return self._collect(reads, fast, time.monotonic() + wait)
-
-    def _collect(
-        self, reads: Sequence[tuple[int, int, int]], fast: bool, deadline: float
-    ) -> tuple[dict[int, ServoReply], set[int]]:
-        lengths = {r[0]: r[2] for r in reads}
-        decoder = P.PacketDecoder(self.protocol, P.PacketKind.STATUS)
-        replies: dict[int, ServoReply] = {}
-        corrupt: set[int] = set()
-        while len(replies) + len(corrupt) < len(reads):
+        collector = ReplyCollector(self.protocol, reads, fast=fast, counters=self.counters)
+        deadline = time.monotonic() + wait
+        while not collector.complete:
             chunk = self.port.read_available(deadline - time.monotonic())
             if not chunk:
                 break
-            for item in decoder.feed(chunk):
-                self._file(item, reads, lengths, fast, replies, corrupt)
-            if fast and (replies or corrupt):
-                break
-        if fast and not replies and decoder.pending:
-            # a truncated fast reply: keep the slices before the missing servo
-            for part in P.fast_status_prefix(decoder.take_pending(), [r[2] for r in reads]):
-                if lengths.get(part.id) == len(part.data):
-                    replies[part.id] = ServoReply(part.id, part.data, part.error)
-        return replies, corrupt
-
-    def _file(
-        self,
-        item: P.Packet | P.DecodeError,
-        reads: Sequence[tuple[int, int, int]],
-        lengths: Mapping[int, int],
-        fast: bool,
-        replies: dict[int, ServoReply],
-        corrupt: set[int],
-    ) -> None:
-        if isinstance(item, P.DecodeError):
-            self.counters.crc_errors += 1
-            if fast and item.id == P.BROADCAST_ID:
-                corrupt.update(lengths)
-            elif item.id is not None and item.id in lengths:
-                corrupt.add(item.id)
-            return
-        if not isinstance(item, P.StatusPacket):
-            return
-        if fast and item.id == P.BROADCAST_ID:
-            try:
-                parts = P.split_fast_status(item, [r[2] for r in reads])
-            except ValueError:
-                self.counters.crc_errors += 1
-                corrupt.update(lengths)
-                return
-            for part in parts:
-                if part.id in lengths:
-                    replies[part.id] = ServoReply(part.id, part.data, part.error)
-            return
-        if item.id not in lengths:
-            return
-        if command_failed(self.protocol, item.error):
-            self.counters.servo_errors += 1
-            raise ServoError(item.id, "READ", item.error, describe_error(self.protocol, item.error))
-        if len(item.params) != lengths[item.id]:
-            self.counters.crc_errors += 1
-            corrupt.add(item.id)
-            return
-        replies[item.id] = ServoReply(item.id, item.params, item.error)
-
-
-def _plain(method: ReadMethod) -> ReadMethod:
-    if method is ReadMethod.FAST_SYNC_READ:
-        return ReadMethod.SYNC_READ
-    if method is ReadMethod.FAST_BULK_READ:
-        return ReadMethod.BULK_READ
-    return method
-
-
-def _read_packet(
-    protocol: int, method: ReadMethod, reads: Sequence[tuple[int, int, int]]
-) -> P.InstructionPacket:
-    ins = P.Instruction
-    match method:
-        case ReadMethod.SYNC_READ | ReadMethod.FAST_SYNC_READ:
-            _, address, length = reads[0]
-            params = P.sync_read_params(address, length, [r[0] for r in reads])
-            inst = ins.FAST_SYNC_READ if method is ReadMethod.FAST_SYNC_READ else ins.SYNC_READ
-            return P.InstructionPacket(protocol, P.BROADCAST_ID, inst, params)
-        case ReadMethod.BULK_READ | ReadMethod.FAST_BULK_READ:
-            params = P.bulk_read_params(protocol, reads)
-            inst = ins.FAST_BULK_READ if method is ReadMethod.FAST_BULK_READ else ins.BULK_READ
-            return P.InstructionPacket(protocol, P.BROADCAST_ID, inst, params)
-        case ReadMethod.READ_EACH:
-            servo_id, address, length = reads[0]
-            params = P.read_params(protocol, address, length)
-            return P.InstructionPacket(protocol, servo_id, ins.READ, params)
-    raise ValueError(f"unknown read method {method!r}")  # pragma: no cover
+            collector.feed(chunk)
+        return collector.finish()

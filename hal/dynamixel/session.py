@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from hilbot.hal.backend import HardwareErrorFlags, JointState
-from hilbot.hal.dynamixel.bus import DynamixelBus, ServoReply
+from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
 from hilbot.hal.dynamixel.protocol import ALERT_BIT, hardware_flags_from_protocol1
+from hilbot.hal.dynamixel.replies import ServoReply
 from hilbot.hal.dynamixel.startup import ServoReport, check_bus, hardware_status
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod, bus_budget

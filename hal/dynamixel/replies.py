@@ -1,0 +1,157 @@
+"""Collecting the status packets of one group read: per-servo data, errors, corruption.
+
+Pure bookkeeping over the codec (no I/O): :class:`ReplyCollector` is fed the bytes
+that arrive after a group read instruction and sorts what they hold into valid
+replies, corrupt replies and servo-reported errors, counting each in the bus counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hilbot.hal.backend import BusCounters
+from hilbot.hal.dynamixel import protocol as P
+from hilbot.hal.dynamixel.timing import ReadMethod
+from hilbot.hal.errors import ServoError
+
+#: ``(servo id, address, length)`` of one servo's part of a group read.
+Read = tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ServoReply:
+    """One servo's answer to a read: its data and the raw ERR byte."""
+
+    id: int
+    data: bytes
+    error: int
+
+
+def describe_error(protocol: int, error: int) -> str:
+    """Readable form of the command part of an ERR byte."""
+    code = P.StatusPacket(protocol, 0, error).error_code
+    if protocol == 2:
+        return str(code.name).lower().replace("_", " ")
+    return P.Protocol1Error(int(code)).name or "none"
+
+
+def command_failed(protocol: int, error: int) -> bool:
+    """True when ERR says the instruction was rejected (not merely a hardware alert)."""
+    return bool(int(P.StatusPacket(protocol, 0, error).error_code))
+
+
+class ReplyCollector:
+    """Sorts the replies to one group read.
+
+    Args:
+        protocol: 1 or 2.
+        reads: what each servo was asked for.
+        fast: the reply is one fast-read packet from the broadcast id.
+        counters: bus counters to add CRC and servo errors to.
+    """
+
+    def __init__(
+        self, protocol: int, reads: Sequence[Read], *, fast: bool, counters: BusCounters
+    ) -> None:
+        self.protocol = protocol
+        self.reads = list(reads)
+        self.fast = fast
+        self.counters = counters
+        self.lengths = {r[0]: r[2] for r in reads}
+        self.replies: dict[int, ServoReply] = {}
+        self.corrupt: set[int] = set()
+        self._decoder = P.PacketDecoder(protocol, P.PacketKind.STATUS)
+
+    @property
+    def complete(self) -> bool:
+        """Every servo is accounted for (or the one fast reply has arrived)."""
+        if self.fast and (self.replies or self.corrupt):
+            return True
+        return len(self.replies) + len(self.corrupt) >= len(self.reads)
+
+    def feed(self, data: bytes) -> None:
+        """Add received bytes.
+
+        Raises:
+            ServoError: a servo answered with a command error.
+        """
+        for item in self._decoder.feed(data):
+            if isinstance(item, P.DecodeError):
+                self._corrupt(item)
+            elif isinstance(item, P.StatusPacket):
+                self._status(item)
+
+    def finish(self) -> tuple[dict[int, ServoReply], set[int]]:
+        """Valid replies by id, and the ids whose reply was corrupt.
+
+        A fast reply cut short by a silent servo still yields the slices before it.
+        """
+        if self.fast and not self.replies and self._decoder.pending:
+            raw = self._decoder.take_pending()
+            for part in P.fast_status_prefix(raw, [r[2] for r in self.reads]):
+                if self.lengths.get(part.id) == len(part.data):
+                    self.replies[part.id] = ServoReply(part.id, part.data, part.error)
+        return self.replies, self.corrupt
+
+    def _corrupt(self, item: P.DecodeError) -> None:
+        self.counters.crc_errors += 1
+        if self.fast and item.id == P.BROADCAST_ID:
+            self.corrupt.update(self.lengths)
+        elif item.id is not None and item.id in self.lengths:
+            self.corrupt.add(item.id)
+
+    def _status(self, item: P.StatusPacket) -> None:
+        if self.fast and item.id == P.BROADCAST_ID:
+            try:
+                parts = P.split_fast_status(item, [r[2] for r in self.reads])
+            except ValueError:
+                self.counters.crc_errors += 1
+                self.corrupt.update(self.lengths)
+                return
+            for part in parts:
+                if part.id in self.lengths:
+                    self.replies[part.id] = ServoReply(part.id, part.data, part.error)
+            return
+        if item.id not in self.lengths:
+            return
+        if command_failed(self.protocol, item.error):
+            self.counters.servo_errors += 1
+            reason = describe_error(self.protocol, item.error)
+            raise ServoError(item.id, "READ", item.error, reason)
+        if len(item.params) != self.lengths[item.id]:
+            self.counters.crc_errors += 1
+            self.corrupt.add(item.id)
+            return
+        self.replies[item.id] = ServoReply(item.id, item.params, item.error)
+
+
+def plain(method: ReadMethod) -> ReadMethod:
+    """The non-fast read of a fast one (retries use it)."""
+    if method is ReadMethod.FAST_SYNC_READ:
+        return ReadMethod.SYNC_READ
+    if method is ReadMethod.FAST_BULK_READ:
+        return ReadMethod.BULK_READ
+    return method
+
+
+def read_packet(
+    protocol: int, method: ReadMethod, reads: Sequence[tuple[int, int, int]]
+) -> P.InstructionPacket:
+    """The instruction packet of one group read."""
+    ins = P.Instruction
+    match method:
+        case ReadMethod.SYNC_READ | ReadMethod.FAST_SYNC_READ:
+            _, address, length = reads[0]
+            params = P.sync_read_params(address, length, [r[0] for r in reads])
+            inst = ins.FAST_SYNC_READ if method is ReadMethod.FAST_SYNC_READ else ins.SYNC_READ
+            return P.InstructionPacket(protocol, P.BROADCAST_ID, inst, params)
+        case ReadMethod.BULK_READ | ReadMethod.FAST_BULK_READ:
+            params = P.bulk_read_params(protocol, reads)
+            inst = ins.FAST_BULK_READ if method is ReadMethod.FAST_BULK_READ else ins.BULK_READ
+            return P.InstructionPacket(protocol, P.BROADCAST_ID, inst, params)
+        case ReadMethod.READ_EACH:
+            servo_id, address, length = reads[0]
+            params = P.read_params(protocol, address, length)
+            return P.InstructionPacket(protocol, servo_id, ins.READ, params)
+    raise ValueError(f"unknown read method {method!r}")  # pragma: no cover
