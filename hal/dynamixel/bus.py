@@ -159,6 +159,9 @@ class DynamixelBus:
             self.counters.transactions += 1
             if attempt:
                 self.counters.retries += 1
+            # the SDK refuses to transmit while this flag is set; an exception raised
+            # inside an earlier SDK call (a port error) would leave it set for good
+            self.port.is_using = False
             value, result, error = call()
             try:
                 self._check(servo_id, instruction, result)
