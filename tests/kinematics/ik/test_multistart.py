@@ -99,3 +99,16 @@ def test_bad_parameters():
         MultiStartSolver(restarts=-1)
     with pytest.raises(ValueError, match="time_budget"):
         MultiStartSolver(time_budget=0.0)
+
+
+def test_wraps_any_solver(load, rng, sample):
+    from hilbot.kinematics.ik import BatchSolver, QPSolver
+
+    robot = load("widowx_250s")
+    chain = robot.path_between("base_link", "ee_gripper_link")
+    target = chain.fk(sample(chain, rng, margin=0.2))
+    for inner in (QPSolver(), BatchSolver()):
+        sol = MultiStartSolver(inner, restarts=20, seed=0).solve(
+            robot, np.zeros(6), "base_link", "ee_gripper_link", target, max_iterations=40
+        )
+        assert sol.reached and sol.status is Status.CONVERGED
