@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from hilbot.kinematics.robot import Robot
 
 Array = NDArray[np.float64]
+_T = TypeVar("_T")
 
 
 class Chain:
@@ -80,10 +81,13 @@ class Chain:
         self._kernel_links: _codegen.PoseKernel | None = None
         self._kernels_at: dict[str, _codegen.JacobianKernel] = {}
 
-    def _q(self, q: npt.ArrayLike | Mapping[str, object]) -> Array:
-        if type(q) is np.ndarray and q.shape == self._shape:
-            return q
-        return self.q_from(q)
+    def _call(self, kernel: Callable[[Array], _T], q: npt.ArrayLike | Mapping[str, object]) -> _T:
+        if type(q) is not np.ndarray or q.shape != self._shape:
+            q = self.q_from(q)
+        try:
+            return kernel(q)
+        except (ValueError, OverflowError) as exc:  # math.cos(inf) raises: name the cause
+            raise ValueError(f"{self!r}: configuration is not finite: {q!r}") from exc
 
     def __repr__(self) -> str:
         return f"Chain({self.source!r} -> {self.target!r}, dof={self.dof})"
@@ -183,7 +187,7 @@ class Chain:
         if kernel is None:
             target = self._program.frames[self.target]
             kernel = self._kernel_fk = _codegen.pose_kernel(self._program, [target])
-        return kernel(self._q(q))
+        return self._call(kernel, q)
 
     def jacobian(self, q: npt.ArrayLike | Mapping[str, object]) -> Array:
         """Geometric Jacobian (6, dof), linear rows first, in the source frame, at the target."""
@@ -195,7 +199,7 @@ class Chain:
         if kernel is None:
             target = self._program.frames[self.target]
             kernel = self._kernel_fj = _codegen.jacobian_kernel(self._program, target)
-        return kernel(self._q(q))
+        return self._call(kernel, q)
 
     def link_poses(self, q: npt.ArrayLike | Mapping[str, object]) -> dict[str, Array]:
         """Pose (4, 4) in the source frame of every link on the chain (source and target too)."""
@@ -204,7 +208,7 @@ class Chain:
             frames = [self._program.frames[link] for link in self.links]
             kernel = _codegen.pose_kernel(self._program, frames, stacked=True)
             self._kernel_links = kernel
-        return dict(zip(self.links, kernel(self._q(q)), strict=True))
+        return dict(zip(self.links, self._call(kernel, q), strict=True))
 
     def jacobian_at(self, link: str, q: npt.ArrayLike | Mapping[str, object]) -> Array:
         """Jacobian (6, dof) of a link on the chain, at its origin (later joints: zero columns).
@@ -218,7 +222,7 @@ class Chain:
                 raise UnknownLink(link, "link", self.links)
             frame = self._program.frames[link]
             kernel = self._kernels_at[link] = _codegen.jacobian_kernel(self._program, frame)
-        return kernel(self._q(q))[1]
+        return self._call(kernel, q)[1]
 
     def fk_batch(self, q: npt.ArrayLike) -> Array:
         """Poses (B, 4, 4) of the target for configurations ``q`` (B, dof), vectorised."""

@@ -248,3 +248,16 @@ def test_robot_fk_defaults_and_limits(exotic):
     assert exotic.limits("lead") == (-np.inf, np.inf)
     assert exotic.joints["plane"].type is JointType.PLANAR
     assert exotic.movable_joints == ("plane", "free", "side_joint", "shoulder", "slide", "lead")
+
+
+def test_non_finite_configuration_is_named(exotic):
+    chain = exotic.path_between("body", "tip")
+    q = np.zeros(chain.dof)
+    q[0] = np.inf
+    for call in (chain.fk, chain.fk_jacobian, chain.link_poses):
+        with pytest.raises(ValueError, match="not finite"):
+            call(q)
+    with pytest.raises(ValueError, match="not finite"):
+        chain.jacobian_at("slider", q)
+    q[0] = np.nan  # NaN propagates, as in numpy
+    assert np.isnan(chain.fk(q)).any()
