@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 import hilbot.configs
+from hilbot.driver.backends import build_backend
 from hilbot.driver.config import parse_config
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.teleop import TeleopSettings, serve
@@ -86,6 +87,15 @@ def omx_config(**overrides):
 
 
 @contextlib.asynccontextmanager
+async def running_virtual():
+    """The OpenManipulator-X on the virtual Dynamixel bus (a child process serving a pty),
+    driven by the real Dynamixel backend: what ``hilbot run --backend virtual`` does."""
+    config = omx_config()
+    async with build_backend(config, "virtual") as backend, Runtime(config, backend) as runtime:
+        yield runtime
+
+
+@contextlib.asynccontextmanager
 async def running_sim(*, chains=True):
     """The OpenManipulator-X on the simulated backend, running (disarmed) at its 200 Hz.
 
@@ -135,6 +145,7 @@ class Kit:
     """The helpers above, for tests (conftest modules cannot be imported by tests)."""
 
     running_sim = staticmethod(running_sim)
+    running_virtual = staticmethod(running_virtual)
     serving = staticmethod(serving)
     eventually = staticmethod(eventually)
     omx_config = staticmethod(omx_config)
