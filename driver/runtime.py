@@ -128,6 +128,7 @@ class Runtime:
         self._bus_failing_since: float | None = None
         self._watchdog_tripped = False
         self._torque_off_pending = False  # a fault disarmed the robot: torque off next cycle
+        self._hardware_faulted = False  # some joint reported a hardware error last read
         self._listeners: list[CycleListener] = []
         self._record = CycleRecord(desired=np.zeros(n), command=np.zeros(n))
         self._queue: asyncio.Queue[tuple[Command, asyncio.Future[None]]] = asyncio.Queue()
@@ -470,10 +471,13 @@ class Runtime:
         self._active_faults.pop((FaultKind.BUS, None), None)
 
     def _check_hardware(self, state: JointState) -> None:
+        if not self._hardware_faulted and not any(state.hardware_errors):
+            return  # the common case, checked without building dicts
         faults = state.faults
         for key in [k for k in self._active_faults if k[0] is FaultKind.HARDWARE]:
             if key[1] not in faults:
                 del self._active_faults[key]
+        self._hardware_faulted = bool(faults)
         newly = False
         for joint, flags in faults.items():
             if (FaultKind.HARDWARE, joint) in self._active_faults:

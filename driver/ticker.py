@@ -33,6 +33,9 @@ EARLY = 250e-6  # [s] the thread wakes the loop this long before a deadline; the
 # 20-100 µs on a busy machine (more after a long idle): the margin adapts to the measured
 # wake-up delay (its 99th percentile over the last ADAPT_WINDOW ticks, plus EARLY_SLACK).
 EARLY_MIN = 100e-6  # [s]
+# Spinning longer than this buys nothing: a wake-up that late is the scheduler's doing, and on
+# a saturated machine every spun microsecond is taken from the cycles themselves.
+EARLY_MAX = 500e-6  # [s], and at most a quarter period
 EARLY_SLACK = 100e-6  # [s]
 ADAPT_WINDOW = 128  # ticks
 
@@ -137,7 +140,7 @@ class ThreadTicker:
             raise ValueError(f"period must be positive, got {period}")
         self.period = period
         self._clock = clock
-        self._early = min(early, period / 2)
+        self._early = min(early, EARLY_MAX, period / 4)
         self._adaptive = early > 0
         self._delays = [0.0] * ADAPT_WINDOW  # [s] thread wake target -> loop callback
         self._n_delays = 0
@@ -232,7 +235,7 @@ class ThreadTicker:
         if self._n_delays == ADAPT_WINDOW:
             self._n_delays = 0
             p99 = sorted(self._delays)[int(0.99 * ADAPT_WINDOW) - 1]
-            self._early = min(max(p99 + EARLY_SLACK, EARLY_MIN), self.period / 2)
+            self._early = min(max(p99 + EARLY_SLACK, EARLY_MIN), EARLY_MAX, self.period / 4)
 
     def _spin_until(self, deadline: float) -> float:
         # Busy-wait on the loop thread: at most ``early`` seconds, and only when on time.
