@@ -92,12 +92,21 @@ def plot_end_effectors(recording: Recording, path: Path) -> Path:
     return _save(fig, path)
 
 
+def _lateness_bins(recording: Recording) -> tuple[NDArray[np.float64], list[float]]:
+    """Lateness clipped to [1 µs, 100 ms] and log bins [µs] up to a little past its maximum."""
+    lateness = np.clip(recording["lateness"], LATENESS_BINS[1], LATENESS_BINS[-1])
+    top = float(lateness.max()) if lateness.size else LATENESS_BINS[1]
+    count = max(int(np.searchsorted(LATENESS_BINS[1:], top * 1.5)) + 2, 9)  # to >= 100 µs
+    edges = LATENESS_BINS[1 : count + 1]
+    return lateness, (edges * 1e6).tolist()
+
+
 def plot_lateness(recording: Recording, path: Path) -> Path:
     """Histogram of cycle lateness on a log time axis."""
-    lateness = np.clip(recording["lateness"], LATENESS_BINS[1], LATENESS_BINS[-1])
+    lateness, bins = _lateness_bins(recording)
     fig = Figure(figsize=(6, 3.2), layout="constrained")
     ax = fig.subplots()
-    ax.hist(lateness * 1e6, bins=(LATENESS_BINS[1:] * 1e6).tolist(), color="C0")
+    ax.hist(lateness * 1e6, bins=bins, color="C0")
     ax.set_xscale("log")
     ax.set_xlabel("cycle lateness [µs] (values below 1 µs shown at 1 µs)")
     ax.set_ylabel("cycles")
@@ -132,8 +141,8 @@ def plot_overview(recording: Recording, path: Path) -> Path:
         ax_path.set_xlabel("x [m]")
         ax_path.set_ylabel("y [m]")
         ax_path.legend(fontsize="small")
-    lateness = np.clip(recording["lateness"], LATENESS_BINS[1], LATENESS_BINS[-1])
-    ax_late.hist(lateness * 1e6, bins=(LATENESS_BINS[1:] * 1e6).tolist())
+    lateness, bins = _lateness_bins(recording)
+    ax_late.hist(lateness * 1e6, bins=bins)
     ax_late.set_xscale("log")
     ax_late.set_xlabel("lateness [µs]")
     ax_late.set_title("cycle lateness")

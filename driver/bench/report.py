@@ -98,7 +98,7 @@ def format_summary(outcome: BenchOutcome) -> str:
     tm = r.timing
     lines = [
         f"{r.cycles} cycles, {r.duration:.2f} s; rate {tm.achieved_rate_hz:.1f}/{tm.rate_hz:g} Hz, "
-        f"lateness p50 {tm.lateness_p50 * 1e6:.0f} µs p99 {tm.lateness_p99 * 1e6:.0f} µs, "
+        f"lateness p50 {tm.lateness_p50 * 1e6:.1f} µs p99 {tm.lateness_p99 * 1e6:.1f} µs, "
         f"overruns {tm.overruns}",
     ]
     for s in r.end_effectors:

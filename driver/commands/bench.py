@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,6 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rate", type=float, metavar="HZ", help="loop rate, overriding the scenario and config"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of random injected faults")
+    parser.add_argument(
+        "--realtime",
+        action="store_true",
+        help="run the scenario under SCHED_FIFO (Linux, root or CAP_SYS_NICE), as hilbot run "
+        "--realtime; the report is computed at normal priority afterwards",
+    )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
 
@@ -131,9 +140,12 @@ def _bench(
         run_options = replace(options, clock=clock.value)
         folder = out / backend if args.compare_backend else out
         print(f"{scenario.name} on {backend} ({clock.value} clock) -> {folder}")
-        recording = asyncio.run(
-            run_bench(config, scenario, BackendKind(backend), clock, run_options, seed=args.seed)
-        )
+        with _realtime(args.realtime):
+            recording = asyncio.run(
+                run_bench(
+                    config, scenario, BackendKind(backend), clock, run_options, seed=args.seed
+                )
+            )
         outcome = write_outputs(recording, scenario.thresholds, folder, plots=not args.no_plots)
         print(format_summary(outcome))
         passed = passed and outcome.passed
@@ -155,3 +167,21 @@ def _bench(
             f"{comparison.commands.identical}; wrote {out / 'comparison.json'}"
         )
     return 0 if passed else EXIT_MISSED
+
+
+@contextlib.contextmanager
+def _realtime(enabled: bool) -> Iterator[None]:
+    """SCHED_FIFO for the duration of the run only (plotting must not starve the machine)."""
+    from hilbot.driver.ticker import enable_realtime
+
+    if not enabled:
+        yield
+        return
+    if not enable_realtime():
+        print("hilbot bench: --realtime: SCHED_FIFO not permitted here", file=sys.stderr)
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
