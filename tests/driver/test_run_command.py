@@ -71,3 +71,26 @@ def test_rate_the_bus_cannot_carry_is_refused_on_a_bus_but_not_in_sim(capsys):
 def test_missing_trajectory_file(capsys):
     assert main(["run", "--trajectory", "nowhere.yaml", "--no-mqtt"]) == 2
     assert "nowhere.yaml" in capsys.readouterr().err
+
+
+def test_run_on_the_virtual_bus_through_the_real_backend(tmp_path):
+    # The virtual bus runs in a `hilbot sim-bus` child process; the real backend drives it.
+    stats = tmp_path / "stats.json"
+    code = main(
+        [
+            "run",
+            "--backend",
+            "virtual",
+            "--rate",
+            "50",
+            "--duration",
+            "1.0",
+            "--enable",
+            "--no-mqtt",
+            "--stats",
+            str(stats),
+        ]
+    )
+    assert code == 0
+    data = json.loads(stats.read_text())
+    assert data["mode"] == "armed" and data["cycles"] > 10
