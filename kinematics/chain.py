@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 Array = NDArray[np.float64]
 _T = TypeVar("_T")
+_MISSING = object()
 
 
 class Chain:
@@ -69,6 +70,7 @@ class Chain:
             self._start[j.name] = len(columns)
             columns.extend((j.name, k) for k in range(j.type.dof))
         self.jacobian_columns: tuple[tuple[str, int], ...] = tuple(columns)
+        self._slots = [(j, self._start[j.name], j.type.dof == 1) for j in joints]
         self.dof = len(columns)
         leaders = {j.name: m for j in path if (m := robot.leader(j.name)) is not None}
         self._program = _program.compile_chain(path, leaders, self._start, self.dof, source)
@@ -127,10 +129,12 @@ class Chain:
                 else np.array(default, dtype=np.float64).reshape(self.dof)
             )
             missing = []
-            for j in self.joints:
-                if j.name in q_or_mapping:
-                    c = self._start[j.name]
-                    out[c : c + j.type.dof] = coordinates(j, q_or_mapping[j.name])
+            for j, c, scalar in self._slots:
+                value = q_or_mapping.get(j.name, _MISSING)
+                if scalar and isinstance(value, float | int):  # common case, np.float64 too
+                    out[c] = value
+                elif value is not _MISSING:
+                    out[c : c + j.type.dof] = coordinates(j, value)
                 else:
                     missing.append(j.name)
             if missing and default is None:
