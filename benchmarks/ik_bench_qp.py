@@ -298,7 +298,7 @@ def main() -> int:
     if args.no_write:
         print(body)
     else:
-        write_section("ik-qp", "IK: QPSolver and MultiTaskSolver (tracking)", body)
+        write_section("ik-qp", "IK: QPSolver and MultiTaskSolver (tracking, cold start)", body)
     return 0
 
 
