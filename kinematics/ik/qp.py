@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -187,68 +187,113 @@ class QPSolver(Solver):
         info = self.info(chain)
         limits = self._limits_for(options)
         weights = _Weights(self.position_weight, self.orientation_weight)
-        eye = self._eyes.get(info.dof)
-        if eye is None:
-            eye = self._eyes[info.dof] = np.eye(info.dof)
-        q = q0.copy()
-        pose, jac = chain.fk_jacobian(q)
-        a, b, residual, angle = task_rows(pose, jac, target, weights)
-        cost = float(b @ b)
+        point = _evaluate(chain, q0.copy(), target, weights)
         status = Status.TIMEOUT
         iteration = 0
         extra = 0.0  # damping added after a rejected step (Levenberg-Marquardt style)
         for iteration in range(1, options.max_iterations + 1):
-            if _done(residual, angle, options):
-                return q, SolveMeta(iteration - 1, residual, angle, Status.CONVERGED)
-            h_mat = a.T @ a + (self.damping + extra + self.lm_damping * cost) * eye
-            context = ChainContext(chain, q, info.names)
-            dq, _ = solve_step(h_mat, -(a.T @ b), limits, context, box.lower - q, box.upper - q)
-            step = 1.0
-            for _ in range(_BACKTRACKS):
-                q_new = _integrate(chain, info.scalar, q, step * dq)
-                pose_new, jac_new = chain.fk_jacobian(q_new)
-                a_new, b_new, res_new, ang_new = task_rows(pose_new, jac_new, target, weights)
-                cost_new = _true_cost(res_new, ang_new, weights)
-                if cost_new < _true_cost(residual, angle, weights) and _clear(
-                    limits, context, ChainContext(chain, q_new, info.names)
-                ):
-                    break
-                step *= 0.5
-            else:
+            if _done(point.residual, point.angle, options):
+                return point.q, SolveMeta(
+                    iteration - 1, point.residual, point.angle, Status.CONVERGED
+                )
+            context = ChainContext(chain, point.q, info.names)
+            dq = self._step(point, extra, limits, context, box)
+            new = _line_search(chain, info, point, dq, target, weights, limits, context)
+            if new is None:
                 if extra < _MAX_EXTRA_DAMPING:
                     extra = max(1e-4, 10.0 * extra)  # shorter, better-aligned steps
                     continue
-                if _stuck_on_orientation(residual, angle, options, weights):
-                    a, b, residual, angle = task_rows(pose, jac, target, weights)
-                    cost = float(b @ b)
+                if _stuck_on_orientation(point.residual, point.angle, options, weights):
+                    point = _evaluate_rows(point, target, weights)
                     extra = 0.0
                     continue
-                predicted = cost - float(np.sum((a @ dq - b) ** 2))
-                status = Status.STALLED if predicted <= 1e-6 * cost else Status.DIVERGED
+                status = _failure(point, dq)
                 break
             extra = 0.1 * extra if extra > 1e-6 else 0.0
-            cost_old = _true_cost(residual, angle, weights)
-            improvement = cost_old - cost_new
-            q, pose, jac = q_new, pose_new, jac_new
-            a, b, residual, angle = a_new, b_new, res_new, ang_new
-            cost = float(b @ b)
-            if _compromise(cost_old, cost_new, residual) and _stuck_on_orientation(
-                residual, angle, options, weights
+            cost_old = _true_cost(point.residual, point.angle, weights)
+            cost_new = _true_cost(new.residual, new.angle, weights)
+            point = new
+            tiny = cost_old - cost_new < 1e-14 and not _done(point.residual, point.angle, options)
+            if (tiny or _compromise(cost_old, cost_new, point.residual)) and _stuck_on_orientation(
+                point.residual, point.angle, options, weights
             ):
-                a, b, residual, angle = task_rows(pose, jac, target, weights)
-                cost = float(b @ b)
+                point = _evaluate_rows(point, target, weights)
                 continue
-            if improvement < 1e-14 and not _done(residual, angle, options):
-                if _stuck_on_orientation(residual, angle, options, weights):
-                    a, b, residual, angle = task_rows(pose, jac, target, weights)
-                    cost = float(b @ b)
-                    continue
+            if tiny:
                 status = Status.STALLED
                 break
         else:
-            if _done(residual, angle, options):
+            if _done(point.residual, point.angle, options):
                 status = Status.CONVERGED
-        return q, SolveMeta(iteration, residual, angle, status)
+        return point.q, SolveMeta(iteration, point.residual, point.angle, status)
+
+    def _step(
+        self, point: _Point, extra: float, limits: Sequence[Limit], context: ChainContext, box: Box
+    ) -> Array:
+        """The QP step ``dq`` at ``point`` under the limits and the call's box."""
+        n = point.q.shape[0]
+        eye = self._eyes.get(n)
+        if eye is None:
+            eye = self._eyes[n] = np.eye(n)
+        a, b = point.a, point.b
+        h_mat = a.T @ a + (self.damping + extra + self.lm_damping * float(b @ b)) * eye
+        q = point.q
+        dq, _ = solve_step(h_mat, -(a.T @ b), limits, context, box.lower - q, box.upper - q)
+        return dq
+
+
+class _Point(NamedTuple):
+    """The task evaluated at one configuration."""
+
+    q: Array  # (dof,)
+    pose: Array  # (4, 4)
+    jac: Array  # (6, dof)
+    a: Array  # weighted rows
+    b: Array  # weighted (clamped) error
+    residual: float  # [m]
+    angle: float | None  # [rad]
+
+
+def _evaluate(chain: Any, q: Array, target: Target, weights: _Weights) -> _Point:
+    pose, jac = chain.fk_jacobian(q)
+    a, b, residual, angle = task_rows(pose, jac, target, weights)
+    return _Point(q, pose, jac, a, b, residual, angle)
+
+
+def _evaluate_rows(point: _Point, target: Target, weights: _Weights) -> _Point:
+    """The same configuration with the rows re-weighted."""
+    a, b, residual, angle = task_rows(point.pose, point.jac, target, weights)
+    return point._replace(a=a, b=b, residual=residual, angle=angle)
+
+
+def _line_search(
+    chain: Any,
+    info: Any,
+    point: _Point,
+    dq: Array,
+    target: Target,
+    weights: _Weights,
+    limits: Sequence[Limit],
+    context: ChainContext,
+) -> _Point | None:
+    """The first of ``dq, dq/2, ...`` that lowers the error and keeps collision margins."""
+    cost = _true_cost(point.residual, point.angle, weights)
+    step = 1.0
+    for _ in range(_BACKTRACKS):
+        new = _evaluate(chain, _integrate(chain, info.scalar, point.q, step * dq), target, weights)
+        if _true_cost(new.residual, new.angle, weights) < cost and _clear(
+            limits, context, ChainContext(chain, new.q, info.names)
+        ):
+            return new
+        step *= 0.5
+    return None
+
+
+def _failure(point: _Point, dq: Array) -> Status:
+    """Stalled when the model predicted (almost) no gain from ``dq``, diverged otherwise."""
+    cost = float(point.b @ point.b)
+    predicted = cost - float(np.sum((point.a @ dq - point.b) ** 2))
+    return Status.STALLED if predicted <= 1e-6 * cost else Status.DIVERGED
 
 
 def _clear(limits: Sequence[Limit], before: ChainContext, after: ChainContext) -> bool:
