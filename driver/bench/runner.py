@@ -31,6 +31,7 @@ from hilbot.driver.bench.scenario import (
     Scenario,
     Step,
     TeleopStep,
+    check_names,
 )
 from hilbot.driver.bench.segments import StepContext, Target, build_segment
 from hilbot.driver.config import RobotConfig
@@ -96,22 +97,17 @@ def check_supported(scenario: Scenario, bench: BenchBackend, runtime: Runtime) -
     """Refuse, before anything moves, steps the backend or config cannot perform.
 
     Raises:
+        ScenarioError: a joint or chain the robot does not have.
         UnsupportedStep: a fault step without fault injection, or a joint-space step after
             a Cartesian one without a watchdog (the pose target would never be released).
     """
+    check_names(scenario, runtime.joint_names, runtime.chains)
     cartesian_seen = False
-    servo_of = _servo_ids(runtime)
     for index, step in enumerate(scenario.steps):
-        if isinstance(step, FaultStep):
-            if bench.faults is None:
-                raise UnsupportedStep(
-                    index, step.kind, bench.kind.value, "faults need --backend sim or virtual"
-                )
-            if step.joint not in servo_of:
-                known = ", ".join(servo_of)
-                raise UnsupportedStep(
-                    index, step.kind, bench.kind.value, f"unknown joint {step.joint!r}; {known}"
-                )
+        if isinstance(step, FaultStep) and bench.faults is None:
+            raise UnsupportedStep(
+                index, step.kind, bench.kind.value, "faults need --backend sim or virtual"
+            )
         if isinstance(step, _CARTESIAN):
             cartesian_seen = True
         elif cartesian_seen and runtime.config.safety.watchdog_timeout is None:

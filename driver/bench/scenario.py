@@ -17,7 +17,7 @@ Durations are in [s], distances in [m], angles in [rad].
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -264,6 +264,40 @@ def step_duration(step: Any) -> float:
             return float(step.wait)
         case _:
             return 0.0
+
+
+def check_names(
+    scenario: Scenario, joints: Sequence[str], chains: Sequence[str], *, path: Path | None = None
+) -> None:
+    """Check that every joint and chain a scenario names exists on the robot.
+
+    Raises:
+        ScenarioError: one problem per unknown name, with its field path.
+    """
+    problems: list[tuple[str, str]] = []
+    known_joints, known_chains = ", ".join(joints), ", ".join(chains) or "none"
+    for index, step in enumerate(scenario.steps):
+        where = f"steps.{index}.{step.kind}"
+        chain = getattr(step, "chain", None)
+        if chain is not None and chain not in chains:
+            problems.append((f"{where}.chain", f"unknown chain {chain!r}; known: {known_chains}"))
+        named: list[tuple[str, str]] = []
+        match step:
+            case MoveJointsStep(positions=dict() as positions):
+                named = [("positions", j) for j in positions]
+            case StepResponseStep():
+                named = [("deltas", j) for j in step.deltas]
+            case JointSweepStep(joints=tuple() as sweep):
+                named = [("joints", j) for j in sweep]
+            case FaultStep():
+                named = [("joint", step.joint)]
+        for field_name, joint in named:
+            if joint not in joints:
+                problems.append(
+                    (f"{where}.{field_name}", f"unknown joint {joint!r}; known: {known_joints}")
+                )
+    if problems:
+        raise ScenarioError(path, problems)
 
 
 def parse_scenario(data: Mapping[str, Any], *, path: Path | None = None) -> Scenario:

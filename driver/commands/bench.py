@@ -79,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the bench; 0 passed, 1 thresholds missed, 2 bad input, 3 the run failed."""
     from hilbot.driver.bench.errors import BenchError, ScenarioError, UnsupportedStep
-    from hilbot.driver.bench.scenario import load_scenario, resolve_scenario
+    from hilbot.driver.bench.scenario import check_names, load_scenario, resolve_scenario
     from hilbot.driver.config import load_config
     from hilbot.driver.errors import DriverError
 
@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             config = config.model_copy(update={"rate_hz": rate})
         if args.duration_scale != 1.0:
             scenario = scenario.scaled(args.duration_scale)
+        check_names(scenario, config.joint_names, config.chain_names, path=scenario_file)
     except (DriverError, ValueError) as exc:
         print(f"hilbot bench: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

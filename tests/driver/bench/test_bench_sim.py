@@ -136,3 +136,18 @@ def test_cli_refuses_a_fake_clock_on_the_virtual_bus(tmp_path, capsys):
     code, _ = _bench(tmp_path, scenario, "--backend", "virtual")
     assert code == 2
     assert "--clock fake works with the sim backend only" in capsys.readouterr().err
+
+
+def test_cli_rejects_unknown_joints_and_chains_before_anything_moves(tmp_path, capsys):
+    bad = tmp_path / "names.yaml"
+    bad.write_text(
+        "name: names\nsteps:\n"
+        "  - {kind: step, deltas: {elbow: 0.1}}\n"
+        "  - {kind: cartesian_line, chain: left_arm, offset: [0, 0, 0.01], duration: 1}\n"
+    )
+    code, out = _bench(tmp_path, bad)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "steps.0.step.deltas: unknown joint 'elbow'" in err
+    assert "steps.1.cartesian_line.chain: unknown chain 'left_arm'; known: arm" in err
+    assert not out.exists()
