@@ -161,7 +161,6 @@ def iterate(
     problem: Problem, q0: Array, lower: Array, upper: Array, options: SolveOptions
 ) -> tuple[Array, SolveMeta]:
     """Run the two-level iterations from ``q0`` inside ``[lower, upper]``."""
-    model = problem.model
     q = q0.copy()
     ev = evaluate(problem, q, q0)
     has_secondary = ev.a2.shape[0] > 0 or bool(ev.grad.any()) or _has_gradient(problem)
@@ -176,19 +175,19 @@ def iterate(
         if float(np.max(np.abs(dq), initial=0.0)) < 1e-10:
             status = Status.CONVERGED if met else Status.STALLED
             break
-        step = 1.0
-        for _ in range(_BACKTRACKS):
-            q_new = model.integrate(q, step * dq)
-            ev_new = evaluate(problem, q_new, q0)
-            if _better(problem, ev, ev_new, options) and _clear(problem, ev.ctx, ev_new.ctx):
-                break
-            step *= 0.5
-        else:
+        found = _line_search(problem, ev, q, dq, q0, options)
+        if found is None:
             if extra < _MAX_EXTRA_DAMPING:
                 extra = max(1e-4, 10.0 * extra)  # shorter, better-aligned steps
                 continue
+            if _orientation_in_the_way(ev, options) and (relaxed := _relax(problem)):
+                problem = relaxed  # position wins over an unreachable orientation
+                ev = evaluate(problem, q, q0)
+                extra = 0.0
+                continue
             status = Status.CONVERGED if met else Status.STALLED
             break
+        q_new, ev_new = found
         extra = 0.1 * extra if extra > 1e-6 else 0.0
         gain = ev.merit - ev_new.merit
         relax = _compromise(ev, ev_new, options)
@@ -203,6 +202,30 @@ def iterate(
         if _primary_met(problem, ev, options):
             status = Status.CONVERGED
     return q, _meta(iteration, ev, status)
+
+
+def _line_search(
+    problem: Problem, ev: _Eval, q: Array, dq: Array, q0: Array, options: SolveOptions
+) -> tuple[Array, _Eval] | None:
+    """The first of ``dq, dq/2, ...`` that is better (see ``_better``) and keeps margins."""
+    step = 1.0
+    for _ in range(_BACKTRACKS):
+        q_new = problem.model.integrate(q, step * dq)
+        ev_new = evaluate(problem, q_new, q0)
+        if _better(problem, ev, ev_new, options) and _clear(problem, ev.ctx, ev_new.ctx):
+            return q_new, ev_new
+        step *= 0.5
+    return None
+
+
+def _orientation_in_the_way(ev: _Eval, options: SolveOptions) -> bool:
+    """Both the position and the orientation are unmet (a trade-off may be the cause)."""
+    angle = ev.orientation_residual
+    return (
+        ev.residual > options.tolerance
+        and angle is not None
+        and angle > options.orientation_tolerance
+    )
 
 
 def _better(problem: Problem, old: _Eval, new: _Eval, options: SolveOptions) -> bool:
@@ -227,9 +250,8 @@ def _compromise(old: _Eval, new: _Eval, options: SolveOptions) -> bool:
     pulling a position off.
     """
     return (
-        options.tolerance < new.residual < MAX_POSITION_ERROR
-        and new.orientation_residual is not None
-        and new.orientation_residual > options.orientation_tolerance
+        new.residual < MAX_POSITION_ERROR
+        and _orientation_in_the_way(new, options)
         and new.primary_cost > 0.5 * old.primary_cost
     )
 
