@@ -40,7 +40,7 @@ F64 = NDArray[np.float64]
 LoadFunction = Callable[[F64], F64]
 
 MAX_SUBSTEP = 2e-3  # [s]; the loop's bandwidth is ~100 rad/s, so 2 ms resolves it
-MAX_SUBSTEPS = 2000  # per step() call; longer gaps use longer (still stable) sub-steps
+MAX_SUBSTEPS = 250  # per step() call: gaps over 0.5 s use longer (still stable) sub-steps
 #: X-series Shutdown register default (overheating | electrical shock | overload = 52).
 DEFAULT_SHUTDOWN = (
     HardwareErrorFlags.OVERHEATING
