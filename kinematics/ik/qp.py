@@ -39,6 +39,7 @@ _MAX_POSITION_ERROR = 0.2  # [m] per iteration: keeps the linearisation honest f
 _MAX_ROTATION_ERROR = 0.6  # [rad] per iteration
 _BACKTRACKS = 4
 _MAX_EXTRA_DAMPING = 1.0  # beyond this a rejected step means stalled
+_SLOW_RATIO = 0.9  # at the max_delta box, a step keeping more of the error than this: stop
 
 
 class ChainContext:
@@ -199,7 +200,11 @@ class QPSolver(Solver):
             context = ChainContext(chain, point.q, info.names)
             dq = self._step(point, extra, limits, context, box)
             new = _line_search(chain, info, point, dq, target, weights, limits, context)
+            boxed = _at_delta(point.q, q0, options.max_delta)
             if new is None:
+                if boxed:
+                    status = Status.STALLED  # the per-call max_delta holds it: next call goes on
+                    break
                 if extra < _MAX_EXTRA_DAMPING:
                     extra = max(1e-4, 10.0 * extra)  # shorter, better-aligned steps
                     continue
@@ -213,6 +218,9 @@ class QPSolver(Solver):
             cost_old = _true_cost(point.residual, point.angle, weights)
             cost_new = _true_cost(new.residual, new.angle, weights)
             point = new
+            if boxed and cost_new > _SLOW_RATIO * cost_old:
+                status = Status.STALLED  # crawling along the max_delta box: stop for this call
+                break
             tiny = cost_old - cost_new < 1e-14 and not _done(point.residual, point.angle, options)
             if (tiny or _compromise(cost_old, cost_new, point.residual)) and _stuck_on_orientation(
                 point.residual, point.angle, options, weights
@@ -287,6 +295,13 @@ def _line_search(
             return new
         step *= 0.5
     return None
+
+
+def _at_delta(q: Array, q0: Array, max_delta: float | None) -> bool:
+    """Whether some coordinate has used up the call's ``max_delta``."""
+    if max_delta is None:
+        return False
+    return bool(np.max(np.abs(q - q0)) >= max_delta * (1.0 - 1e-9))
 
 
 def _failure(point: _Point, dq: Array) -> Status:

@@ -302,3 +302,22 @@ def test_floating_base_chain(solver_class):
     assert solution.reached
     np.testing.assert_allclose(chain.fk(solution.q)[:3, 3], target, atol=1e-4)
     assert np.any(solution.q[:6] != 0.0)  # the base took part
+
+
+@pytest.mark.parametrize("solver_class", [QPSolver, MultiTaskSolver], ids=["qp", "multitask"])
+def test_max_delta_bound_call_returns_quickly_and_the_next_calls_arrive(solver_class):
+    """A teleop target beyond one call's max_delta: each call moves at most max_delta,
+    stops early (no crawling along the box), and a few calls reach the target."""
+    robot = load_urdf(ROBOTS / "ur5.urdf")
+    chain = robot.path_between("base_link", "tool0")
+    q = np.array([0.0, -1.2, 1.2, -1.5, -1.57, 0.0])
+    target = chain.fk(q + 0.05)
+    solver = solver_class()
+    for _ in range(8):
+        solution = solver.solve(robot, q, "base_link", "tool0", target, max_delta=0.02)
+        assert np.max(np.abs(solution.q - q)) <= 0.02 + 1e-12
+        assert solution.iterations <= 10
+        q = solution.q
+        if solution.reached:
+            break
+    assert solution.reached
