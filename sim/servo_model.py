@@ -17,8 +17,9 @@ relative to the center tick:
   overheating (temperature above the limit), input voltage (outside the limits); bits
   in the shutdown mask switch torque off until a reboot, as the firmware does.
 
-The loop is integrated implicitly in sub-steps of at most 2 ms, so it is stable for
-any ``dt`` and the same sequence of ``dt`` always gives the same state. A model at
+The loop is integrated implicitly in sub-steps of at most 2 ms (at most 250 of them
+per step), so it is stable for any ``dt`` and the same sequence of ``dt`` always gives
+the same state. A model at
 rest (profiles arrived, torques balanced) only integrates temperature, so idle
 servos cost a few microseconds per step.
 """
