@@ -2,7 +2,7 @@
 
 import time
 
-from dynamixel_sdk import COMM_RX_TIMEOUT, COMM_SUCCESS, GroupSyncWrite
+from dynamixel_sdk import COMM_RX_CORRUPT, COMM_RX_TIMEOUT, COMM_SUCCESS, GroupSyncWrite
 
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.protocol import (
@@ -113,3 +113,16 @@ def test_a_bad_checksum_is_answered_with_the_checksum_bit(p1):
     time.sleep(0.05)
     replies = decode_all(1, Kind.STATUS, bytes(p1.port.readPort(100)))
     assert [(r.id, r.error) for r in replies] == [(1, Protocol1Error.CHECKSUM)]
+
+
+def test_dropped_and_corrupted_replies(p1):
+    pk, port = p1.packet, p1.port
+    p1.bus.faults(1).drop_rate = 1.0
+    assert pk.ping(port, 1)[1] == COMM_RX_TIMEOUT
+    p1.bus.faults(1).drop_rate = 0.0
+    p1.bus.faults(1).corrupt_rate = 1.0
+    port.clearPort()
+    assert pk.read2ByteTxRx(port, 1, PRESENT_POSITION)[1] == COMM_RX_CORRUPT
+    p1.bus.faults.clear()
+    port.clearPort()
+    assert pk.ping(port, 1)[1] == COMM_SUCCESS
