@@ -3,9 +3,10 @@
 Runs the scenario's steps (joint sweeps, Cartesian lines and circles, step
 responses, recorded teleop, injected faults) on the simulator, the virtual
 Dynamixel bus or real hardware, and writes into --out: recording.npz (replay it
-with ``hilbot replay``), summary.json, joints.png, end_effector.png and
-lateness.png. Exits 1 when a threshold of the scenario is missed, so the
-command can gate a CI job; 2 on bad input.
+with ``hilbot replay``), summary.json, joints.png, end_effector.png, lateness.png
+and overview.png. Exits 1 when a threshold of the scenario is missed, so the
+command can gate a CI job; 2 on bad input; 3 when the run itself failed (e.g. a
+bus that does not answer).
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from hilbot.driver.bench.scenario import check_names, load_scenario, resolve_scenario
     from hilbot.driver.config import load_config
     from hilbot.driver.errors import DriverError
+    from hilbot.hal.errors import HalError
 
     if args.clock == "fake" and args.backend != "sim":
         print(
@@ -111,9 +113,12 @@ def run(args: argparse.Namespace) -> int:
     except (UnsupportedStep, ScenarioError) as exc:
         print(f"hilbot bench: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (BenchError, DriverError, OSError) as exc:
+    except (BenchError, DriverError, HalError, OSError) as exc:
         print(f"hilbot bench: the run failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except KeyboardInterrupt:  # the runtime has already held and disabled torque
+        print("hilbot bench: interrupted", file=sys.stderr)
+        return 130
 
 
 def _bench(

@@ -61,7 +61,11 @@ def run(args: argparse.Namespace) -> int:
         f"replaying {recording.n_cycles} cycles of {args.recording} "
         f"({header.backend}, {header.clock} clock) on the simulator, fake clock"
     )
-    again = asyncio.run(replay(recording, config, progress=not args.quiet))
+    try:
+        again = asyncio.run(replay(recording, config, progress=not args.quiet))
+    except KeyboardInterrupt:
+        print("hilbot replay: interrupted", file=sys.stderr)
+        return 130
     diff = compare_commands(recording, again, atol=args.atol)
     if args.out is not None:
         print(format_summary(write_outputs(again, Thresholds(), args.out)))
