@@ -5,6 +5,7 @@ import contextlib
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -155,3 +156,18 @@ class Kit:
 @pytest.fixture
 def kit():
     return Kit
+
+
+@pytest.fixture(autouse=True)
+async def dump_tasks_if_stuck():
+    """After 60 s in one test, print every asyncio task's stack (diagnoses hangs in CI)."""
+
+    async def dump():
+        await asyncio.sleep(60)
+        for task in asyncio.all_tasks():
+            print(f"--- task {task.get_name()}", file=sys.stderr, flush=True)
+            task.print_stack(limit=12, file=sys.stderr)
+
+    guard = asyncio.get_running_loop().create_task(dump())
+    yield
+    guard.cancel()

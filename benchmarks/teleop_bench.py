@@ -1,0 +1,265 @@
+"""Teleop latency: MQTT publish -> goal written to the bus, against the plain MQTT round trip.
+
+Runs a real mosquitto on loopback and the OpenManipulator-X at its configured rate,
+on the simulated backend and on the virtual Dynamixel bus (real Dynamixel backend).
+A publisher in this process sends joint targets (small steps the safety layer
+passes unchanged); a cycle listener stamps the cycle that writes each one. The
+plain MQTT round trip (publish -> a subscriber in this process) is measured in
+the same run, as the peer figure. Then a 10,000 targets/s flood checks the loop
+rate with the teleop worker process (default) and with the bridge in process.
+
+    python benchmarks/teleop_bench.py [--samples N] [--no-flood] [--no-virtual]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiomqtt
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import write_section
+
+from hilbot.driver.backends import build_backend
+from hilbot.driver.config import load_config
+from hilbot.driver.runtime import Runtime
+from hilbot.driver.safety import Mode
+from hilbot.driver.teleop import TeleopPublisher, TeleopSettings, serve
+
+PREFIX = "hilbot/omx"
+JOINT = "joint1"
+STEP = 0.004  # [rad] below the per-cycle max delta: written unchanged
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def mosquitto():
+    binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = Path(tmp) / "mosquitto.conf"
+        conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+        process = subprocess.Popen(
+            [binary, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            deadline = time.monotonic() + 5
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.2).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
+            yield port, process
+        finally:
+            process.kill()
+            process.wait()
+
+
+def pct(values: list[float]) -> tuple[float, float, float]:
+    a = np.asarray(values) * 1e3
+    return float(np.median(a)), float(np.percentile(a, 99)), float(a.max())
+
+
+async def mqtt_round_trip(port: int, samples: int) -> list[float]:
+    """Publish -> receive through mosquitto, both clients in this process [s]."""
+    payload = json.dumps({"seq": 1, "positions": {JOINT: 0.1}, "sender": "x" * 12}).encode()
+    out: list[float] = []
+    async with (
+        aiomqtt.Client("127.0.0.1", port) as sub,
+        aiomqtt.Client("127.0.0.1", port) as pub,
+    ):
+        await sub.subscribe("bench/rtt")
+        messages = aiter(sub.messages)
+        for _ in range(samples):
+            t = time.perf_counter()
+            await pub.publish("bench/rtt", payload)
+            await anext(messages)
+            out.append(time.perf_counter() - t)
+            await asyncio.sleep(0.02)
+    return out
+
+
+async def teleop_latency(port: int, backend: str, samples: int, isolate: bool) -> dict:
+    """Publish joint targets; time until the cycle that writes each one [s]."""
+    config = load_config("openmanipulator_x")
+    settings = TeleopSettings(state_rate_hz=20)
+    url = f"mqtt://127.0.0.1:{port}"
+    latencies: list[float] = []
+    expected: list[tuple[float, float]] = []
+    index = config.joint_names.index(JOINT)
+
+    def listener(record) -> None:
+        if expected and record.written and abs(record.command[index] - expected[0][0]) < 1e-9:
+            latencies.append(time.perf_counter() - expected[0][1])
+            expected.clear()
+
+    async with build_backend(config, backend) as bus, Runtime(config, bus) as runtime:
+        runtime.add_cycle_listener(listener)
+        ready = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(
+            serve(runtime, settings, url, robot_name="omx", ready=ready, isolate=isolate)
+        )
+        await ready
+        async with TeleopPublisher(url, PREFIX, settings=settings) as pub:
+            await pub.command("enable")
+            while runtime.mode is not Mode.ARMED:
+                await asyncio.sleep(0.01)
+            base = runtime.state().command[JOINT]
+            for i in range(samples + 10):
+                value = base + (STEP if i % 2 else -STEP) + 1e-7 * i  # each value unique
+                expected[:] = [(value, time.perf_counter())]
+                await pub.joint_target({JOINT: value})
+                await asyncio.sleep(0.03 + 0.01 * (i % 3))  # not phase-locked to the loop
+                if i == 9:
+                    latencies.clear()  # warm-up
+            missed = samples + 10 - len(latencies) - 10
+            stats = runtime.state().stats
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return {
+        "latencies": latencies,
+        "missed": missed,
+        "rate": stats.rate,
+        "period": 1 / config.rate_hz,
+    }
+
+
+FLOOD = """
+import json, socket, sys, time
+def packet(kind, body):
+    size, enc = len(body), bytearray()
+    while True:
+        size, d = divmod(size, 128)
+        enc.append(d | (0x80 if size else 0))
+        if not size:
+            return bytes([kind]) + bytes(enc) + body
+def string(t):
+    return len(t.encode()).to_bytes(2, "big") + t.encode()
+port, rate, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+topic = string("hilbot/omx/joints/target")
+packets = [packet(0x30, topic + json.dumps({"seq": s, "sender": "flood", "positions": {
+    "joint1": 0.01 * ((s // 500) % 2)}}).encode()) for s in range(1, int(rate * seconds) + 1)]
+with socket.create_connection(("127.0.0.1", port)) as sock:
+    sock.sendall(packet(0x10, string("MQTT") + bytes([4, 2, 0, 60]) + string("flood")))
+    sock.recv(4)
+    print("flooding", flush=True)
+    start, sent = time.monotonic(), 0
+    while sent < len(packets):
+        due = min(len(packets), int((time.monotonic() - start) * rate))
+        if due > sent:
+            sock.sendall(b"".join(packets[sent:due]))
+            sent = due
+        time.sleep(0.005)
+"""
+
+
+async def flood_rates(port: int, broker: subprocess.Popen, isolate: bool) -> tuple[float, float]:
+    """Loop rate [Hz] before and during a 10,000 targets/s flood."""
+    config = load_config("openmanipulator_x")
+    url = f"mqtt://127.0.0.1:{port}"
+    async with build_backend(config, "sim") as bus, Runtime(config, bus) as runtime:
+        ready = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(
+            serve(runtime, TeleopSettings(), url, robot_name="omx", ready=ready, isolate=isolate)
+        )
+        await ready
+        await runtime.command("enable")
+
+        async def rate(seconds: float) -> float:
+            cycles, t = runtime.state().stats.cycles, time.monotonic()
+            await asyncio.sleep(seconds)
+            return (runtime.state().stats.cycles - cycles) / (time.monotonic() - t)
+
+        await asyncio.sleep(0.5)
+        before = await rate(3.0)
+        os.setpriority(os.PRIO_PROCESS, broker.pid, 19)  # "another host"
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", FLOOD, str(port), "10000", "6", stdout=asyncio.subprocess.PIPE
+        )
+        await child.stdout.readline()
+        await asyncio.sleep(1.0)
+        during = await rate(3.0)
+        await child.wait()
+        os.setpriority(os.PRIO_PROCESS, broker.pid, 0)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return before, during
+
+
+async def main(args: argparse.Namespace) -> None:
+    rows, notes = [], []
+    with mosquitto() as (port, broker):
+        rtt = await mqtt_round_trip(port, args.samples)
+        p50, p99, worst = pct(rtt)
+        rows.append(
+            f"| plain MQTT round trip (peer) | — | {p50:.2f} | {p99:.2f} | {worst:.2f} | — |"
+        )
+        backends = ["sim"] + ([] if args.no_virtual else ["virtual"])
+        for backend in backends:
+            # The virtual bus is measured through the worker only: its child process and
+            # the bus thread already load this 2-core machine.
+            for isolate in (True, False) if backend == "sim" else (True,):
+                r = await teleop_latency(port, backend, args.samples, isolate)
+                p50, p99, worst = pct(r["latencies"])
+                mode = "worker process" if isolate else "in process"
+                rows.append(
+                    f"| publish -> goal written, {backend}, {mode} | {r['period'] * 1e3:.1f} | "
+                    f"{p50:.2f} | {p99:.2f} | {worst:.2f} | {r['missed']} |"
+                )
+                print(rows[-1], flush=True)
+        if not args.no_flood:
+            for isolate in (True, False):
+                before, during = await flood_rates(port, broker, isolate)
+                mode = "worker process" if isolate else "in process"
+                notes.append(f"| {mode} | {before:.1f} | {during:.1f} | {during / before:.2f} |")
+                print(notes[-1], flush=True)
+    body = (
+        "OpenManipulator-X at its configured 200 Hz (period 5 ms), loopback mosquitto, "
+        f"{args.samples} joint targets per row published 30-50 ms apart (not phase-locked "
+        "to the loop). Latency: from just before `publish` to the end of the cycle that "
+        "wrote that goal (sim) or queued its sync write on the bus thread (virtual bus, "
+        "real Dynamixel backend). Target: p99 <= one period + 1 ms = 6 ms. Times in ms. "
+        "**The machine was shared with other busy jobs (load average 7-10 on 2 cores)**: "
+        "the tails measure the neighbours as much as hilbot.\n\n"
+        "| path | period | p50 | p99 | max | missed |\n|---|---|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n\nThe teleop part of the latency is the p50 difference to the plain round trip; "
+        "the rest is waiting for the next cycle (uniform over one period, 2.5 ms on average)."
+    )
+    if notes:
+        body += (
+            "\n\nLoop rate [Hz] before and during a flood of 10,000 joint targets/s "
+            "(raw-socket publisher, broker at nice 19 as if on another host):\n\n"
+            "| MQTT side | before | during | ratio |\n|---|---|---|---|\n" + "\n".join(notes)
+        )
+    write_section("teleop", "Teleop over MQTT: latency and floods", body)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=150)
+    parser.add_argument("--no-flood", action="store_true")
+    parser.add_argument("--no-virtual", action="store_true")
+    asyncio.run(main(parser.parse_args()))
