@@ -79,6 +79,9 @@ class Solver(abc.ABC):
 
     def __init__(self) -> None:
         self._infos: dict[int, ChainInfo] = {}
+        # The last validated options: a control loop passes the same ones every cycle.
+        self._options_key: tuple[Any, ...] | None = None
+        self._options_value: SolveOptions | None = None
 
     def info(self, chain: Any) -> ChainInfo:
         """The cached per-chain precomputations for ``chain``."""
@@ -143,7 +146,7 @@ class Solver(abc.ABC):
         if info.dof == 0:
             raise NoDofs(chain)
         tgt = target if type(target) is Target else parse_target(target)
-        options = _options(
+        key = (
             max_iterations,
             tolerance,
             orientation_tolerance,
@@ -151,10 +154,18 @@ class Solver(abc.ABC):
             respect_limits,
             max_delta,
         )
+        # ``type(...) is int``: 20.0 == 20 must not reuse the options validated for 20.
+        if key == self._options_key and type(max_iterations) is int:
+            options = self._options_value
+            assert options is not None
+        else:
+            options = _options(*key)
+            self._options_key, self._options_value = key, options
         q_state, base = info.read(state_or_positions)
         q0 = q_state if initial_positions is None else info.read(initial_positions)[0]
         box = info.box(q0, respect_limits, max_delta)
-        q0 = np.minimum(np.maximum(q0, box.lower), box.upper)
+        if not box.contains(q0):
+            q0 = np.minimum(np.maximum(q0, box.lower), box.upper)
         return self._finish(chain, info, q0, tgt, box, options, base)
 
     def _finish(
@@ -190,9 +201,7 @@ class Solver(abc.ABC):
     ) -> Solution:
         residual, orientation = meta.residual, meta.orientation_residual
         safe = q
-        # Scalar comparisons: for a handful of joints cheaper than numpy's per-call cost.
-        lower, upper = box.lower.tolist(), box.upper.tolist()
-        if any(not a <= x <= b for x, a, b in zip(q.tolist(), lower, upper, strict=True)):
+        if not box.contains(q):
             safe = np.minimum(np.maximum(q, box.lower), box.upper)
             residual, orientation = residuals(chain, safe, target)
         reached = residual <= options.tolerance and (

@@ -2,17 +2,48 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import math
+from collections.abc import Iterator
 
 import numpy as np
 from numpy.typing import NDArray
 
 
-class Box(NamedTuple):
+class Box:
     """Per-call bounds on the flat configuration, (dof,) each, ``±inf`` where unbounded.
 
     It is the joint limits (when respected) intersected with ``q0 ± max_delta``.
+    The bounds are also kept as lists of floats: for the handful of joints of an IK
+    chain, scalar comparisons beat numpy's per-call cost, and a ``ChainInfo`` reuses
+    one ``Box`` for its limits on every call.
+
+    Attributes:
+        lower: (dof,) lower bounds.
+        upper: (dof,) upper bounds.
+        lower_list: ``lower`` as floats.
+        upper_list: ``upper`` as floats.
+        bounded: some side of some coordinate is finite.
     """
 
-    lower: NDArray[np.float64]
-    upper: NDArray[np.float64]
+    __slots__ = ("bounded", "lower", "lower_list", "upper", "upper_list")
+
+    def __init__(self, lower: NDArray[np.float64], upper: NDArray[np.float64]) -> None:
+        self.lower = lower
+        self.upper = upper
+        self.lower_list: list[float] = lower.tolist()
+        self.upper_list: list[float] = upper.tolist()
+        self.bounded = not all(map(math.isinf, self.lower_list + self.upper_list))
+
+    def __iter__(self) -> Iterator[NDArray[np.float64]]:
+        """``lower, upper = box``."""
+        return iter((self.lower, self.upper))
+
+    def __repr__(self) -> str:
+        return f"Box(lower={self.lower!r}, upper={self.upper!r})"
+
+    def contains(self, q: NDArray[np.float64]) -> bool:
+        """Whether every coordinate of ``q`` is within the bounds (``False`` for NaN)."""
+        return all(
+            a <= x <= b
+            for x, a, b in zip(q.tolist(), self.lower_list, self.upper_list, strict=True)
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,7 @@ class ChainInfo:
         self._base = tuple(self.base_origin.tolist())
         self._unbounded = Box(np.full(self.dof, -np.inf), np.full(self.dof, np.inf))
         self._limits = Box(self.lower, self.upper)
+        self._shape = (self.dof,)
         self._state_index: dict[tuple[str, ...], NDArray[np.intp]] = {}
         self.lower_list: list[float] = self.lower.tolist()
         self.upper_list: list[float] = self.upper.tolist()
@@ -69,12 +71,17 @@ class ChainInfo:
             TypeError: ``value`` is none of the accepted forms.
         """
         q, base = self._read(value)
-        if not math.isfinite(float(q.sum())):
+        # A Python sum of a few floats is cheaper than a numpy reduction; a huge but
+        # finite configuration whose sum overflows is told apart below.
+        if not math.isfinite(sum(q.tolist())):
             bad = [self.names[i] for i in np.flatnonzero(~np.isfinite(q))]
-            raise ValueError(f"positions must be finite; not finite for joints {bad}")
+            if bad:
+                raise ValueError(f"positions must be finite; not finite for joints {bad}")
         return q, base
 
     def _read(self, value: Any) -> tuple[Array, Any]:
+        if type(value) is np.ndarray and value.dtype == np.float64 and value.shape == self._shape:
+            return value.copy(), _EMPTY
         if isinstance(value, np.ndarray):
             q = np.asarray(value, dtype=np.float64)
             if q.shape != (self.dof,):
@@ -138,6 +145,9 @@ class ChainInfo:
         hi = np.where(np.isfinite(box.upper), box.upper, span)
         lo = np.minimum(lo, hi)
         return np.asarray(rng.uniform(lo, hi), dtype=np.float64)
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 class _Lazy:

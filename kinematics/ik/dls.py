@@ -153,9 +153,9 @@ class _Run:
         self.solver = solver
         self.ctx = ctx
         self.options = options
-        self.lo: list[float] = box.lower.tolist()
-        self.hi: list[float] = box.upper.tolist()
-        self.bounded = not all(map(math.isinf, self.lo + self.hi))
+        self.lo: list[float] = box.lower_list
+        self.hi: list[float] = box.upper_list
+        self.bounded = box.bounded
         self.rest = _rest_vector(solver, ctx)
 
     def iterate(
