@@ -2,8 +2,8 @@
 
 Each bus of the robot config (or the servos given with --servo) gets a pty that
 speaks the real Dynamixel protocol, with each model's control table and a servo
-dynamics model behind every id. Open the printed port with the real backend,
-dynamixel-sdk or the Dynamixel Wizard like a U2D2. Ctrl+C stops it.
+dynamics model behind every id. Open the printed port with the real backend or
+dynamixel-sdk like a U2D2. Ctrl+C stops it.
 """
 
 from __future__ import annotations
