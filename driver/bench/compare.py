@@ -62,7 +62,7 @@ def compare_commands(a: Recording, b: Recording, *, atol: float = 1e-9) -> Comma
 
 @dataclass(frozen=True)
 class BackendComparison:
-    """How two runs of the same scenario differ (``b`` minus ``a``)."""
+    """How two runs of the same scenario differ (``b`` minus ``a``, at equal times)."""
 
     backend_a: str
     backend_b: str
@@ -88,22 +88,40 @@ def _stats(name: str, diff: NDArray[np.float64]) -> ErrorStats:
     return ErrorStats(name, rms, float(np.abs(valid).max()), int(valid.size))
 
 
+def _on_time_base(a: Recording, b: Recording, values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``b``'s per-cycle ``values`` (n_b, ...) interpolated onto ``a``'s cycle times.
+
+    Real-time runs on two backends do not run the same cycles (a busy host skips
+    ticks), so they are compared at equal times since the first cycle, not at equal
+    cycle numbers. Times outside ``b``'s span are NaN.
+    """
+    ta, tb = a["t"], b["t"]
+    flat = values.reshape(values.shape[0], -1)
+    out = np.full((ta.shape[0], flat.shape[1]), np.nan)
+    if tb.size < 2:
+        return out.reshape((ta.shape[0], *values.shape[1:]))
+    inside = (ta >= tb[0]) & (ta <= tb[-1])
+    for k in range(flat.shape[1]):
+        out[inside, k] = np.interp(ta[inside], tb, flat[:, k])
+    return out.reshape((ta.shape[0], *values.shape[1:]))
+
+
 def compare_runs(a: Recording, b: Recording) -> BackendComparison:
-    """Compare two recordings cycle by cycle (aligned on the first cycle, cut to the shorter)."""
+    """Compare two runs of one scenario at equal times (``b`` interpolated onto ``a``'s cycles)."""
     names, ia, ib = _common_joints(a, b)
-    n = min(a.n_cycles, b.n_cycles)
-    dq = b["q_measured"][:n][:, ib] - a["q_measured"][:n][:, ia]
+    qb = _on_time_base(a, b, b["q_measured"][:, ib])
+    dq = qb - a["q_measured"][:, ia]
     chains = [c for c in a.header.chain_names if c in b.header.chain_names]
     ee = []
     for chain in chains:
-        pa = a["ee_measured"][:n, a.header.chain_names.index(chain)]
-        pb = b["ee_measured"][:n, b.header.chain_names.index(chain)]
+        pa = a["ee_measured"][:, a.header.chain_names.index(chain)]
+        pb = _on_time_base(a, b, b["ee_measured"][:, b.header.chain_names.index(chain)])
         ee.append(_stats(chain, np.linalg.norm(pb - pa, axis=-1)))
     report_a, report_b = build_report(a), build_report(b)
     return BackendComparison(
         backend_a=a.header.backend,
         backend_b=b.header.backend,
-        cycles=n,
+        cycles=a.n_cycles,
         measured_diff=[_stats(name, dq[:, j]) for j, name in enumerate(names)],
         ee_diff=ee,
         commands=compare_commands(a, b, atol=1e-6),
@@ -115,13 +133,13 @@ def compare_runs(a: Recording, b: Recording) -> BackendComparison:
 def plot_comparison(a: Recording, b: Recording, path: Path) -> Path:
     """Measured position per joint on both backends, and their difference."""
     names, ia, ib = _common_joints(a, b)
-    n = min(a.n_cycles, b.n_cycles)
-    t = a["t"][:n]
+    t = a["t"]
+    qb_all = _on_time_base(a, b, b["q_measured"][:, ib])
     fig = Figure(figsize=(10, 1.6 * max(len(names), 1) + 0.6), layout="constrained")
     axes = fig.subplots(max(len(names), 1), 2, sharex=True, squeeze=False)
     for row, name in enumerate(names):
-        qa, qb = a["q_measured"][:n, ia[row]], b["q_measured"][:n, ib[row]]
-        commanded = a["q_command"][:n, ia[row]]
+        qa, qb = a["q_measured"][:, ia[row]], qb_all[:, row]
+        commanded = a["q_command"][:, ia[row]]
         axes[row, 0].plot(t, commanded, color="0.6", ls="--", lw=1, label="commanded")
         axes[row, 0].plot(t, qa, lw=1, label=a.header.backend)
         axes[row, 0].plot(t, qb, lw=1, label=b.header.backend)

@@ -139,3 +139,16 @@ def test_a_failed_command_fails_the_run_by_default(synthetic):
     assert (result.name, result.passed) == ("command_failures_max", False)
     assert "enable at cycle 1: rx timeout" in result.describe()
     assert check_thresholds(build_report(recording), Thresholds(command_failures_max=None)) == []
+
+
+def test_runs_are_compared_at_equal_times_not_equal_cycles(synthetic):
+    from hilbot.driver.bench.recording import Recording
+
+    a = synthetic(n=200)
+    # The same motion, but a busy host ran only every other cycle.
+    channels = {k: (v[::2] if k != "clamp_events" else v) for k, v in a.channels.items()}
+    b = Recording(header=a.header, channels=channels)
+    cmp = compare_runs(a, b)
+    assert cmp.measured_diff[0].rms < 1e-4  # linear interpolation of a slow sine
+    shifted = compare_runs(a, synthetic(n=200, joint_offset=0.02))
+    assert shifted.measured_diff[0].rms == pytest.approx(0.01, rel=0.05)
