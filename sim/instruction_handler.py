@@ -312,8 +312,6 @@ class InstructionHandler:
     def _truncated_fast(
         self, parts: list[FastStatusPart], entries: list[tuple[int, int, int]]
     ) -> bytes:
-        announced = 1 + sum(length + 4 for _, _, length in entries)
-        sent = encode_fast_status(parts)
-        header = bytearray(sent[:8])
-        header[5], header[6] = announced & 0xFF, announced >> 8
-        return bytes(header) + sent[8:]
+        # LEN announces the full reply, as the first servo wrote it; each slice's
+        # running CRC covers that header, so the slices before the gap stay valid.
+        return encode_fast_status(parts, announced=[length for _, _, length in entries])

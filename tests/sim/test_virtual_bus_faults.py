@@ -108,3 +108,27 @@ def test_clearing_faults(p2):
     assert faults.answers and faults.drop_rate == 0.0 and faults.delay == 0.0
     with pytest.raises(ValueError, match="drop_rate"):
         faults.drop_rate = 1.5
+
+
+def test_a_fast_read_cut_short_keeps_valid_slices_before_the_gap(p2):
+    # Real firmware: LEN announces the whole reply and each slice's running CRC covers
+    # that header, so the slices before a silent servo still verify.
+    from hilbot.hal.dynamixel.protocol import (
+        Instruction,
+        InstructionPacket,
+        encode_instruction,
+        fast_status_prefix,
+    )
+
+    p2.bus.faults(2).drop_rate = 1.0
+    params = PRESENT_POSITION.to_bytes(2, "little") + (4).to_bytes(2, "little") + bytes((1, 2, 3))
+    p2.port.clearPort()
+    p2.port.writePort(
+        encode_instruction(InstructionPacket(2, 0xFE, Instruction.FAST_SYNC_READ, params))
+    )
+    raw, deadline = b"", time.monotonic() + 0.5
+    while time.monotonic() < deadline:
+        raw += bytes(p2.port.readPort(64))
+        time.sleep(0.005)
+    assert len(raw) == 8 + 1 + 1 + 4 + 2  # header, then servo 1's slice only
+    assert [part.id for part in fast_status_prefix(raw, [4, 4, 4])] == [1]
