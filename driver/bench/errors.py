@@ -6,6 +6,7 @@
     └── BenchError
         ├── ScenarioError (ValueError)   a scenario that does not validate (with field paths)
         ├── RecordingError               a recording file that cannot be read or written
+        ├── RunFailed                    the runtime stopped mid-scenario (keeps what was recorded)
         └── UnsupportedStep              a step the chosen backend or config cannot perform
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hilbot.driver.errors import DriverError
 
@@ -67,3 +69,19 @@ class UnsupportedStep(BenchError):
         self.backend = backend
         self.reason = reason
         super().__init__(f"step {step} ({kind}) cannot run on the {backend} backend: {reason}")
+
+
+class RunFailed(BenchError):
+    """The runtime stopped in the middle of a scenario.
+
+    Attributes:
+        step: index of the step that was running.
+        cause: the error that stopped it.
+        recording: the cycles recorded up to then (a ``Recording``), for the report.
+    """
+
+    def __init__(self, step: int, cause: BaseException, recording: Any) -> None:
+        self.step = step
+        self.cause = cause
+        self.recording = recording
+        super().__init__(f"the runtime stopped during step {step}: {cause!r}")

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.driver.bench.backends import BackendKind, BenchBackend, ClockKind, open_backend
-from hilbot.driver.bench.errors import UnsupportedStep
+from hilbot.driver.bench.errors import RunFailed, UnsupportedStep
 from hilbot.driver.bench.progress import Progress
 from hilbot.driver.bench.recorder import Recorder
 from hilbot.driver.bench.recording import Recording, RecordingHeader
@@ -173,12 +173,15 @@ class ScenarioRunner:
 
     async def run(self) -> Recording:
         """Run every step, then return the recording."""
+        index = 0
         try:
             for index, step in enumerate(self.scenario.steps):
                 _log.info("step %d: %s", index, step.kind)
                 await self._step(index, step)
             # One more cycle, so the effect of a closing command (e.g. disable) is recorded.
             await self._cycle("done")
+        except Exception as err:  # the control loop stopped or crashed: keep what was recorded
+            raise RunFailed(index, err, self.recorder.finish()) from err
         finally:
             self._progress.close()
         return self.recorder.finish()

@@ -79,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the bench; 0 passed, 1 thresholds missed, 2 bad input, 3 the run failed."""
-    from hilbot.driver.bench.errors import BenchError, ScenarioError, UnsupportedStep
+    from hilbot.driver.bench.errors import BenchError, RunFailed, ScenarioError, UnsupportedStep
     from hilbot.driver.bench.scenario import check_names, load_scenario, resolve_scenario
     from hilbot.driver.config import load_config
     from hilbot.driver.errors import DriverError
@@ -113,6 +113,12 @@ def run(args: argparse.Namespace) -> int:
     except (UnsupportedStep, ScenarioError) as exc:
         print(f"hilbot bench: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except RunFailed as exc:
+        from hilbot.driver.bench.report import write_outputs
+
+        write_outputs(exc.recording, scenario.thresholds, out, plots=not args.no_plots)
+        print(f"hilbot bench: {exc}; the cycles before it are in {out}", file=sys.stderr)
+        return EXIT_FAILED
     except (BenchError, DriverError, HalError, OSError) as exc:
         print(f"hilbot bench: the run failed: {exc}", file=sys.stderr)
         return EXIT_FAILED

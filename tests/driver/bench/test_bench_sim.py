@@ -151,3 +151,45 @@ def test_cli_rejects_unknown_joints_and_chains_before_anything_moves(tmp_path, c
     assert "steps.0.step.deltas: unknown joint 'elbow'" in err
     assert "steps.1.cartesian_line.chain: unknown chain 'left_arm'; known: arm" in err
     assert not out.exists()
+
+
+class _CrashingBackend:
+    """The simulator, whose reads break in an unexpected way after ``after`` reads."""
+
+    def __init__(self, inner, after):
+        self._inner = inner
+        self._reads = 0
+        self._after = after
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    async def __aenter__(self):
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self._inner.__aexit__(*exc)
+
+    async def read(self):
+        self._reads += 1
+        if self._reads > self._after:
+            raise ZeroDivisionError("a bug below the runtime")
+        return await self._inner.read()
+
+
+async def test_a_crash_mid_scenario_keeps_the_cycles_recorded_so_far(config):
+    from hilbot.driver.bench.backends import make_clock, make_sim_backend
+    from hilbot.driver.bench.errors import RunFailed
+    from hilbot.driver.bench.runner import ScenarioRunner
+    from hilbot.driver.runtime import Runtime
+
+    clock = make_clock(ClockKind.FAKE)
+    bench = make_sim_backend(config, clock)
+    bench.backend = _CrashingBackend(bench.backend, after=60)
+    scenario = load_scenario("openmanipulator_sweep").scaled(0.1)
+    with pytest.raises(RunFailed) as info:
+        async with Runtime(config, bench.backend, clock=clock) as runtime:
+            await ScenarioRunner(runtime, bench, scenario, RunOptions(clock="fake")).run()
+    assert isinstance(info.value.cause, ZeroDivisionError)
+    assert 30 < info.value.recording.n_cycles < 60
