@@ -78,6 +78,9 @@ async def run_bench(
     """
     recording: Recording | None = None
     needs_faults = any(isinstance(step, FaultStep) for step in scenario.steps)
+    if needs_faults and kind is BackendKind.DYNAMIXEL:  # refuse before a port opens
+        index = next(i for i, s in enumerate(scenario.steps) if isinstance(s, FaultStep))
+        raise UnsupportedStep(index, "fault", kind.value, "faults need --backend sim or virtual")
     try:
         async with (
             open_backend(kind, config, clock, seed=seed, faults=needs_faults) as bench,

@@ -193,3 +193,10 @@ async def test_a_crash_mid_scenario_keeps_the_cycles_recorded_so_far(config):
             await ScenarioRunner(runtime, bench, scenario, RunOptions(clock="fake")).run()
     assert isinstance(info.value.cause, ZeroDivisionError)
     assert 30 < info.value.recording.n_cycles < 60
+
+
+def test_fault_steps_are_refused_on_hardware_before_a_port_opens(tmp_path, capsys):
+    args = ["bench", "openmanipulator_x", "--scenario", "openmanipulator_faults"]
+    code = main([*args, "--backend", "dynamixel", "--out", str(tmp_path / "out"), "--quiet"])
+    assert code == 2
+    assert "step 2 (fault) cannot run on the dynamixel backend" in capsys.readouterr().err
