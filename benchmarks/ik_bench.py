@@ -144,7 +144,7 @@ def hilbot_tracking(arm: Arm) -> Solve:
 
 
 def hilbot_cold(arm: Arm) -> Solve:
-    solver = MultiStartSolver(DLSSolver(), restarts=80, seed=1, attempt_iterations=15)
+    solver = MultiStartSolver(DLSSolver(), restarts=80, seed=1, attempt_iterations=25)
 
     def run(seed: np.ndarray, target: np.ndarray) -> np.ndarray | None:
         try:

@@ -19,7 +19,8 @@ Contract for subclasses (``DLSSolver``, ``QPSolver``, ...): implement
 - ``options`` is a ``SolveOptions`` (iterations, tolerances, strictness, and
   ``polish``: ``False`` when the call is an intermediate attempt of a
   ``MultiStartSolver``, so work that only matters for a returned result, such as
-  a position-wins polish, may be skipped).
+  a position-wins polish, may be skipped; ``stall``: a stricter stall rule such
+  an attempt may use to give up early).
 - Return the configuration and a ``SolveMeta`` with the residuals measured AT the
   returned configuration, and the status. Never return a configuration worse
   than ``q0``; on divergence return the last good one with ``Status.DIVERGED``.
@@ -72,6 +73,10 @@ class SolveOptions(NamedTuple):
     # False for intermediate attempts (MultiStartSolver): skip work that only matters for
     # a returned result, such as DLS's position-only polish of an unmet pose.
     polish: bool = True
+    # A stricter stall rule for intermediate attempts, (accepted steps, relative
+    # decrease), replacing the solver's own; ``None``: the solver's own. A restart is
+    # cheaper than crawling out of a local minimum.
+    stall: tuple[int, float] | None = None
 
 
 class Solver(abc.ABC):

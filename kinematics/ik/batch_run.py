@@ -48,6 +48,10 @@ class BatchRun:
         self.lo, self.hi = lo, hi
         self.options = options
         self.bounded = bool(np.isfinite(lo).any() or np.isfinite(hi).any())
+        self.stall_iterations, self.stall_ratio = options.stall or (
+            s.stall_iterations,
+            s.stall_ratio,
+        )
 
     def solve(self, q0: Array, batch: Batch) -> Out:
         """Phase 1 on every item, then position-only polishing where position lost."""
@@ -134,7 +138,7 @@ class BatchRun:
             if rows == 6:
                 done &= ori <= options.orientation_tolerance
             status[done] = 0
-            status[running & ~done & (stall >= s.stall_iterations)] = 1
+            status[running & ~done & (stall >= self.stall_iterations)] = 1
             status[(status == _RUNNING) & (its >= max_iterations)] = 3
             active = np.flatnonzero(status == _RUNNING)
             if active.size == 0:
@@ -187,14 +191,14 @@ class BatchRun:
             cn = _cost(en, weights)
             ok = cn < cost[pending]
             if ok.all() and pending.size == q.shape[0]:  # every item accepted: no gathers
-                little = cn > cost * (1.0 - s.stall_ratio)
+                little = cn > cost * (1.0 - self.stall_ratio)
                 stall[:] = np.where(little, stall + 1, 0)
                 np.maximum(1.0, 0.5 * mu, out=mu)
                 q[:], e[:], res[:], ori[:], cost[:] = qn, en, rn, on, cn
                 jac[:] = _task_jacobian(jn, pose, batch)
                 return
             take = pending[ok]
-            little = cn[ok] > cost[take] * (1.0 - s.stall_ratio)
+            little = cn[ok] > cost[take] * (1.0 - self.stall_ratio)
             stall[take] = np.where(little, stall[take] + 1, 0)
             mu[take] = np.maximum(1.0, 0.5 * mu[take])
             q[take], e[take], res[take], ori[take], cost[take] = (

@@ -170,11 +170,12 @@ class _Run:
         pose, cols = ctx.fk_jacobian(q)
         ev = evaluate(task, pose, cols)
         cost = _cost(ev.error, w2)
+        stall_iterations, stall_ratio = self.options.stall or (s.stall_iterations, s.stall_ratio)
         mu, stall, it = 1.0, 0, 0
         while True:
             if ev.position <= tol and (ev.orientation is None or ev.orientation <= otol):
                 return q, it, ev, Status.CONVERGED
-            if stall >= s.stall_iterations:
+            if stall >= stall_iterations:
                 return q, it, ev, Status.STALLED
             if it >= max_iterations:
                 return q, it, ev, Status.TIMEOUT
@@ -204,7 +205,7 @@ class _Run:
                 mu *= 4.0
             else:
                 return q, it, ev, Status.DIVERGED
-            stall = stall + 1 if costn > cost * (1.0 - s.stall_ratio) else 0
+            stall = stall + 1 if costn > cost * (1.0 - stall_ratio) else 0
             mu = max(1.0, 0.5 * mu)
             q, ev, cost = qn, evn, costn
 

@@ -36,7 +36,15 @@ class MultiStartSolver(Solver):
         span: half-width of the sampling range of unbounded coordinates [rad] or [m].
         attempt_iterations: iteration cap per attempt (``None``: the call's
             ``max_iterations``). A solve from a random seed that has not converged
-            in about 15-20 iterations rarely does; restarting is cheaper.
+            in about 20-25 iterations rarely does; restarting is cheaper.
+        attempt_stall_iterations: an attempt (not the seeded first one, nor the
+            final polish of the best one) gives up as ``stalled`` after this many
+            consecutive accepted steps that each shrink the weighted error by less
+            than ``attempt_stall_ratio``: it is crawling out of a local minimum, and
+            a restart is cheaper (measured on the UR5, Panda and WidowX: about a
+            third fewer iterations per cold start at the same success rate).
+            Applies to solvers that honour ``SolveOptions.stall`` (DLS, batch).
+        attempt_stall_ratio: see ``attempt_stall_iterations``.
 
     Raises:
         ValueError: a parameter is out of range.
@@ -51,6 +59,8 @@ class MultiStartSolver(Solver):
         seed: int | None = 0,
         span: float = math.pi,
         attempt_iterations: int | None = None,
+        attempt_stall_iterations: int = 2,
+        attempt_stall_ratio: float = 0.1,
     ) -> None:
         super().__init__()
         if restarts < 0:
@@ -61,7 +71,14 @@ class MultiStartSolver(Solver):
             raise ValueError(f"span must be > 0, got {span}")
         if attempt_iterations is not None and attempt_iterations < 1:
             raise ValueError(f"attempt_iterations must be None or >= 1, got {attempt_iterations}")
+        if attempt_stall_iterations < 1:
+            raise ValueError(
+                f"attempt_stall_iterations must be >= 1, got {attempt_stall_iterations}"
+            )
+        if not 0.0 <= attempt_stall_ratio < 1.0:
+            raise ValueError(f"attempt_stall_ratio must be in [0, 1), got {attempt_stall_ratio}")
         self.attempt_iterations = attempt_iterations
+        self.attempt_stall = (int(attempt_stall_iterations), float(attempt_stall_ratio))
         self.inner = DLSSolver() if inner is None else inner
         self.restarts = int(restarts)
         self.time_budget = time_budget
@@ -82,6 +99,8 @@ class MultiStartSolver(Solver):
             max_iterations=min(options.max_iterations, self.attempt_iterations or 1 << 30),
         )
         for attempt in range(self.restarts + 1):
+            if attempt == 1:  # restarts give up early on slow progress; the seed does not
+                attempt_options = attempt_options._replace(stall=self.attempt_stall)
             if attempt:
                 start = self.rng.uniform(lo, hi)
             q, meta = self.inner._solve(chain, start, target, box, attempt_options)

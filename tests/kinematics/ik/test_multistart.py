@@ -112,3 +112,49 @@ def test_wraps_any_solver(load, rng, sample):
             robot, np.zeros(6), "base_link", "ee_gripper_link", target, max_iterations=40
         )
         assert sol.reached and sol.status is Status.CONVERGED
+
+
+def test_restarts_give_up_early_on_slow_progress(load, rng, sample):
+    robot = load("widowx_250s")
+    chain = robot.path_between("base_link", "ee_gripper_link")
+    strict = MultiStartSolver(restarts=60, seed=3, attempt_iterations=25)
+    lenient = MultiStartSolver(restarts=60, seed=3, attempt_iterations=25, attempt_stall_ratio=0.0)
+    total_strict = total_lenient = 0
+    for _ in range(40):
+        target = chain.fk(sample(chain, rng))
+        seed = sample(chain, rng)
+        args = (robot, seed, "base_link", "ee_gripper_link", target)
+        a = strict.solve(*args, orientation_tolerance=1e-3)
+        b = lenient.solve(*args, orientation_tolerance=1e-3)
+        for sol in (a, b):
+            assert sol.reached and sol.orientation_residual <= 1e-3
+            assert np.all(sol.q >= chain.lower) and np.all(sol.q <= chain.upper)
+        total_strict += a.iterations
+        total_lenient += b.iterations
+    assert total_strict < 0.9 * total_lenient
+
+
+def test_dls_honours_a_stricter_stall_rule(load):
+    from hilbot.kinematics.ik.base import _options
+    from hilbot.kinematics.ik.target import parse_target
+
+    robot = load("ur5")
+    chain = robot.path_between("base_link", "tool0")
+    solver = DLSSolver()
+    target = parse_target(chain.fk(np.array([0.1, -1.1, 1.3, -1.7, -1.5, 0.2])))
+    q0 = np.array([2.5, -2.0, -2.0, 1.0, 1.5, -2.0])
+    box = solver.info(chain).box(q0, True, None)
+    options = _options(50, 1e-4, 0.01, False, True, None)
+    # Every accepted step "makes little progress" when it must shrink the error 100-fold.
+    _, meta = solver._solve(chain, q0, target, box, options._replace(stall=(1, 0.99)))
+    assert meta.status is Status.STALLED and meta.iterations <= 2
+    _, own = solver._solve(chain, q0, target, box, options)
+    assert own.iterations > meta.iterations
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("attempt_stall_iterations", 0), ("attempt_stall_ratio", 1.0)]
+)
+def test_bad_attempt_stall_rule_is_rejected(option, value):
+    with pytest.raises(ValueError, match=option):
+        MultiStartSolver(**{option: value})
