@@ -30,7 +30,7 @@ def test_a_target_beyond_the_box_is_approached_over_calls(solver, offset):
     seed = dict(KOCH_HOME)
     target = chain.fk(chain.q_from(seed))[:3, 3] + np.array(offset)
     errors = []
-    for _ in range(40):
+    for _ in range(120):
         before = chain.q_from(seed)
         solution = solver.solve(robot, seed, "base_link", "tool", target, max_delta=0.02)
         after = chain.q_from(solution.positions)
