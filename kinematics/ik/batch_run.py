@@ -150,13 +150,17 @@ class BatchRun:
             lam2 = mu[active] * (s.damping + 0.5 * _cost(ea, weights))
             jw = jac[active] * weights[None, :, None]
             qa = q[active]
-            dq = self.step(qa, jw, ea * weights, lam2, lo, hi)
+            ew = ea * weights
+            dq, pinned = self.step(qa, jw, ew, lam2, lo, hi)
             biggest = np.abs(dq).max(axis=1)
             tiny = biggest < 1e-14
             status[active[tiny]] = 1
             scale = np.where(biggest > s.max_step, s.max_step / np.maximum(biggest, 1e-300), 1.0)
             dq *= scale[:, None]
-            self.backtrack(q, e, res, ori, jac, cost, mu, stall, status, active, ~tiny, dq, batch)
+            fallback = _Fallback(pinned, jw, ew, lam2, lo, hi)
+            self.backtrack(
+                q, e, res, ori, jac, cost, mu, stall, status, active, ~tiny, dq, batch, fallback
+            )
 
     def backtrack(
         self,
@@ -173,17 +177,44 @@ class BatchRun:
         moving: NDArray[np.bool_],
         dq: Array,
         batch: Batch,
+        fallback: _Fallback | None = None,
     ) -> None:
-        """Accept, halve or give up on each item's step; update the state in place."""
+        """Accept, halve or give up on each item's step; update the state in place.
+
+        An item whose step pinned coordinates and found no decrease tries the
+        unconstrained step scaled as a whole into the box (as ``DLSSolver`` does).
+        """
         s = self.s
         rows = e.shape[1]
         weights = np.ones(rows)
         weights[3:] = s.orientation_weight
-        pending = active[moving]
-        dq = dq[moving]
-        for _ in range(s.max_backtracks + 1):
+        state = (q, e, res, ori, jac, cost, mu, stall)
+        pending = self._rounds(state, active[moving], dq[moving], batch, weights, grow_mu=True)
+        if pending.size and fallback is not None:
+            where = np.searchsorted(active, pending)
+            retry = fallback.pinned[where]
+            status[pending[~retry]] = 2
+            pending, where = pending[retry], where[retry]
+            scaled, ok = fallback.scaled(where, q[pending], s.max_step)
+            status[pending[~ok]] = 2
+            pending = self._rounds(state, pending[ok], scaled[ok], batch, weights, grow_mu=False)
+        status[pending] = 2  # diverged: no step helped; the last good state stays
+
+    def _rounds(
+        self,
+        state: tuple[Array, Array, Array, Array, Array, Array, Array, NDArray[np.int64]],
+        pending: NDArray[np.intp],
+        dq: Array,
+        batch: Batch,
+        weights: Array,
+        *,
+        grow_mu: bool,
+    ) -> NDArray[np.intp]:
+        """Try ``dq`` on items ``pending``, halving it; accept in place; return the rest."""
+        q, e, res, ori, jac, cost, mu, stall = state
+        for _ in range(self.s.max_backtracks + 1):
             if pending.size == 0:
-                return
+                return pending
             qn = self.clip(self.integrate(q[pending], dq), pending)
             pose, jn = self.fk_jacobian(qn)
             sub = self._sub(batch, pending)
@@ -196,7 +227,7 @@ class BatchRun:
                 np.maximum(1.0, 0.5 * mu, out=mu)
                 q[:], e[:], res[:], ori[:], cost[:] = qn, en, rn, on, cn
                 jac[:] = _task_jacobian(jn, pose, batch)
-                return
+                return pending[:0]
             take = pending[ok]
             little = cn[ok] > cost[take] * (1.0 - self.stall_ratio)
             stall[take] = np.where(little, stall[take] + 1, 0)
@@ -210,8 +241,9 @@ class BatchRun:
             )
             jac[take] = _task_jacobian(jn[ok], pose[ok], self._sub(batch, take))
             pending, dq = pending[~ok], 0.5 * dq[~ok]
-            mu[pending] *= 4.0
-        status[pending] = 2  # diverged: no step helped; the last good state stays
+            if grow_mu:
+                mu[pending] *= 4.0
+        return pending
 
     def clip(self, q: Array, idx: NDArray[np.intp]) -> Array:
         """Rows ``idx`` of the box applied to ``q`` (guards rounding)."""
@@ -221,8 +253,13 @@ class BatchRun:
         hi = self.hi[idx] if self.hi.shape[0] > 1 else self.hi
         return np.minimum(np.maximum(q, lo), hi)
 
-    def step(self, q: Array, jw: Array, ew: Array, lam2: Array, lo: Array, hi: Array) -> Array:
-        """Damped steps with the box handled by an active set, for every item."""
+    def step(
+        self, q: Array, jw: Array, ew: Array, lam2: Array, lo: Array, hi: Array
+    ) -> tuple[Array, NDArray[np.bool_]]:
+        """Damped steps with the box handled by an active set, for every item.
+
+        Returns the steps and whether each item pinned some coordinate.
+        """
         size, _, n = jw.shape
         free = np.ones((size, n), dtype=bool)
         dq = np.zeros((size, n))
@@ -234,16 +271,54 @@ class BatchRun:
                 sub = _damped(jw * free[:, None, :], r, lam2)
                 dq = np.where(free, sub, dq)
             if not self.bounded:
-                return dq
+                return dq, np.zeros(size, dtype=bool)
             new = q + dq
             violated = free & ((new > hi) | (new < lo))
             if not violated.any():
-                return dq
+                return dq, np.asarray(~free.all(axis=1))
             pinned = np.where(violated, np.where(new > hi, hi, lo) - q, 0.0)
             dq = np.where(violated, pinned, dq)
             r -= np.einsum("bij,bj->bi", jw, pinned)
             free &= ~violated
-        return dq
+        return dq, np.asarray(~free.all(axis=1))
+
+
+class _Fallback(NamedTuple):
+    """What an item needs for the scaled fallback step (rows follow the active items)."""
+
+    pinned: NDArray[np.bool_]  # the active-set step pinned some coordinate
+    jw: Array  # weighted task Jacobians
+    ew: Array  # weighted clamped errors
+    lam2: Array  # damping
+    lo: Array  # box rows (or one shared row)
+    hi: Array
+
+    def scaled(
+        self, where: NDArray[np.intp], q: Array, max_step: float
+    ) -> tuple[Array, NDArray[np.bool_]]:
+        """The unconstrained step, scaled as a whole into the box, for items ``where``.
+
+        Coordinates on a bound that the step pushes outwards are held first (the step
+        is re-solved for the others). Returns the steps and which items can move.
+        """
+        jw, ew, lam2 = self.jw[where], self.ew[where], self.lam2[where]
+        lo = self.lo[where] if self.lo.shape[0] > 1 else self.lo
+        hi = self.hi[where] if self.hi.shape[0] > 1 else self.hi
+        if where.size == 0:
+            return np.zeros_like(q), np.zeros(0, dtype=bool)
+        dq = _damped(jw, ew, lam2)
+        held = ((q >= hi) & (dq > 0.0)) | ((q <= lo) & (dq < 0.0))
+        if held.any():
+            sub = _damped(jw * (~held)[:, None, :], ew, lam2)
+            dq = np.where(held, 0.0, sub)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            up = np.where((dq > 0.0) & (q + dq > hi), (hi - q) / dq, 1.0)
+            down = np.where((dq < 0.0) & (q + dq < lo), (lo - q) / dq, 1.0)
+        scale = np.minimum(np.minimum(up, down).min(axis=1), 1.0)
+        biggest = np.maximum(np.abs(dq).max(axis=1), 1e-300)
+        scale = np.minimum(scale, max_step / biggest)
+        ok = (scale > 0.0) & ~held.all(axis=1)
+        return dq * scale[:, None], ok
 
 
 def _damped(jac: Array, r: Array, lam2: Array) -> Array:

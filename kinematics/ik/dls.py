@@ -17,11 +17,13 @@ Each iteration solves ``min |W^½ (J dq - e)|² + λ² |dq - z|²`` where
 Limits are handled inside the step by an active set on the per-call box:
 coordinates whose step would leave the box are pinned to the bound and the
 step is re-solved for the others, so the error is redistributed instead of
-clipped away. The whole step vector is then scaled (never per joint) to at
-most ``max_step``. A step that does not reduce the weighted error is halved
-(backtracking, and ``μ`` grows); if none helps the solve ends ``diverged`` with
-the last good configuration. Little progress over ``stall_iterations`` accepted
-steps ends it ``stalled``.
+clipped away. If that step finds no decrease (pinning coupled joints at once can
+leave a step that does not descend, typically when a ``max_delta`` box binds), the
+unconstrained step scaled as a whole into the box is tried before giving up. The
+whole step vector is then scaled (never per joint) to at most ``max_step``. A step
+that does not reduce the weighted error is halved (backtracking, and ``μ`` grows);
+if none helps the solve ends ``diverged`` with the last good configuration.
+Little progress over ``stall_iterations`` accepted steps ends it ``stalled``.
 
 When a pose target cannot be met, position wins: the weighted solve is polished
 by a position-only solve from its result (orientation stays best effort).
@@ -194,16 +196,34 @@ class _Run:
             if biggest > s.max_step:
                 k = s.max_step / biggest
                 dq = [d * k for d in dq]
+            found = False
             for _ in range(s.max_backtracks + 1):
                 qn = self.clip(ctx.integrate(q, dq), pinned)
                 pose, cols = ctx.fk_jacobian(qn)
                 evn = evaluate(task, pose, cols)
                 costn = _cost(evn.error, w2)
                 if costn < cost:
+                    found = True
                     break
                 dq = [0.5 * d for d in dq]
                 mu *= 4.0
-            else:
+            if not found and pinned:
+                # Pinning several coordinates at once can leave a step that no longer
+                # descends (coupled joints pinned in the unconstrained step's signs). The
+                # unconstrained step scaled as a whole into the box always descends.
+                scaled = self.scaled_step(step, q, ev.columns, e, lam2, w, task.rows)
+                for _ in range(s.max_backtracks + 1):
+                    if not scaled:
+                        break
+                    qn = self.clip(ctx.integrate(q, scaled), list(range(len(q))))
+                    pose, cols = ctx.fk_jacobian(qn)
+                    evn = evaluate(task, pose, cols)
+                    costn = _cost(evn.error, w2)
+                    if costn < cost:
+                        found = True
+                        break
+                    scaled = [0.5 * d for d in scaled]
+            if not found:
                 return q, it, ev, Status.DIVERGED
             stall = stall + 1 if costn > cost * (1.0 - stall_ratio) else 0
             mu = max(1.0, 0.5 * mu)
@@ -252,6 +272,55 @@ class _Run:
                 dq[i] = sub[k]
             violated = [i for i in free if not lo[i] <= q[i] + dq[i] <= hi[i]]
         return dq
+
+    def scaled_step(
+        self,
+        step: Any,
+        q: list[float],
+        cols: list[list[float]],
+        e: list[float],
+        lam2: float,
+        w: float,
+        rows: int,
+    ) -> list[float]:
+        """The damped step scaled as a whole to stay in the box (empty if it cannot move).
+
+        Coordinates on a bound that the step pushes outwards are held (and the step
+        re-solved for the others) first, so the scale is not zero because of them.
+        """
+        z = self.preferred(q)
+        solve = self.svd_step if self.solver.svd else step
+        try:
+            dq: list[float] = solve(cols, e, lam2, w, z)
+            lo, hi = self.lo, self.hi
+            n = len(dq)
+            held = [
+                i
+                for i in range(n)
+                if (q[i] >= hi[i] and dq[i] > 0.0) or (q[i] <= lo[i] and dq[i] < 0.0)
+            ]
+            if held:
+                free = [i for i in range(n) if i not in held]
+                if not free:
+                    return []
+                sub_step = dls_step(rows, len(free), preferred=True)
+                sub_solve = self.svd_step if self.solver.svd else sub_step
+                sub = sub_solve([cols[i] for i in free], e, lam2, w, [z[i] for i in free])
+                dq = [0.0] * n
+                for k, i in enumerate(free):
+                    dq[i] = sub[k]
+        except ArithmeticError:
+            return []
+        scale = 1.0
+        for i in range(n):
+            if dq[i] > 0.0 and q[i] + dq[i] > hi[i]:
+                scale = min(scale, (hi[i] - q[i]) / dq[i])
+            elif dq[i] < 0.0 and q[i] + dq[i] < lo[i]:
+                scale = min(scale, (lo[i] - q[i]) / dq[i])
+        scale = min(scale, self.solver.max_step / max(max(map(abs, dq)), 1e-300))
+        if not scale > 0.0:
+            return []
+        return [d * scale for d in dq]
 
     def preferred(self, q: list[float]) -> list[float]:
         """The rest-pose pull ``z`` (zeros without a rest pose)."""

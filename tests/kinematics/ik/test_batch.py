@@ -101,3 +101,27 @@ def test_bad_batches(load):
         BatchSolver().solve_batch(robot, np.zeros((3, 6)), "base_link", "tool0", np.zeros((2, 3)))
     with pytest.raises(NoDofs):
         BatchSolver().solve_batch(robot, np.zeros(0), "wrist_3_link", "tool0", np.zeros((1, 3)))
+
+
+def test_batch_equals_one_by_one_when_the_max_delta_box_binds(load, rng):
+    """Targets beyond one call's box: pinned steps fall back to a scaled step in both."""
+    robot = load("koch_v1_1")
+    chain = robot.path_between("base_link", "tool")
+    q0 = np.array([0.0, -1.5, 1.5, 0.6, 0.0])
+    base = chain.fk(q0)[:3, 3]
+    targets = base + rng.uniform(-0.03, 0.03, (24, 3))
+    targets[0] = base + np.array([0.01, 0.0, 0.0])  # pinning all three pitch joints stalls
+    seeds = np.tile(q0, (24, 1))
+    batch = BatchSolver().solve_batch(robot, seeds, "base_link", "tool", targets, max_delta=0.02)
+    single = DLSSolver()
+    moved = 0
+    for b, sol in enumerate(batch):
+        try:
+            one = single.solve(robot, q0, "base_link", "tool", targets[b], max_delta=0.02)
+        except Exception as exc:  # the batch reports failures in its fields instead
+            one = exc.solution  # type: ignore[attr-defined]
+        np.testing.assert_allclose(sol.q, one.q, atol=1e-9)
+        assert sol.status is one.status and sol.iterations == one.iterations
+        assert np.max(np.abs(sol.q - q0)) <= 0.02 + 1e-12
+        moved += sol.residual < np.linalg.norm(targets[b] - base) - 1e-6
+    assert moved == 24  # every call moved towards its target
