@@ -37,13 +37,16 @@ class MultiStartSolver(Solver):
         attempt_iterations: iteration cap per attempt (``None``: the call's
             ``max_iterations``). A solve from a random seed that has not converged
             in about 20-25 iterations rarely does; restarting is cheaper.
-        attempt_stall_iterations: an attempt (not the seeded first one, nor the
+        attempt_stall_iterations: an attempt (the seeded one included; not the
             final polish of the best one) gives up as ``stalled`` after this many
             consecutive accepted steps that each shrink the weighted error by less
             than ``attempt_stall_ratio``: it is crawling out of a local minimum, and
-            a restart is cheaper (measured on the UR5, Panda and WidowX: about a
-            third fewer iterations per cold start at the same success rate).
-            Applies to solvers that honour ``SolveOptions.stall`` (DLS, batch).
+            a restart is cheaper (measured on the UR5, Panda and WidowX: 30-45 %
+            fewer iterations per cold start on average, 14-28 % at the median, at
+            the same success rate). A warm seed
+            converges quadratically and never trips it; for tracking use the inner
+            solver directly. ``attempt_stall_ratio=0.0`` turns it off. Applies to
+            solvers that honour ``SolveOptions.stall`` (DLS, batch).
         attempt_stall_ratio: see ``attempt_stall_iterations``.
 
     Raises:
@@ -97,10 +100,9 @@ class MultiStartSolver(Solver):
         attempt_options = options._replace(
             polish=False,
             max_iterations=min(options.max_iterations, self.attempt_iterations or 1 << 30),
+            stall=self.attempt_stall,
         )
         for attempt in range(self.restarts + 1):
-            if attempt == 1:  # restarts give up early on slow progress; the seed does not
-                attempt_options = attempt_options._replace(stall=self.attempt_stall)
             if attempt:
                 start = self.rng.uniform(lo, hi)
             q, meta = self.inner._solve(chain, start, target, box, attempt_options)
