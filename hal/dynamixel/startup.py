@@ -11,6 +11,7 @@ to fix them. Nothing here enables torque.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from hilbot.hal.backend import HardwareErrorFlags
@@ -21,6 +22,11 @@ from hilbot.hal.dynamixel.tables import OperatingMode, RegisterName, model_by_nu
 from hilbot.hal.errors import CommTimeout, CrcError, StartupError, StartupProblem
 
 N = RegisterName
+#: How long start-up keeps pinging a servo that does not answer [s]. A servo answers
+#: within its return delay time once it runs, but one that was just powered (or a bus
+#: adapter just opened) can miss the first packets; start-up is not time-critical.
+PING_PATIENCE = 0.3
+PING_PAUSE = 0.02  # [s] between start-up pings
 POSITION_MODES = frozenset(
     {OperatingMode.POSITION, OperatingMode.EXTENDED_POSITION, OperatingMode.CURRENT_BASED_POSITION}
 )
@@ -49,9 +55,8 @@ def identify(bus: DynamixelBus, slot: ServoSlot) -> None:
         StartupError: the servo does not answer, or is another or an unsupported model.
     """
     spec = slot.units.spec
-    try:
-        number = bus.ping(spec.id)
-    except (CommTimeout, CrcError):
+    number = _patient_ping(bus, spec.id)
+    if number is None:
         raise StartupError(
             f"servo {spec.id} (joint {spec.joint!r}, {spec.model}) does not answer on "
             f"{bus.port_name} at {bus.baudrate} bit/s, protocol {bus.protocol}.0; check power, "
@@ -60,7 +65,7 @@ def identify(bus: DynamixelBus, slot: ServoSlot) -> None:
             servo_id=spec.id,
             problem=StartupProblem.MISSING,
             expected=spec.model,
-        ) from None
+        )
     found = model_by_number(bus.protocol, number)
     if found is None:
         raise StartupError(
@@ -148,6 +153,18 @@ def _check_mode(slot: ServoSlot, eeprom: bytes) -> None:
             expected="joint",
             found="wheel",
         )
+
+
+def _patient_ping(bus: DynamixelBus, servo_id: int) -> int | None:
+    """Ping until the servo answers or ``PING_PATIENCE`` runs out; its model number or None."""
+    deadline = time.monotonic() + PING_PATIENCE
+    while True:
+        try:
+            return bus.ping(servo_id)
+        except (CommTimeout, CrcError):
+            if time.monotonic() + PING_PAUSE > deadline:
+                return None
+        time.sleep(PING_PAUSE)
 
 
 def hardware_status(bus: DynamixelBus, slot: ServoSlot) -> HardwareErrorFlags:
