@@ -75,6 +75,18 @@ def mosquitto():
             process.wait()
 
 
+async def cancel_and_wait(task: asyncio.Task, attempts: int = 10) -> None:
+    """Cancel and wait, cancelling again if a cancel was lost (Python 3.11 wait_for)."""
+    for _ in range(attempts):
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=2.0)
+        if done:
+            with contextlib.suppress(asyncio.CancelledError):
+                task.result()
+            return
+    raise RuntimeError(f"{task.get_name()} ignored {attempts} cancellations")
+
+
 def pct(values: list[float]) -> tuple[float, float, float]:
     a = np.asarray(values) * 1e3
     return float(np.median(a)), float(np.percentile(a, 99)), float(a.max())
@@ -134,9 +146,7 @@ async def teleop_latency(port: int, backend: str, samples: int, isolate: bool) -
                     latencies.clear()  # warm-up
             missed = samples + 10 - len(latencies) - 10
             stats = runtime.state().stats
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait(task)
     return {
         "latencies": latencies,
         "missed": missed,
@@ -202,14 +212,13 @@ async def flood_rates(port: int, broker: subprocess.Popen, isolate: bool) -> tup
         during = await rate(3.0)
         await child.wait()
         os.setpriority(os.PRIO_PROCESS, broker.pid, 0)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait(task)
     return before, during
 
 
 async def main(args: argparse.Namespace) -> None:
     rows, notes = [], []
+    load = os.getloadavg()
     with mosquitto() as (port, broker):
         rtt = await mqtt_round_trip(port, args.samples)
         p50, p99, worst = pct(rtt)
@@ -246,8 +255,9 @@ async def main(args: argparse.Namespace) -> None:
         "to the loop). Latency: from just before `publish` to the end of the cycle that "
         "wrote that goal (sim) or queued its sync write on the bus thread (virtual bus, "
         "real Dynamixel backend). Target: p99 <= one period + 1 ms = 6 ms. Times in ms. "
-        "**The machine was shared with other busy jobs (load average 7-10 on 2 cores)**: "
-        "the tails measure the neighbours as much as hilbot.\n\n"
+        f"**The machine was shared with other busy jobs** (1-minute load average {load[0]:.1f} "
+        f"at the start, {os.getloadavg()[0]:.1f} at the end, on 2 cores): the tails measure "
+        "the neighbours as much as hilbot.\n\n"
         "| path | period | p50 | p99 | max | missed |\n|---|---|---|---|---|---|\n"
         + "\n".join(rows)
         + "\n\nThe teleop part of the latency is the p50 difference to the plain round trip; "

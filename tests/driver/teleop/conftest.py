@@ -129,9 +129,19 @@ async def serving(runtime, url, settings=FAST, *, isolate=False, **kwargs):
     try:
         yield ready.result()
     finally:
+        await cancel_and_wait(task)
+
+
+async def cancel_and_wait(task, attempts=10):
+    """Cancel ``task`` and wait for it, cancelling again if a cancel was lost (3.11 wait_for)."""
+    for _ in range(attempts):
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        done, _ = await asyncio.wait({task}, timeout=2.0)
+        if done:
+            with contextlib.suppress(asyncio.CancelledError):
+                task.result()
+            return
+    raise AssertionError(f"task {task.get_name()} ignored {attempts} cancellations")
 
 
 async def eventually(predicate, timeout=5.0, interval=0.01, what="condition"):

@@ -132,7 +132,11 @@ async def test_bad_payloads_are_rejected_and_never_move_the_arm(kit, mosquitto):
         await pub.client.publish(f"{PREFIX}/cmd", json.dumps({"seq": 9, "command": "fly"}), qos=1)
         await pub.client.publish(f"{PREFIX}/nothing", b"{}")  # not subscribed: never seen
         expected = {*bad, "unknown_chain", "unknown_command"}
-        await pub.wait_until(lambda p: {e["reason"] for e in p.errors} >= expected)
+        try:
+            await pub.wait_until(lambda p: {e["reason"] for e in p.errors} >= expected, 15.0)
+        except TimeoutError:
+            seen = {e["reason"] for e in pub.errors}
+            raise AssertionError(f"no error for {expected - seen}; counters {bridge.counters}")
         for error in pub.errors:
             jsonschema.validate(error, load_schema("error"))
         assert {e["seq"] for e in pub.errors if e["reason"] == "unknown_joint"} == {3}
