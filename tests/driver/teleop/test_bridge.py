@@ -136,7 +136,7 @@ async def test_bad_payloads_are_rejected_and_never_move_the_arm(kit, mosquitto):
             await pub.wait_until(lambda p: {e["reason"] for e in p.errors} >= expected, 15.0)
         except TimeoutError:
             seen = {e["reason"] for e in pub.errors}
-            raise AssertionError(f"no error for {expected - seen}; counters {bridge.counters}")
+            raise AssertionError(f"no error for {expected - seen}; {bridge.counters}") from None
         for error in pub.errors:
             jsonschema.validate(error, load_schema("error"))
         assert {e["seq"] for e in pub.errors if e["reason"] == "unknown_joint"} == {3}
