@@ -180,23 +180,25 @@ async def test_a_flood_of_10000_targets_per_second_keeps_the_loop_rate_and_memor
         try:
             assert await flood.stdout.readline() == b"flooding\n"
             await asyncio.sleep(1.0)  # warm up: queues and caches reach their steady size
-            received0, frames0 = link.counters.received, link.target_frames
             tracemalloc.start()
             try:
                 first = tracemalloc.get_traced_memory()[0]
+                # counts and clock read together: the rates below share one window
+                received0, frames0 = link.counters.received, link.target_frames
                 t = time.monotonic()
                 flood_rate = await loop_rate(2.5)
                 grown = tracemalloc.get_traced_memory()[0] - first
             finally:
                 tracemalloc.stop()
             elapsed = time.monotonic() - t
+            received1, frames1 = link.counters.received, link.target_frames
             sent = int((await flood.stdout.readline()).split()[1])
         finally:
             with contextlib.suppress(ProcessLookupError):
                 flood.kill()
             await flood.wait()
-        handled = (link.counters.received - received0) / elapsed
-        frames = (link.target_frames - frames0) / elapsed
+        handled = (received1 - received0) / elapsed
+        frames = (frames1 - frames0) / elapsed
         print(
             f"loop {baseline:.1f} Hz before, {flood_rate:.1f} Hz during the flood; worker "
             f"handled {handled:.0f} msg/s, control process took {frames:.0f} target frames/s, "
