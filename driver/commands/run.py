@@ -129,6 +129,25 @@ def _with_port(config: Any, port: str) -> Any:
     return config.model_copy(update={"buses": (bus,)})
 
 
+async def _cancel_all(tasks: list[asyncio.Task[Any]], *, attempts: int = 5) -> list[Any]:
+    """Cancel ``tasks`` and collect their results, cancelling again those that linger.
+
+    Python 3.11's ``asyncio.wait_for`` (used inside aiomqtt) can swallow a ``cancel()``;
+    shutdown must not hang on it, since torque goes off only once these tasks are gone.
+    """
+    pending = {t for t in tasks if not t.done()}
+    for _ in range(attempts):
+        if not pending:
+            break
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=1.0)
+    for task in pending:
+        log.error("task %s did not stop after %d cancels; shutting down anyway", task, attempts)
+    finished = [t for t in tasks if t.done()]
+    return [t.exception() if not t.cancelled() else asyncio.CancelledError() for t in finished]
+
+
 async def _main(
     args: argparse.Namespace, config: Any, trajectory: Any, build: Callable[..., Any]
 ) -> int:
@@ -163,9 +182,7 @@ async def _main(
         if not args.no_status and sys.stderr.isatty():
             background.append(asyncio.create_task(_status_line(runtime), name="status"))
         await asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)
-        for task in (*ending, *background):
-            task.cancel()
-        results = await asyncio.gather(*ending, *background, return_exceptions=True)
+        results = await _cancel_all([*ending, *background])
         error = next(
             (
                 r
