@@ -12,6 +12,7 @@ import pytest
 from hilbot.kinematics import Chain, JointType, Robot, load_urdf
 
 ROBOTS = Path(__file__).resolve().parents[3] / "configs" / "robots"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
 # (robot, source link, target link): every shipped robot, with its end effectors.
 ARMS = [
@@ -32,6 +33,12 @@ ARM_IDS = [f"{r}:{t}" for r, _, t in ARMS]
 def robot(name: str) -> Robot:
     """A shipped robot, loaded once per session."""
     return load_urdf(ROBOTS / f"{name}.urdf")
+
+
+@pytest.fixture
+def planar_2r() -> Robot:
+    """A planar 2R arm whose joint limits keep it from reaching behind itself."""
+    return load_urdf(ASSETS / "planar_2r.urdf")
 
 
 def random_q(chain: Chain, rng: np.random.Generator, margin: float = 0.0) -> np.ndarray:

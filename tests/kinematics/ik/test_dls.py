@@ -110,26 +110,8 @@ def test_no_dofs(load):
     assert caught.value.source == "wrist_3_link" and caught.value.target == "tool0"
 
 
-PLANAR_2R = """
-<robot name="planar2r">
-  <link name="base"/><link name="upper"/><link name="lower"/><link name="tip"/>
-  <joint name="shoulder" type="revolute">
-    <parent link="base"/><child link="upper"/><axis xyz="0 0 1"/>
-    <limit lower="-0.5" upper="0.5" velocity="1" effort="1"/>
-  </joint>
-  <joint name="elbow" type="revolute">
-    <parent link="upper"/><child link="lower"/><origin xyz="1 0 0"/><axis xyz="0 0 1"/>
-    <limit lower="0.0" upper="1.0" velocity="1" effort="1"/>
-  </joint>
-  <joint name="tip_joint" type="fixed">
-    <parent link="lower"/><child link="tip"/><origin xyz="1 0 0"/>
-  </joint>
-</robot>
-"""
-
-
-def test_no_solution_when_the_limits_block_the_target():
-    robot = load_urdf(PLANAR_2R)
+def test_no_solution_when_the_limits_block_the_target(planar_2r):
+    robot = planar_2r
     # Within reach (2 m) but behind the arm: the shoulder may only turn by 0.5 rad.
     with pytest.raises(NoSolution) as caught:
         solve(robot, {"shoulder": 0.0, "elbow": 0.5}, "base", "tip", [-1.0, 0.2, 0.0])
@@ -140,8 +122,8 @@ def test_no_solution_when_the_limits_block_the_target():
     assert err.orientation_residual is None
 
 
-def test_limits_redistribute_the_error():
-    robot = load_urdf(PLANAR_2R)
+def test_limits_redistribute_the_error(planar_2r):
+    robot = planar_2r
     chain = robot.path_between("base", "tip")
     # Reachable only with the shoulder at its bound: clipping after solving would miss it.
     q_true = np.array([0.5, 0.9])
@@ -256,8 +238,8 @@ def test_initial_positions_seed_the_iteration(load):
     assert sol.reached
 
 
-def test_respect_limits_false_may_leave_the_limits():
-    robot = load_urdf(PLANAR_2R)
+def test_respect_limits_false_may_leave_the_limits(planar_2r):
+    robot = planar_2r
     chain = robot.path_between("base", "tip")
     target = chain.fk(np.array([1.0, 0.4]))[:3, 3]  # shoulder beyond its 0.5 rad limit
     sol = solve(robot, {"shoulder": 0.4, "elbow": 0.4}, "base", "tip", target, respect_limits=False)

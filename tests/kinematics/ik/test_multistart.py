@@ -61,28 +61,8 @@ def test_reproducible_with_a_seed(load, rng, sample):
     np.testing.assert_array_equal(a.q, b.q)
 
 
-PLANAR_2R = """
-<robot name="planar2r">
-  <link name="base"/><link name="upper"/><link name="lower"/><link name="tip"/>
-  <joint name="shoulder" type="revolute">
-    <parent link="base"/><child link="upper"/><axis xyz="0 0 1"/>
-    <limit lower="-0.5" upper="0.5" velocity="1" effort="1"/>
-  </joint>
-  <joint name="elbow" type="revolute">
-    <parent link="upper"/><child link="lower"/><origin xyz="1 0 0"/><axis xyz="0 0 1"/>
-    <limit lower="0.0" upper="1.0" velocity="1" effort="1"/>
-  </joint>
-  <joint name="tip_joint" type="fixed">
-    <parent link="lower"/><child link="tip"/><origin xyz="1 0 0"/>
-  </joint>
-</robot>
-"""
-
-
-def test_budget_exhausted_reports_the_best_attempt():
-    from hilbot.kinematics import load_urdf
-
-    robot = load_urdf(PLANAR_2R)
+def test_budget_exhausted_reports_the_best_attempt(planar_2r):
+    robot = planar_2r
     solver = MultiStartSolver(restarts=5, seed=0)
     with pytest.raises(NoSolution) as caught:
         solver.solve(robot, {"shoulder": 0.0, "elbow": 0.5}, "base", "tip", [-1.0, 0.2, 0.0])
