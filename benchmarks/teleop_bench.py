@@ -155,35 +155,6 @@ async def teleop_latency(port: int, backend: str, samples: int, isolate: bool) -
     }
 
 
-FLOOD = """
-import json, socket, sys, time
-def packet(kind, body):
-    size, enc = len(body), bytearray()
-    while True:
-        size, d = divmod(size, 128)
-        enc.append(d | (0x80 if size else 0))
-        if not size:
-            return bytes([kind]) + bytes(enc) + body
-def string(t):
-    return len(t.encode()).to_bytes(2, "big") + t.encode()
-port, rate, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-topic = string("hilbot/omx/joints/target")
-packets = [packet(0x30, topic + json.dumps({"seq": s, "sender": "flood", "positions": {
-    "joint1": 0.01 * ((s // 500) % 2)}}).encode()) for s in range(1, int(rate * seconds) + 1)]
-with socket.create_connection(("127.0.0.1", port)) as sock:
-    sock.sendall(packet(0x10, string("MQTT") + bytes([4, 2, 0, 60]) + string("flood")))
-    sock.recv(4)
-    print("flooding", flush=True)
-    start, sent = time.monotonic(), 0
-    while sent < len(packets):
-        due = min(len(packets), int((time.monotonic() - start) * rate))
-        if due > sent:
-            sock.sendall(b"".join(packets[sent:due]))
-            sent = due
-        time.sleep(0.005)
-"""
-
-
 async def flood_rates(port: int, broker: subprocess.Popen, isolate: bool) -> tuple[float, float]:
     """Loop rate [Hz] before and during a 10,000 targets/s flood."""
     config = load_config("openmanipulator_x")
@@ -205,7 +176,15 @@ async def flood_rates(port: int, broker: subprocess.Popen, isolate: bool) -> tup
         before = await rate(3.0)
         os.setpriority(os.PRIO_PROCESS, broker.pid, 19)  # "another host"
         child = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", FLOOD, str(port), "10000", "6", stdout=asyncio.subprocess.PIPE
+            sys.executable,
+            "-m",
+            "hilbot.driver.teleop.flood",
+            str(port),
+            "10000",
+            "6",
+            "--amplitude",
+            "0.01",
+            stdout=asyncio.subprocess.PIPE,
         )
         await child.stdout.readline()
         await asyncio.sleep(1.0)

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import sys
-import textwrap
 import time
 import tracemalloc
 
@@ -109,45 +108,6 @@ async def test_clean_shutdown_publishes_offline(kit, mosquitto):
         assert json.loads(message.payload)["online"] is False
 
 
-FLOOD = textwrap.dedent(
-    """
-    import json, socket, sys, time
-
-    def packet(kind, body):  # an MQTT 3.1.1 control packet: fixed header, size, body
-        size, encoded = len(body), bytearray()
-        while True:
-            size, digit = divmod(size, 128)
-            encoded.append(digit | (0x80 if size else 0))
-            if not size:
-                return bytes([kind]) + bytes(encoded) + body
-
-    def string(text):
-        return len(text.encode()).to_bytes(2, "big") + text.encode()
-
-    port, rate, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-    topic = string("hilbot/omx/joints/target")
-    packets = [
-        packet(0x30, topic + json.dumps({"seq": seq, "sender": "flood", "positions": {
-            "joint1": 0.2 * ((seq // 500) % 2)}}).encode())
-        for seq in range(1, int(rate * seconds) + 1)
-    ]
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.sendall(packet(0x10, string("MQTT") + bytes([4, 2, 0, 60]) + string("flood")))
-        assert sock.recv(4)[:2] == b"\\x20\\x02"  # CONNACK
-        print("flooding", flush=True)
-        start, sent = time.monotonic(), 0
-        while sent < len(packets):
-            due = min(len(packets), int((time.monotonic() - start) * rate))
-            if due > sent:
-                sock.sendall(b"".join(packets[sent:due]))
-                sent = due
-            time.sleep(0.005)
-        sock.sendall(b"\\xe0\\x00")  # DISCONNECT
-    print("sent", sent, flush=True)
-    """
-)
-
-
 async def test_a_flood_of_10000_targets_per_second_keeps_the_loop_rate_and_memory_flat(
     kit, mosquitto
 ):
@@ -170,8 +130,8 @@ async def test_a_flood_of_10000_targets_per_second_keeps_the_loop_rate_and_memor
         os.setpriority(os.PRIO_PROCESS, mosquitto.process.pid, 19)
         flood = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-c",
-            FLOOD,
+            "-m",
+            "hilbot.driver.teleop.flood",
             str(mosquitto.port),
             "10000",
             "5",
