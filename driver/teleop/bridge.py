@@ -237,10 +237,12 @@ class TeleopBridge:
 
     async def _session(self, client: aiomqtt.Client) -> None:
         self._inbox = client._queue  # the ConflatingQueue, for its counter
-        status = await self._publish_status(client)
         qos: int = self.settings.qos
         await client.subscribe([(self.topics.targets, qos), (self.topics.joints, qos)])
         await client.subscribe(self.topics.cmd, qos=1)
+        # Online only once subscribed: a client that acts on the status (hilbot teleop
+        # sends "enable" when it sees the robot online) must not lose its first command.
+        status = await self._publish_status(client)
         self.connected.set()
         self._logger.info("teleop on %s under %s/", self.url, self.topics.prefix)
         try:
