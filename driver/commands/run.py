@@ -132,8 +132,9 @@ def _with_port(config: Any, port: str) -> Any:
 async def _cancel_all(tasks: list[asyncio.Task[Any]], *, attempts: int = 5) -> list[Any]:
     """Cancel ``tasks`` and collect their results, cancelling again those that linger.
 
-    Python 3.11's ``asyncio.wait_for`` (used inside aiomqtt) can swallow a ``cancel()``;
-    shutdown must not hang on it, since torque goes off only once these tasks are gone.
+    Python 3.11's ``asyncio.wait_for`` can swallow a ``cancel()`` (our MQTT clients avoid
+    it, see :mod:`hilbot.driver.teleop.client`, but a library we call may not); shutdown
+    must not hang on it, since torque goes off only once these tasks are gone.
     """
     pending = {t for t in tasks if not t.done()}
     for _ in range(attempts):

@@ -106,11 +106,11 @@ async def _first_chain(publisher: TeleopPublisher) -> str:
 
 async def _discover(url: BrokerUrl, settings: TeleopSettings) -> str:
     """The name of the one robot whose retained ``status`` says online."""
-    import aiomqtt
+    from hilbot.driver.teleop.client import MqttClient
 
     password = settings.password.get_secret_value() if settings.password else None
     online: set[str] = set()
-    async with aiomqtt.Client(
+    async with MqttClient(
         url.host,
         url.port,
         username=url.username or settings.username,

@@ -25,6 +25,7 @@ import aiomqtt
 from hilbot.driver.errors import DriverError
 from hilbot.driver.state import Command
 from hilbot.driver.teleop.backoff import Backoff
+from hilbot.driver.teleop.client import MqttClient
 from hilbot.driver.teleop.freshness import FreshnessFilter
 from hilbot.driver.teleop.inbox import conflating_queue
 from hilbot.driver.teleop.messages import (
@@ -220,7 +221,7 @@ class TeleopBridge:
             )
             tls["tls_insecure"] = settings.tls.insecure
         offline = status_payload(online=False, mode=None, faults=[], stamp=self._wall())
-        return aiomqtt.Client(
+        return MqttClient(
             self.url.host,
             self.url.port,
             username=self.url.username or settings.username,

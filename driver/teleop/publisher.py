@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.typing import NDArray
 
+from hilbot.driver.teleop.client import MqttClient
 from hilbot.driver.teleop.settings import TeleopSettings
 from hilbot.driver.teleop.topics import Topics
 from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
@@ -84,7 +85,7 @@ class TeleopPublisher:
                 keyfile=str(settings.tls.key_file) if settings.tls.key_file else None,
             )
             tls["tls_insecure"] = settings.tls.insecure
-        client = aiomqtt.Client(
+        client = MqttClient(
             self.url.host,
             self.url.port,
             username=self.url.username or settings.username,

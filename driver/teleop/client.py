@@ -1,0 +1,42 @@
+"""``MqttClient``: aiomqtt's client, with timeouts that never swallow a cancellation.
+
+aiomqtt bounds every broker round trip (connect, subscribe, publish with QoS > 0,
+disconnect) with ``asyncio.wait_for``. On Python 3.11, ``wait_for`` returns the
+result instead of raising ``CancelledError`` when the awaited operation finishes
+in the same loop iteration as a ``cancel()`` (CPython gh-86296, fixed in 3.12 by
+reimplementing ``wait_for`` on ``asyncio.timeout``). A teleop bridge publishing
+state at 50 Hz with QoS 1 hits that window within minutes of start/stop cycles,
+and a cancel swallowed inside an ``asyncio.TaskGroup`` child hangs shutdown for
+good: the group cancels each child once.
+
+``asyncio.timeout`` counts cancellations (``Task.cancelling``/``uncancel``), so it
+converts only its own cancel into ``TimeoutError`` and lets every other one
+through. ``MqttClient`` routes aiomqtt's waits through it; everything else is
+aiomqtt unchanged. Every MQTT client hilbot opens is an ``MqttClient``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable
+from typing import TypeVar
+
+import aiomqtt
+
+T = TypeVar("T")
+
+
+class MqttClient(aiomqtt.Client):
+    """``aiomqtt.Client`` whose operation timeouts use ``asyncio.timeout``."""
+
+    async def _wait_for(self, fut: Awaitable[T], timeout: float | None) -> T:
+        if timeout is None:
+            timeout = self.timeout
+        if timeout == math.inf:
+            return await fut
+        try:
+            async with asyncio.timeout(timeout):
+                return await fut
+        except TimeoutError:
+            raise aiomqtt.MqttError("Operation timed out") from None
