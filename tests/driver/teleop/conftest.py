@@ -132,16 +132,27 @@ async def serving(runtime, url, settings=FAST, *, isolate=False, **kwargs):
         await cancel_and_wait(task)
 
 
-async def cancel_and_wait(task, attempts=10):
-    """Cancel ``task`` and wait for it, cancelling again if a cancel was lost (3.11 wait_for)."""
-    for _ in range(attempts):
+async def cancel_and_wait(task, timeout=10.0):
+    """Cancel ``task`` once and wait for it; fail, with every task's stack, if it does not stop.
+
+    One cancel must do: a swallowed one (Python 3.11 ``wait_for``) hangs a real shutdown,
+    since a TaskGroup cancels each child only once. After a failure, cancel until it goes.
+    """
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    if done:
+        with contextlib.suppress(asyncio.CancelledError):
+            task.result()
+        return
+    for other in asyncio.all_tasks():
+        print(f"--- task {other.get_name()}", file=sys.stderr, flush=True)
+        other.print_stack(limit=20, file=sys.stderr)
+    for _ in range(10):
         task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=2.0)
+        done, _ = await asyncio.wait({task}, timeout=1.0)
         if done:
-            with contextlib.suppress(asyncio.CancelledError):
-                task.result()
-            return
-    raise AssertionError(f"task {task.get_name()} ignored {attempts} cancellations")
+            break
+    raise AssertionError(f"task {task.get_name()} ignored a cancel for {timeout} s")
 
 
 async def eventually(predicate, timeout=5.0, interval=0.01, what="condition"):
@@ -169,15 +180,31 @@ def kit():
 
 
 @pytest.fixture(autouse=True)
-async def dump_tasks_if_stuck():
-    """After 60 s in one test, print every asyncio task's stack (diagnoses hangs in CI)."""
+async def no_task_outlives_its_test():
+    """After 60 s in one test, print every asyncio task's stack (diagnoses hangs in CI).
 
-    async def dump():
-        await asyncio.sleep(60)
-        for task in asyncio.all_tasks():
+    At teardown, cancel what the test left running and fail, with stacks, if a task
+    ignores cancellation: otherwise the event loop's own shutdown waits for it forever.
+    """
+
+    def dump(tasks):
+        for task in tasks:
             print(f"--- task {task.get_name()}", file=sys.stderr, flush=True)
-            task.print_stack(limit=12, file=sys.stderr)
+            task.print_stack(limit=20, file=sys.stderr)
 
-    guard = asyncio.get_running_loop().create_task(dump())
+    async def dump_later():
+        await asyncio.sleep(60)
+        dump(asyncio.all_tasks())
+
+    guard = asyncio.get_running_loop().create_task(dump_later())
     yield
     guard.cancel()
+    me = asyncio.current_task()
+    leftovers = {t for t in asyncio.all_tasks() if t is not me and not t.done()}
+    for task in leftovers:
+        task.cancel()
+    if leftovers:
+        _, stuck = await asyncio.wait(leftovers, timeout=5.0)
+        if stuck:
+            dump(stuck)
+            raise AssertionError(f"{len(stuck)} task(s) ignored cancellation: {stuck}")

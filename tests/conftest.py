@@ -1,0 +1,47 @@
+"""A watchdog for every test: a hang ends the run with every thread's stack, never stalls CI.
+
+pytest-timeout (``timeout`` in pyproject.toml) is the first line, but pytest-timeout and
+pytest's faulthandler both disarm in ``pytest_exception_interact``, that is as soon as a
+test fails. A failed asyncio test whose teardown then waits on a task that ignores
+``cancel()`` (the event loop's shutdown cancels and awaits every task) would hang until
+the CI job is killed, printing nothing. This timer stays armed through teardown.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import sys
+import threading
+from collections.abc import Generator
+
+import pytest
+
+#: Seconds one test may take, setup and teardown included, before the run is aborted.
+WATCHDOG_S = 420.0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
+    def abort() -> None:
+        capture = item.config.pluginmanager.getplugin("capturemanager")
+        if capture is not None:  # give the real stderr back, as pytest-timeout does
+            capture.suspend_global_capture(in_=True)
+        stream = sys.__stderr__
+        assert stream is not None
+        print(
+            f"\nwatchdog: {item.nodeid} still running after {WATCHDOG_S:.0f} s "
+            "(setup, call and teardown); aborting the run. Every thread's stack:",
+            file=stream,
+            flush=True,
+        )
+        faulthandler.dump_traceback(file=stream, all_threads=True)
+        os._exit(70)
+
+    timer = threading.Timer(WATCHDOG_S, abort)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
