@@ -14,9 +14,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.base import SolveOptions
+from hilbot.kinematics.ik.batch_step import damped
 from hilbot.kinematics.ik.context import Context
 from hilbot.kinematics.ik.dls import DLSSolver
-from hilbot.kinematics.ik.linear import dls_step_arrays
 from hilbot.kinematics.ik.residual import axis_error, rotation_error
 from hilbot.kinematics.ik.solution import Status
 from hilbot.kinematics.ik.target import OrientationKind
@@ -260,27 +260,58 @@ class BatchRun:
 
         Returns the steps and whether each item pinned some coordinate.
         """
-        size, _, n = jw.shape
-        free = np.ones((size, n), dtype=bool)
-        dq = np.zeros((size, n))
+        size = jw.shape[0]
+        dq = _damped(jw, ew, lam2)  # everything free: no masking, no merge
+        if not self.bounded:
+            return dq, np.zeros(size, dtype=bool)
+        new = q + dq
+        violated = (new > hi) | (new < lo)
+        hit = np.flatnonzero(violated.any(axis=1))
+        pinned = np.zeros(size, dtype=bool)
+        if hit.size == 0:
+            return dq, pinned
+        # Only items that pinned a coordinate are solved again (the others keep their
+        # step: re-solving them with nothing masked would give the same numbers).
+        pinned[hit] = True
+        dq[hit] = self._pinned_steps(
+            q[hit],
+            jw[hit],
+            ew[hit],
+            lam2[hit],
+            dq[hit],
+            violated[hit],
+            self._rows(lo, hit),
+            self._rows(hi, hit),
+        )
+        return dq, pinned
+
+    @staticmethod
+    def _pinned_steps(
+        q: Array,
+        jw: Array,
+        ew: Array,
+        lam2: Array,
+        dq: Array,
+        violated: NDArray[np.bool_],
+        lo: Array,
+        hi: Array,
+    ) -> Array:
+        """The active-set rounds for items whose free step left the box."""
+        free = np.ones(violated.shape, dtype=bool)
         r = ew.copy()
-        for first in [True] + [False] * n:
-            if first:  # everything free: no masking, no merge
-                dq = _damped(jw, r, lam2)
-            else:
-                sub = _damped(jw * free[:, None, :], r, lam2)
-                dq = np.where(free, sub, dq)
-            if not self.bounded:
-                return dq, np.zeros(size, dtype=bool)
-            new = q + dq
-            violated = free & ((new > hi) | (new < lo))
-            if not violated.any():
-                return dq, np.asarray(~free.all(axis=1))
+        new = q + dq
+        for _ in range(jw.shape[2]):
             pinned = np.where(violated, np.where(new > hi, hi, lo) - q, 0.0)
             dq = np.where(violated, pinned, dq)
             r -= np.einsum("bij,bj->bi", jw, pinned)
             free &= ~violated
-        return dq, np.asarray(~free.all(axis=1))
+            sub = _damped(jw * free[:, None, :], r, lam2)
+            dq = np.where(free, sub, dq)
+            new = q + dq
+            violated = free & ((new > hi) | (new < lo))
+            if not violated.any():
+                return dq
+        return np.where(violated, np.where(new > hi, hi, lo) - q, dq)  # pin the last ones
 
 
 class _Fallback(NamedTuple):
@@ -325,10 +356,7 @@ def _damped(jac: Array, r: Array, lam2: Array) -> Array:
     """``argmin |J dq - r|² + lam2 |dq|²`` per item, via the smaller normal matrix."""
     _, rows, n = jac.shape
     if jac.shape[0] >= _ARRAY_STEP_MIN:
-        step = dls_step_arrays(rows, n)
-        columns = np.ascontiguousarray(jac.transpose(2, 1, 0))
-        out = step(columns, np.ascontiguousarray(r.T), lam2, 1.0, ())
-        return np.stack(out, axis=1)
+        return damped(jac, r, lam2)
     if n >= rows:
         a = jac @ jac.transpose(0, 2, 1)
         a[:, np.arange(rows), np.arange(rows)] += lam2[:, None]
