@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -48,6 +48,8 @@ class Context:
         self.chain = info.chain
         kernel = ScalarKernel(info.chain) if info.scalar else None
         self.scalar = kernel is not None and kernel.supported
+        # Fused DLS iterations (``fused.fused_step``), keyed by task rows and solver settings.
+        self.fused: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self.fk_jacobian: Callable[[list[float]], tuple[Pose, Columns]]
         self.fk: Callable[[list[float]], Pose]
         if self.scalar:

@@ -41,11 +41,13 @@ from numpy.typing import NDArray
 from hilbot.kinematics.ik.base import SolveOptions, Solver
 from hilbot.kinematics.ik.box import Box
 from hilbot.kinematics.ik.context import Context, Evaluation, contexts, evaluate
+from hilbot.kinematics.ik.fused import GENERAL, NEAR_PI, SKIPPED, FusedStep, fused_step
 from hilbot.kinematics.ik.linear import dls_step
 from hilbot.kinematics.ik.solution import Solution, SolveMeta, Status
-from hilbot.kinematics.ik.target import Target
+from hilbot.kinematics.ik.target import OrientationKind, Target
 
 Array = NDArray[np.float64]
+_INF = math.inf
 
 
 class DLSSolver(Solver):
@@ -164,16 +166,109 @@ class _Run:
         self, q: list[float], task: Target, max_iterations: int
     ) -> tuple[list[float], int, Evaluation, Status]:
         """Iterate from ``q``; return the last good configuration and how it ended."""
+        fused = self.fused(task)
+        if fused is None:
+            return self.general(q, task, max_iterations, 0, 1.0, 0, None)
+        return self.fast(fused, q, task, max_iterations)
+
+    def fused(self, task: Target) -> FusedStep | None:
+        """The chain's fused iteration for ``task``, or ``None`` where it does not apply."""
+        s, ctx = self.solver, self.ctx
+        kind = task.kind
+        if ctx.kernel is None or s.svd or self.rest is not None or kind is OrientationKind.AXIS:
+            return None
+        rows = 3 if kind is OrientationKind.NONE else 6
+        key = (
+            rows,
+            self.bounded,
+            s.damping,
+            s.orientation_weight,
+            s.position_clamp,
+            s.orientation_clamp,
+            s.max_step,
+        )
+        f = ctx.fused.get(key)
+        if f is None:
+            f = ctx.fused[key] = fused_step(
+                ctx.kernel,
+                rows,
+                damping=s.damping,
+                weight=s.orientation_weight,
+                position_clamp=s.position_clamp,
+                orientation_clamp=s.orientation_clamp,
+                max_step=s.max_step,
+                bounded=self.bounded,
+            )
+        return f
+
+    def fast(
+        self, f: FusedStep, q: list[float], task: Target, max_iterations: int
+    ) -> tuple[list[float], int, Evaluation, Status]:
+        """``general`` on the fused iteration, for as long as plain steps are accepted.
+
+        Anything else (the box binds, a step is rejected, the matrix is not positive
+        definite, a rotation error near half a turn) hands the state over to
+        ``general``, which redoes that iteration: both compute the same floats.
+        """
+        s, options = self.solver, self.options
+        tol, otol = options.tolerance, options.orientation_tolerance
+        stall_iterations, stall_ratio = options.stall or (s.stall_iterations, s.stall_ratio)
+        keep = 1.0 - stall_ratio
+        point, rot, lo, hi = task.point, task.orientation, self.lo, self.hi
+        mu, stall, it = 1.0, 0, 0
+        position, angle, cost, code, payload = f(q, point, rot, mu, _INF, lo, hi, tol, otol)
+        while True:
+            if code == NEAR_PI:
+                return self.general(q, task, max_iterations, it, mu, stall, None)
+            if position <= tol and (angle is None or angle <= otol):
+                return q, it, Evaluation([], [], position, angle), Status.CONVERGED
+            if stall >= stall_iterations:
+                return q, it, Evaluation([], [], position, angle), Status.STALLED
+            if it >= max_iterations:
+                return q, it, Evaluation([], [], position, angle), Status.TIMEOUT
+            if code == GENERAL:
+                ev = Evaluation(payload[0], payload[1], position, angle)
+                return self.general(q, task, max_iterations, it, mu, stall, ev)
+            if code == SKIPPED:  # a limit skipped a step that is needed after all
+                position, angle, cost, code, payload = f(q, point, rot, mu, _INF, lo, hi, tol, otol)
+                continue
+            it += 1
+            mu_next = max(1.0, 0.5 * mu)
+            # The next step is wasted unless this one is accepted and the loop goes on.
+            if it >= max_iterations:
+                limit = -_INF
+            elif stall + 1 >= stall_iterations:
+                limit = cost * keep
+            else:
+                limit = cost
+            pn, an, cn, cn_code, pay_n = f(payload, point, rot, mu_next, limit, lo, hi, tol, otol)
+            if cn_code == NEAR_PI or not cn < cost:
+                return self.general(q, task, max_iterations, it - 1, mu, stall, None)
+            stall = stall + 1 if cn > cost * keep else 0
+            mu, q = mu_next, payload
+            position, angle, cost, code, payload = pn, an, cn, cn_code, pay_n
+
+    def general(
+        self,
+        q: list[float],
+        task: Target,
+        max_iterations: int,
+        it: int,
+        mu: float,
+        stall: int,
+        ev: Evaluation | None,
+    ) -> tuple[list[float], int, Evaluation, Status]:
+        """Iterate from ``q`` (with ``ev`` there, if known) after ``it`` iterations."""
         s, ctx = self.solver, self.ctx
         tol, otol = self.options.tolerance, self.options.orientation_tolerance
         w = s.orientation_weight
         w2 = w * w
         step = dls_step(task.rows, ctx.dof, preferred=self.rest is not None)
-        pose, cols = ctx.fk_jacobian(q)
-        ev = evaluate(task, pose, cols)
+        if ev is None:
+            pose, cols = ctx.fk_jacobian(q)
+            ev = evaluate(task, pose, cols)
         cost = _cost(ev.error, w2)
         stall_iterations, stall_ratio = self.options.stall or (s.stall_iterations, s.stall_ratio)
-        mu, stall, it = 1.0, 0, 0
         while True:
             if ev.position <= tol and (ev.orientation is None or ev.orientation <= otol):
                 return q, it, ev, Status.CONVERGED

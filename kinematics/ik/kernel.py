@@ -57,8 +57,9 @@ class ScalarKernel:
         self.source = ""
         self._fkj: Callable[..., tuple[list[Any], list[list[Any]]]] | None = None
         self._fk: Callable[..., list[Any]] | None = None
+        self._folded: tuple[list[_Step], Array] | None = None
         if self.supported:
-            steps, tip = _fold(chain)
+            steps, tip = self._folded = _fold(chain)
             self.source = _generate(steps, tip, self.dof, jacobian=True)
             self._fkj = _compile(self.source)
             self._fk = _compile(_generate(steps, tip, self.dof, jacobian=False))
@@ -73,6 +74,19 @@ class ScalarKernel:
         """
         assert self._fkj is not None
         return self._fkj(q, math.cos, math.sin)
+
+    def expressions(self) -> tuple[list[str], list[str], list[list[str]]]:
+        """The straight-line code of ``fk_jacobian`` for fusing into other generated code.
+
+        Returns:
+            ``(lines, pose, columns)``: statements (indented 4 spaces, reading ``q[k]``
+            and calling ``cos``/``sin``; they assign only names ``v<n>``), the 12 pose
+            entries and ``dof`` columns of 6 Jacobian entries, each a Python literal or
+            the name of a variable the lines assign.
+        """
+        assert self._folded is not None
+        steps, tip = self._folded
+        return _expressions(steps, tip, self.dof)
 
     def fk(self, q: list[float]) -> list[float]:
         """The target pose at ``q`` as 12 floats (top 3x4 block, row-major)."""
@@ -113,6 +127,7 @@ def _align(axis: Array) -> Array:
 
 
 _Step = tuple[Array, bool, int, float, float]  # F (3, 4), prismatic, column, mult, offset
+_Axis = tuple[bool, int, float, list[Value], list[Value]]  # prismatic, column, mult, z, origin
 
 
 def _fold(chain: Any) -> tuple[list[_Step], Array]:
@@ -197,12 +212,12 @@ def _compose(em: _Emitter, r: list[Value], p: list[Value], f: Array) -> None:
     ]
 
 
-def _generate(steps: list[_Step], tip: Array, dof: int, *, jacobian: bool) -> str:
-    """Python source of ``f(q, cos, sin)`` returning the pose (and Jacobian columns)."""
+def _pose(steps: list[_Step], tip: Array) -> tuple[_Emitter, list[Value], list[_Axis]]:
+    """Emit the pose of the chain; return the emitter, the 12 pose entries and the axes."""
     em = _Emitter()
     r: list[Value] = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
     p: list[Value] = [0.0, 0.0, 0.0]
-    axes: list[tuple[bool, int, float, list[Value], list[Value]]] = []
+    axes: list[_Axis] = []
     for f, prismatic, col, mult, offset in steps:
         _compose(em, r, p, f)
         value = f"q[{col}]"
@@ -220,19 +235,38 @@ def _generate(steps: list[_Step], tip: Array, dof: int, *, jacobian: bool) -> st
             r[3 * i] = em.combine([_product(a, c), _product(b, s)])
             r[3 * i + 1] = em.combine([_product(b, c), _product(a, s, -1.0)])
     _compose(em, r, p, tip)
-    pose = [*r[0:3], p[0], *r[3:6], p[1], *r[6:9], p[2]]
-    body = [*em.lines, f"    pose = [{', '.join(_literal(v) for v in pose)}]"]
+    return em, [*r[0:3], p[0], *r[3:6], p[1], *r[6:9], p[2]], axes
+
+
+def _expressions(
+    steps: list[_Step], tip: Array, dof: int
+) -> tuple[list[str], list[str], list[list[str]]]:
+    """Lines, pose entries and Jacobian columns (see ``ScalarKernel.expressions``)."""
+    em, pose, axes = _pose(steps, tip)
+    tip_position = [pose[3], pose[7], pose[11]]
+    columns = _jacobian(em, axes, tip_position, dof)
+    return (
+        em.lines,
+        [_literal(v) for v in pose],
+        [[_literal(v) for v in col] for col in columns],
+    )
+
+
+def _generate(steps: list[_Step], tip: Array, dof: int, *, jacobian: bool) -> str:
+    """Python source of ``f(q, cos, sin)`` returning the pose (and Jacobian columns)."""
     if not jacobian:
+        em, pose, _ = _pose(steps, tip)
+        body = [*em.lines, f"    pose = [{', '.join(_literal(v) for v in pose)}]"]
         return "def f(q, cos, sin):\n" + "\n".join([*body, "    return pose"]) + "\n"
-    em.lines = body
-    columns = _jacobian(em, axes, p, dof)
-    listing = ", ".join("[" + ", ".join(_literal(v) for v in col) + "]" for col in columns)
-    return "def f(q, cos, sin):\n" + "\n".join([*em.lines, f"    return pose, [{listing}]"]) + "\n"
+    lines, pose_values, columns = _expressions(steps, tip, dof)
+    listing = ", ".join("[" + ", ".join(col) + "]" for col in columns)
+    body = [*lines, f"    pose = [{', '.join(pose_values)}]", f"    return pose, [{listing}]"]
+    return "def f(q, cos, sin):\n" + "\n".join(body) + "\n"
 
 
 def _jacobian(
     em: _Emitter,
-    axes: list[tuple[bool, int, float, list[Value], list[Value]]],
+    axes: list[_Axis],
     tip: list[Value],
     dof: int,
 ) -> list[list[Value]]:

@@ -1,0 +1,255 @@
+"""One DLS iteration per chain as one generated function: FK, Jacobian, error, step.
+
+``fused_step(kernel, rows, ...)`` writes out, as straight-line Python on floats,
+what one ``DLSSolver`` iteration does on a scalar chain: the chain's FK and
+Jacobian (``ScalarKernel.expressions``), the position and rotation-vector error
+(``context.evaluate``), the weighted cost, the clamp of the error, the
+error-scaled damping and the damped least-squares step (``linear.dls_step``),
+the max-step scaling and the check that the step stays in the box. The Jacobian
+never becomes a list: its entries stay local variables, constant entries are
+folded (zero terms dropped), and the solver's parameters are baked in as
+literals. Every operation is the one the general path performs, in the same
+order, so both give the same floats.
+
+The function ``f(q, point, rot, mu, limit, lo, hi, tol, otol)`` evaluates the
+task at ``q`` and returns ``(position, angle, cost, code, payload)``:
+
+- ``code == OK``: ``payload`` is the next configuration ``q + dq`` (a list);
+- ``SKIPPED``: converged (``position <= tol`` and ``angle <= otol``) or
+  ``cost >= limit`` (the caller will not step from ``q``), no step computed;
+- ``NEAR_PI``: the rotation error is near half a turn (numpy's ``so3_log`` is
+  needed); nothing else is valid;
+- ``GENERAL``: the step needs the general path (not positive definite, zero,
+  or leaving the box: the active set); ``payload`` is ``(error, columns)``,
+  the unclamped error and the Jacobian columns at ``q``, as ``evaluate`` gives.
+
+``angle`` is ``None`` for a position-only task (``rows == 3``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from hilbot.kinematics.ik.kernel import ScalarKernel
+from hilbot.kinematics.ik.linear import _cholesky_solve
+
+OK, SKIPPED, NEAR_PI, GENERAL = 0, 1, 2, 3
+_NEAR_PI = math.pi - 1e-4  # as in ``context._rotation_error``
+
+FusedStep = Callable[..., tuple[float, float | None, float, int, Any]]
+
+
+def fused_step(
+    kernel: ScalarKernel,
+    rows: int,
+    *,
+    damping: float,
+    weight: float,
+    position_clamp: float,
+    orientation_clamp: float,
+    max_step: float,
+    bounded: bool,
+) -> FusedStep:
+    """The fused iteration of ``kernel``'s chain for a task of ``rows`` (3 or 6) rows.
+
+    Args:
+        kernel: the chain's ``ScalarKernel`` (``supported``).
+        rows: 3 for a position target, 6 for a full pose.
+        damping: ``DLSSolver.damping``.
+        weight: ``DLSSolver.orientation_weight``.
+        position_clamp: ``DLSSolver.position_clamp``.
+        orientation_clamp: ``DLSSolver.orientation_clamp``.
+        max_step: ``DLSSolver.max_step``.
+        bounded: emit the box check (the per-call box has a finite side).
+
+    Returns:
+        The compiled function (see the module docstring).
+    """
+    source = _source(
+        kernel, rows, damping, weight, position_clamp, orientation_clamp, max_step, bounded
+    )
+    namespace: dict[str, Any] = {"cos": math.cos, "sin": math.sin, "sqrt": math.sqrt}
+    namespace["atan2"] = math.atan2
+    # The source holds only numbers from the URDF and the solver, formatted with repr.
+    exec(compile(source, "<hilbot dls fused>", "exec"), namespace)
+    return namespace["f"]  # type: ignore[no-any-return]
+
+
+Value = float | str  # a constant or the name of a variable
+
+
+def _value(text: str) -> Value:
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _lit(value: Value) -> str:
+    return f"({value!r})" if isinstance(value, float) else value
+
+
+def _dot(pairs: list[tuple[Value, Value]]) -> str:
+    """``a0*b0 + a1*b1 + ...`` in order, dropping zero terms and folding constants."""
+    terms = []
+    for a, b in pairs:
+        if isinstance(a, float) and isinstance(b, float):
+            if a * b != 0.0:
+                terms.append(_lit(a * b))
+        elif a == 0.0 or b == 0.0:
+            continue
+        elif a == 1.0:
+            terms.append(_lit(b))
+        elif b == 1.0:
+            terms.append(_lit(a))
+        else:
+            terms.append(f"{_lit(a)}*{_lit(b)}")
+    return " + ".join(terms) if terms else "0.0"
+
+
+def _source(
+    kernel: ScalarKernel,
+    rows: int,
+    damping: float,
+    weight: float,
+    position_clamp: float,
+    orientation_clamp: float,
+    max_step: float,
+    bounded: bool,
+) -> str:
+    lines, pose, columns = kernel.expressions()
+    n = len(columns)
+    w2 = weight * weight
+    out = [
+        "def f(q, point, rot, mu, limit, lo, hi, tol, otol, "
+        "cos=cos, sin=sin, sqrt=sqrt, atan2=atan2):",
+        *lines,
+        "    tx, ty, tz = point",
+        f"    ex = tx - {pose[3]}",
+        f"    ey = ty - {pose[7]}",
+        f"    ez = tz - {pose[11]}",
+        "    pp = ex * ex + ey * ey + ez * ez",
+        "    position = sqrt(pp)",
+    ]
+    if rows == 6:
+        p00, p01, p02, p10, p11, p12, p20, p21, p22 = (
+            _lit(_value(pose[i])) for i in (0, 1, 2, 4, 5, 6, 8, 9, 10)
+        )
+        out += [
+            "    t00, t01, t02, t10, t11, t12, t20, t21, t22 = rot",
+            f"    trace = (t00 * {p00} + t01 * {p01} + t02 * {p02} + t10 * {p10} + t11 * {p11}"
+            f" + t12 * {p12} + t20 * {p20} + t21 * {p21} + t22 * {p22})",
+            f"    vx = (t20 * {p10} + t21 * {p11} + t22 * {p12})"
+            f" - (t10 * {p20} + t11 * {p21} + t12 * {p22})",
+            f"    vy = (t00 * {p20} + t01 * {p21} + t02 * {p22})"
+            f" - (t20 * {p00} + t21 * {p01} + t22 * {p02})",
+            f"    vz = (t10 * {p00} + t11 * {p01} + t12 * {p02})"
+            f" - (t00 * {p10} + t01 * {p11} + t02 * {p12})",
+            "    s2 = sqrt(vx * vx + vy * vy + vz * vz)",
+            "    angle = atan2(0.5 * s2, 0.5 * (trace - 1.0))",
+            f"    if not angle < {_NEAR_PI!r}:",
+            f"        return position, angle, 0.0, {NEAR_PI}, None",
+            "    k = angle / s2 if s2 > 1e-12 else 0.5",
+            "    wx = vx * k",
+            "    wy = vy * k",
+            "    wz = vz * k",
+            "    oo = wx * wx + wy * wy + wz * wz",
+            f"    cost = pp + {w2!r} * oo",
+            "    if position <= tol and angle <= otol or cost >= limit:",
+            f"        return position, angle, cost, {SKIPPED}, None",
+        ]
+        error = ["ex", "ey", "ez", "wx", "wy", "wz"]
+    else:
+        out += [
+            "    cost = pp",
+            "    angle = None",
+            "    if position <= tol or cost >= limit:",
+            f"        return position, angle, cost, {SKIPPED}, None",
+        ]
+        error = ["ex", "ey", "ez"]
+    general = (
+        f"position, angle, cost, {GENERAL}, "
+        f"([{', '.join(error)}], [{', '.join('[' + ', '.join(c) + ']' for c in columns)}])"
+    )
+    # The clamp (``dls._clamp``): the clamped error is c0.., multiplied by 1.0 if unclamped.
+    out += [
+        "    kp = 1.0",
+        f"    if position > {position_clamp!r}:",
+        f"        kp = {position_clamp!r} / position",
+        "    c0 = ex * kp",
+        "    c1 = ey * kp",
+        "    c2 = ez * kp",
+    ]
+    if rows == 6:
+        out += [
+            "    o = sqrt(oo)",
+            "    ko = 1.0",
+            f"    if o > {orientation_clamp!r}:",
+            f"        ko = {orientation_clamp!r} / o",
+            "    c3 = wx * ko",
+            "    c4 = wy * ko",
+            "    c5 = wz * ko",
+            f"    lam2 = mu * ({damping!r} + 0.5 * (c0 * c0 + c1 * c1 + c2 * c2"
+            f" + {w2!r} * (c3 * c3 + c4 * c4 + c5 * c5)))",
+            f"    r3 = c3 * {weight!r}",
+            f"    r4 = c4 * {weight!r}",
+            f"    r5 = c5 * {weight!r}",
+        ]
+    else:
+        out.append(f"    lam2 = mu * ({damping!r} + 0.5 * (c0 * c0 + c1 * c1 + c2 * c2))")
+    r: list[Value] = list(("c0", "c1", "c2", "r3", "r4", "r5")[:rows])
+    # The weighted Jacobian: j[i][k], rows 3.. times the weight.
+    j: list[list[Value]] = [[0.0] * n for _ in range(rows)]
+    for k, column in enumerate(columns):
+        for i in range(rows):
+            v = _value(column[i])
+            if i < 3:
+                j[i][k] = v
+            elif isinstance(v, float):
+                j[i][k] = v * weight
+            else:
+                j[i][k] = f"j{i}_{k}"
+                out.append(f"    j{i}_{k} = {v} * {weight!r}")
+    out.append("    try:")
+    body: list[str] = []
+    if n >= rows:  # (J W Jᵀ + lam2 I) y = W e, dq = Jᵀ y (``linear._source``)
+        size = rows
+        for a in range(rows):
+            for b in range(a + 1):
+                dot = _dot([(j[a][k], j[b][k]) for k in range(n)])
+                body.append(f"    a{a}_{b} = {dot}" + (" + lam2" if a == b else ""))
+        body += [f"    b{i} = {r[i]}" for i in range(rows)]
+    else:  # (Jᵀ W J + lam2 I) x = Jᵀ W e
+        size = n
+        for a in range(n):
+            for b in range(a + 1):
+                dot = _dot([(j[i][a], j[i][b]) for i in range(rows)])
+                body.append(f"    a{a}_{b} = {dot}" + (" + lam2" if a == b else ""))
+        for a in range(n):
+            body.append(f"    b{a} = {_dot([(j[i][a], r[i]) for i in range(rows)])}")
+    body += _cholesky_solve(size)
+    if n >= rows:
+        body += [f"    dq{k} = {_dot([(j[i][k], f'x{i}') for i in range(rows)])}" for k in range(n)]
+    else:
+        body += [f"    dq{k} = x{k}" for k in range(n)]
+    out += ["    " + line for line in body]
+    out += [
+        "    except (ValueError, ZeroDivisionError):",
+        f"        return {general}",
+        f"    big = max({', '.join(f'abs(dq{k})' for k in range(n))})",
+        "    if big < 1e-14:",
+        f"        return {general}",
+    ]
+    if bounded:
+        inside = " and ".join(f"lo[{k}] <= q[{k}] + dq{k} <= hi[{k}]" for k in range(n))
+        out += [f"    if not ({inside}):", f"        return {general}"]
+    moved = ", ".join(f"q[{k}] + dq{k}" for k in range(n))
+    out += [
+        f"    if big > {max_step!r}:",
+        f"        s = {max_step!r} / big",
+        *[f"        dq{k} = dq{k} * s" for k in range(n)],
+        f"    return position, angle, cost, {OK}, [{moved}]",
+    ]
+    return "\n".join(out) + "\n"
