@@ -18,7 +18,7 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import aiomqtt
 
@@ -27,7 +27,7 @@ from hilbot.driver.state import Command
 from hilbot.driver.teleop.backoff import Backoff
 from hilbot.driver.teleop.client import MqttClient
 from hilbot.driver.teleop.freshness import FreshnessFilter
-from hilbot.driver.teleop.inbox import conflating_queue
+from hilbot.driver.teleop.inbox import Parsed, conflating_queue
 from hilbot.driver.teleop.messages import (
     CommandMessage,
     CommandName,
@@ -169,8 +169,7 @@ class TeleopBridge:
         self._errors_ready = asyncio.Event()
         self._commands: asyncio.Queue[CommandMessage] = asyncio.Queue(COMMAND_QUEUE)
         self._background: set[asyncio.Task[None]] = set()
-        self._queue_type = conflating_queue(self.topics.is_target)
-        self._inbox: Any = None
+        self._queue_type = conflating_queue(self.accept, self._superseded)
         #: (topic, seq) of the message being dispatched, for runtimes that report later.
         self.current: tuple[str, int | None] = ("", None)
 
@@ -237,7 +236,6 @@ class TeleopBridge:
         )
 
     async def _session(self, client: aiomqtt.Client) -> None:
-        self._inbox = client._queue  # the ConflatingQueue, for its counter
         qos: int = self.settings.qos
         await client.subscribe([(self.topics.targets, qos), (self.topics.joints, qos)])
         await client.subscribe(self.topics.cmd, qos=1)
@@ -267,25 +265,39 @@ class TeleopBridge:
     # ---- inputs ---------------------------------------------------------------------
 
     async def _receive(self, client: aiomqtt.Client) -> None:
-        async for message in client.messages:
-            self.handle(message.topic.value, _payload_bytes(message.payload), message.retain)
+        # The inbox has parsed and validated each message as it arrived (see accept);
+        # what comes out is the newest valid target per topic and every command.
+        async for item in client.messages:
+            topic, message = cast(Parsed, item)
+            self.deliver(topic, message)
 
     def handle(self, topic: str, payload: bytes, retained: bool = False) -> Message | None:
         """Validate one incoming message and hand it to the runtime.
 
-        Synchronous and fast: pose and joint targets land in the runtime's
-        latest-value slots, commands are queued for the command task (an
-        e-stop runs at once). A rejected message is counted and reported on
-        the ``error`` topic.
+        :meth:`accept`, then :meth:`deliver`.
 
         Returns:
             The accepted message, or None if it was rejected.
         """
+        message = self.accept(topic, payload, retained)
+        if message is None or not self.deliver(topic, message):
+            return None
+        return message
+
+    def accept(self, topic: str, payload: bytes, retained: bool = False) -> Message | None:
+        """Parse and validate one incoming message; report and count it if it is bad.
+
+        Called by the inbox for every message as it arrives, before any
+        conflation, so each bad payload is rejected on the ``error`` topic with
+        its reason and seq, and never displaces a valid target. Checks the
+        payload, the retain flag and freshness (``seq``, ``stamp``/``ttl``).
+
+        Returns:
+            The valid message, or None if it was rejected.
+        """
         self.counters.received += 1
-        self.current = (topic, None)
         try:
             message = parse(topic, payload, self._vocabulary)
-            self.current = (topic, message.header.seq)
             estop = isinstance(message, CommandMessage) and message.command is CommandName.ESTOP
             if not estop:
                 # An e-stop is honoured whatever its seq, age or retain flag: it never moves.
@@ -299,12 +311,32 @@ class TeleopBridge:
                         )
                     )
                 self._freshness.check(topic, message.header)
-            self._dispatch(topic, message)
         except MessageRejected as exc:
             self.reject(exc.rejection)
             return None
-        self.counters.accepted += 1
+        except Exception as exc:  # a parser bug must not kill the MQTT read callback
+            self._logger.exception("teleop: parsing a message on %s failed", topic)
+            self.reject(Rejection(RejectReason.INVALID, f"cannot be parsed: {exc!r}", topic))
+            return None
         return message
+
+    def _superseded(self) -> None:
+        self.counters.conflated += 1
+
+    def deliver(self, topic: str, message: Message) -> bool:
+        """Hand a valid message to the runtime; False if the runtime refused it (reported).
+
+        Targets land in the runtime's latest-value slots, commands are queued
+        for the command task (an e-stop runs at once).
+        """
+        self.current = (topic, message.header.seq)
+        try:
+            self._dispatch(topic, message)
+        except MessageRejected as exc:
+            self.reject(exc.rejection)
+            return False
+        self.counters.accepted += 1
+        return True
 
     def _dispatch(self, topic: str, message: Message) -> None:
         try:
@@ -392,8 +424,6 @@ class TeleopBridge:
             if deadline < time.monotonic() - period:
                 deadline = time.monotonic()  # fell behind: skip, never burst
             body = state_body(self.runtime.state())
-            if self._inbox is not None:
-                self.counters.conflated = self._inbox.replaced
             payload = encode(
                 {"stamp": round(self._wall(), 6), **body, "teleop": self.counters.as_dict()}
             )
@@ -417,16 +447,3 @@ class TeleopBridge:
             self.topics.status, payload, qos=1, retain=True, timeout=PUBLISH_TIMEOUT_S
         )
         return (body["mode"], body["faults"])
-
-
-def _payload_bytes(payload: Any) -> bytes:
-    match payload:
-        case bytes():
-            return payload
-        case bytearray():
-            return bytes(payload)
-        case str():
-            return payload.encode()
-        case None:
-            return b""
-    return str(payload).encode()

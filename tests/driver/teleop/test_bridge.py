@@ -125,8 +125,8 @@ async def test_bad_payloads_are_rejected_and_never_move_the_arm(kit, mosquitto):
         await armed(kit, runtime, pub)
         before = runtime.state().command
         for reason, payload in bad.items():
-            # one at a time: the inbox conflates a burst on one topic before parsing, and
-            # a superseded message is counted as conflated, not rejected
+            # one at a time here, to see each one's error before the next (the burst test
+            # below sends them back to back)
             await pub.client.publish(f"{PREFIX}/joints/target", payload)
             await pub.wait_until(lambda p, r=reason: r in {e["reason"] for e in p.errors}, 15.0)
         await pub.client.publish(
@@ -148,6 +148,68 @@ async def test_bad_payloads_are_rejected_and_never_move_the_arm(kit, mosquitto):
         state = runtime.state()
         assert state.mode is Mode.ARMED
         np.testing.assert_allclose(list(state.command.values()), list(before.values()), atol=1e-9)
+
+
+def burst():
+    """Joint targets on one topic, good and bad mixed; the last good one sets joint1 0.3."""
+
+    def good(seq, value):
+        return json.dumps({"seq": seq, "sender": "burst", "positions": {"joint1": value}})
+
+    def bad(seq, positions):
+        return json.dumps({"seq": seq, "sender": "burst", "positions": positions})
+
+    messages = [
+        (None, good(1, 0.1)),
+        (("invalid", 2), bad(2, {"joint1": "fast"})),
+        (None, good(3, 0.2)),
+        (("non_finite", 4), b'{"seq": 4, "sender": "burst", "positions": {"joint1": NaN}}'),
+        (("not_json", None), b'{"seq": 5, "positions": {"joint1": 0.9'),
+        (None, good(6, 0.3)),
+        (("unknown_joint", 7), bad(7, {"elbow": 0.9})),
+        (("oversized", None), bad(8, {"joint1": 0.9, "pad": "x" * 5000})),
+        (("invalid", 9), bad(9, {"joint1": True})),
+        (("stale_seq", 5), good(5, 0.9)),  # well-formed, but older than seq 6
+        (("invalid", 10), bad(10, {"joint1": 2000.0})),
+    ]
+    return messages
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "worker"])
+async def test_a_burst_mixing_bad_and_good_targets_reports_every_bad_one_and_ends_at_the_last_good(
+    kit, mosquitto, isolate
+):
+    messages = burst()
+    expected = sorted((r for r, _ in messages if r is not None), key=str)
+    async with (
+        kit.running_sim(chains=False) as runtime,
+        kit.serving(runtime, mosquitto.url, isolate=isolate) as bridge,
+        TeleopPublisher(mosquitto.url, PREFIX) as pub,
+    ):
+        await armed(kit, runtime, pub)
+        for _, payload in messages:  # back to back, no sleeps: one flush window or less
+            await pub.client.publish(f"{PREFIX}/joints/target", payload)
+        try:
+            await pub.wait_until(lambda p: len(p.errors) >= len(expected), 15.0)
+        except TimeoutError:
+            raise AssertionError(f"errors {pub.errors}; {bridge.counters}") from None
+        got = sorted(((e["reason"], e["seq"]) for e in pub.errors), key=str)
+        assert got == expected
+        for error in pub.errors:
+            jsonschema.validate(error, load_schema("error"))
+            assert error["topic"] == f"{PREFIX}/joints/target" and error["detail"]
+        # The arm goes to the last good target and stays there: no bad one moved it.
+        await kit.eventually(
+            lambda: runtime.state().command["joint1"] == pytest.approx(0.3, abs=1e-9),
+            what="the command reached the last good target",
+        )
+        await runtime.wait_cycles(20)
+        state = runtime.state()
+        assert state.mode is Mode.ARMED and not state.faults
+        assert state.command["joint1"] == pytest.approx(0.3, abs=1e-9)
+        await kit.eventually(lambda: bridge.counters.rejected.total() == len(expected))
+        counters = bridge.counters
+        assert counters.received == counters.accepted + counters.conflated + len(expected)
 
 
 async def test_stale_seq_and_expired_targets_are_dropped(kit, mosquitto):
