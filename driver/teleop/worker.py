@@ -77,8 +77,10 @@ class RemoteRuntime:
         self._stage(("target", chain), ("target", chain, target, *self._origin()))
 
     def set_joint_targets(self, positions: Mapping[str, float]) -> None:
-        """Stage joint targets (replacing staged ones)."""
-        self._stage(("joints", ""), ("joints", dict(positions), *self._origin()))
+        """Stage joint targets, merged into staged ones (as the runtime merges them)."""
+        staged = self._pending.get(("joints", ""))
+        merged = {**staged[1], **positions} if staged is not None else dict(positions)
+        self._stage(("joints", ""), ("joints", merged, *self._origin()))
 
     def _stage(self, key: tuple[str, str], frame: tuple[Any, ...]) -> None:
         self._pending[key] = frame
@@ -182,7 +184,8 @@ async def _serve(
         try:
             while True:
                 runtime.on_frame(await receive(reader))
-        except asyncio.IncompleteReadError:
+        except (asyncio.IncompleteReadError, ConnectionError):
+            # ConnectionError: a write to the closed channel failed first (BrokenPipeError).
             logger.info("the control process closed the teleop channel; stopping")
         serving.cancel()
         reporter.cancel()
