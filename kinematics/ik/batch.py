@@ -4,7 +4,7 @@
 the same clamped, error-scaled damping, the same active set on the box, the
 same whole-vector step scaling, backtracking and stall rules, item by item, so
 it gives the same answers as one-by-one solves (the tests check it). FK and
-Jacobians come from the chain's generated kernel evaluated on (B,) arrays (or
+Jacobians come from a generated ``BatchKernel`` on (B,) arrays (or
 ``Chain.fk_jacobian_batch`` for chains with planar or floating joints); each
 iteration works only on the items still running.
 
@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.base import SolveOptions, Solver, _options
+from hilbot.kinematics.ik.batch_kernel import BatchKernel
 from hilbot.kinematics.ik.batch_run import STATUSES, Batch, BatchRun
 from hilbot.kinematics.ik.box import Box
 from hilbot.kinematics.ik.chain_info import ChainInfo
@@ -84,6 +85,16 @@ class BatchSolver(Solver):
             stall_ratio=stall_ratio,
         )
         self._contexts: dict[int, Context] = {}
+        self._kernels: dict[int, tuple[Context, BatchKernel | None]] = {}
+
+    def _run(self, info: ChainInfo, lo: Array, hi: Array, options: SolveOptions) -> BatchRun:
+        """A ``BatchRun`` on ``info``'s chain, with its cached context and batch kernel."""
+        ctx = contexts(self._contexts, info)
+        cached = self._kernels.get(id(info.chain))
+        if cached is None or cached[0] is not ctx:
+            kernel = BatchKernel(info.chain) if ctx.scalar else None
+            cached = self._kernels[id(info.chain)] = (ctx, kernel)
+        return BatchRun(self.reference, ctx, lo, hi, options, cached[1])
 
     def _solve(
         self, chain: Any, q0: Array, target: Target, box: Box, options: SolveOptions
@@ -93,9 +104,8 @@ class BatchSolver(Solver):
             np.array([target.point]),
             None if target.kind is OrientationKind.NONE else _orientation_array([target]),
         )
-        ctx = contexts(self._contexts, self.info(chain))
         lo, hi = box.lower[None, :], box.upper[None, :]
-        q, res, ori, status, its = BatchRun(self.reference, ctx, lo, hi, options).solve(
+        q, res, ori, status, its = self._run(self.info(chain), lo, hi, options).solve(
             q0[None], batch
         )
         orientation = None if target.kind is OrientationKind.NONE else float(ori[0])
@@ -160,8 +170,7 @@ class BatchSolver(Solver):
         q0, bases = _seeds(info, initial, size)
         lo, hi = _box(info, q0, respect_limits, max_delta)
         q0 = np.minimum(np.maximum(q0, lo), hi)
-        ctx = contexts(self._contexts, info)
-        q, res, ori, status, its = BatchRun(self.reference, ctx, lo, hi, options).solve(q0, batch)
+        q, res, ori, status, its = self._run(info, lo, hi, options).solve(q0, batch)
         q = np.minimum(np.maximum(q, lo), hi)  # the final safety projection
         reached = res <= options.tolerance
         if options.strict_orientation and batch.kind is not OrientationKind.NONE:

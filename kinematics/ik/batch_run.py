@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.base import SolveOptions
+from hilbot.kinematics.ik.batch_kernel import BatchKernel
 from hilbot.kinematics.ik.batch_step import damped
 from hilbot.kinematics.ik.context import Context
 from hilbot.kinematics.ik.dls import DLSSolver
@@ -41,10 +42,17 @@ class BatchRun:
     """One batched solve: the DLS iteration with per-item state."""
 
     def __init__(
-        self, s: DLSSolver, ctx: Context, lo: Array, hi: Array, options: SolveOptions
+        self,
+        s: DLSSolver,
+        ctx: Context,
+        lo: Array,
+        hi: Array,
+        options: SolveOptions,
+        kernel: BatchKernel | None = None,
     ) -> None:
         self.s = s
         self.ctx = ctx
+        self.kernel = kernel
         self.lo, self.hi = lo, hi
         self.options = options
         self.bounded = bool(np.isfinite(lo).any() or np.isfinite(hi).any())
@@ -96,12 +104,15 @@ class BatchRun:
         return np.asarray((at_lo | at_hi).any(axis=1))
 
     def fk_jacobian(self, q: Array) -> tuple[Array, Array]:
-        """Poses (B, 4, 4) and Jacobians (B, 6, dof), from the generated kernel if any."""
-        kernel = self.ctx.kernel
-        if kernel is not None:
-            return kernel.fk_jacobian_batch(q)
+        """Poses (B, 3, 4) and Jacobians (6, dof, B), from the generated kernel if any.
+
+        Jacobians keep the batch on the last axis (the layout of ``batch_step.damped``).
+        """
+        if self.kernel is not None:
+            pose, jac = self.kernel(q)
+            return pose.T.reshape(-1, 3, 4), jac
         pose, jac = self.ctx.chain.fk_jacobian_batch(q)
-        return np.asarray(pose), np.asarray(jac)
+        return np.asarray(pose)[:, :3], np.ascontiguousarray(np.transpose(jac, (1, 2, 0)))
 
     def integrate(self, q: Array, dq: Array) -> Array:
         """``q`` moved by ``dq`` (row by row through the chain for multi-DoF joints)."""
@@ -148,7 +159,7 @@ class BatchRun:
             hi = hi_all[active] if hi_all.shape[0] > 1 else hi_all
             ea = _clamp(e[active], s.position_clamp, s.orientation_clamp)
             lam2 = mu[active] * (s.damping + 0.5 * _cost(ea, weights))
-            jw = jac[active] * weights[None, :, None]
+            jw = (jac if active.size == size else jac[:, :, active]) * weights[:, None, None]
             qa = q[active]
             ew = ea * weights
             dq, pinned = self.step(qa, jw, ew, lam2, lo, hi)
@@ -226,7 +237,7 @@ class BatchRun:
                 stall[:] = np.where(little, stall + 1, 0)
                 np.maximum(1.0, 0.5 * mu, out=mu)
                 q[:], e[:], res[:], ori[:], cost[:] = qn, en, rn, on, cn
-                jac[:] = _task_jacobian(jn, pose, batch)
+                jac[...] = _task_jacobian(jn, pose, batch)
                 return pending[:0]
             take = pending[ok]
             little = cn[ok] > cost[take] * (1.0 - self.stall_ratio)
@@ -239,7 +250,7 @@ class BatchRun:
                 on[ok],
                 cn[ok],
             )
-            jac[take] = _task_jacobian(jn[ok], pose[ok], self._sub(batch, take))
+            jac[:, :, take] = _task_jacobian(jn[:, :, ok], pose[ok], self._sub(batch, take))
             pending, dq = pending[~ok], 0.5 * dq[~ok]
             if grow_mu:
                 mu[pending] *= 4.0
@@ -260,7 +271,7 @@ class BatchRun:
 
         Returns the steps and whether each item pinned some coordinate.
         """
-        size = jw.shape[0]
+        size = jw.shape[2]
         dq = _damped(jw, ew, lam2)  # everything free: no masking, no merge
         if not self.bounded:
             return dq, np.zeros(size, dtype=bool)
@@ -275,7 +286,7 @@ class BatchRun:
         pinned[hit] = True
         dq[hit] = self._pinned_steps(
             q[hit],
-            jw[hit],
+            jw[:, :, hit],
             ew[hit],
             lam2[hit],
             dq[hit],
@@ -300,12 +311,12 @@ class BatchRun:
         free = np.ones(violated.shape, dtype=bool)
         r = ew.copy()
         new = q + dq
-        for _ in range(jw.shape[2]):
+        for _ in range(jw.shape[1]):
             pinned = np.where(violated, np.where(new > hi, hi, lo) - q, 0.0)
             dq = np.where(violated, pinned, dq)
-            r -= np.einsum("bij,bj->bi", jw, pinned)
+            r -= np.einsum("ijb,bj->bi", jw, pinned)
             free &= ~violated
-            sub = _damped(jw * free[:, None, :], r, lam2)
+            sub = _damped(jw * free.T[None], r, lam2)
             dq = np.where(free, sub, dq)
             new = q + dq
             violated = free & ((new > hi) | (new < lo))
@@ -318,7 +329,7 @@ class _Fallback(NamedTuple):
     """What an item needs for the scaled fallback step (rows follow the active items)."""
 
     pinned: NDArray[np.bool_]  # the active-set step pinned some coordinate
-    jw: Array  # weighted task Jacobians
+    jw: Array  # weighted task Jacobians (m, n, B)
     ew: Array  # weighted clamped errors
     lam2: Array  # damping
     lo: Array  # box rows (or one shared row)
@@ -332,7 +343,7 @@ class _Fallback(NamedTuple):
         Coordinates on a bound that the step pushes outwards are held first (the step
         is re-solved for the others). Returns the steps and which items can move.
         """
-        jw, ew, lam2 = self.jw[where], self.ew[where], self.lam2[where]
+        jw, ew, lam2 = self.jw[:, :, where], self.ew[where], self.lam2[where]
         lo = self.lo[where] if self.lo.shape[0] > 1 else self.lo
         hi = self.hi[where] if self.hi.shape[0] > 1 else self.hi
         if where.size == 0:
@@ -340,7 +351,7 @@ class _Fallback(NamedTuple):
         dq = _damped(jw, ew, lam2)
         held = ((q >= hi) & (dq > 0.0)) | ((q <= lo) & (dq < 0.0))
         if held.any():
-            sub = _damped(jw * (~held)[:, None, :], ew, lam2)
+            sub = _damped(jw * (~held).T[None], ew, lam2)
             dq = np.where(held, 0.0, sub)
         with np.errstate(divide="ignore", invalid="ignore"):
             up = np.where((dq > 0.0) & (q + dq > hi), (hi - q) / dq, 1.0)
@@ -352,11 +363,15 @@ class _Fallback(NamedTuple):
         return dq * scale[:, None], ok
 
 
-def _damped(jac: Array, r: Array, lam2: Array) -> Array:
-    """``argmin |J dq - r|² + lam2 |dq|²`` per item, via the smaller normal matrix."""
-    _, rows, n = jac.shape
-    if jac.shape[0] >= _ARRAY_STEP_MIN:
-        return damped(jac, r, lam2)
+def _damped(cols: Array, r: Array, lam2: Array) -> Array:
+    """``argmin |J dq - r|² + lam2 |dq|²`` per item, via the smaller normal matrix.
+
+    ``cols`` holds the Jacobians as (m, n, B); returns (B, n).
+    """
+    rows, n, size = cols.shape
+    if size >= _ARRAY_STEP_MIN:
+        return damped(cols, r, lam2)
+    jac = cols.transpose(2, 0, 1)
     if n >= rows:
         a = jac @ jac.transpose(0, 2, 1)
         a[:, np.arange(rows), np.arange(rows)] += lam2[:, None]
@@ -431,13 +446,13 @@ def _frame(z: Array) -> Array:
 
 
 def _task_jacobian(jac: Array, pose: Array, batch: Batch) -> Array:
-    """The Jacobian rows matching the task (angular rows projected for tool axes)."""
+    """The Jacobian rows (m, n, B) matching the task (angular rows projected for tool axes)."""
     if batch.kind is OrientationKind.NONE:
-        return jac[:, :3]
+        return jac[:3]
     if batch.kind is OrientationKind.FULL:
         return jac
-    z = pose[:, :3, 2]
-    angular = jac[:, 3:]
-    along = np.einsum("bi,bij->bj", z, angular)
-    projected = angular - z[:, :, None] * along[:, None, :]
-    return np.concatenate([jac[:, :3], projected], axis=1)
+    z = np.ascontiguousarray(pose[:, :3, 2].T)  # (3, B)
+    angular = jac[3:]
+    along = np.einsum("ib,inb->nb", z, angular)
+    projected = angular - z[:, None, :] * along[None, :, :]
+    return np.concatenate([jac[:3], projected], axis=0)

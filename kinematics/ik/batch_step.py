@@ -1,14 +1,12 @@
 """Damped least-squares steps for a whole batch, with the batch as the last (contiguous) axis.
 
-``damped(jac, r, lam2)`` minimises ``|J dq - r|² + lam2 |dq|²`` per item through the
+``damped(cols, r, lam2)`` minimises ``|J dq - r|² + lam2 |dq|²`` per item through the
 smaller normal matrix, like ``linear.dls_step``: ``(J Jᵀ + lam2 I) y = r, dq = Jᵀ y``
 when there are at least as many columns as rows, else ``(Jᵀ J + lam2 I) dq = Jᵀ r``.
-The matrices are stored as (size, size, B): one ``einsum`` forms every item's normal
-matrix, and a column-by-column Cholesky factorisation works on (size - j, B) slices,
-so a 6 x 6 solve costs a few dozen numpy calls for the whole batch instead of
-hundreds of calls on (B,) vectors or one LAPACK call per item.
-
-Results equal the scalar step's to rounding (sums are accumulated in another order).
+Jacobians come as (m, n, B). One ``einsum`` forms every item's normal matrix as
+(size, size, B); the Cholesky factorisation and the two triangular solves are then
+straight-line code on its contiguous (B,) rows, in the operation order of the scalar
+step (so results match it to the last bit or so).
 """
 
 from __future__ import annotations
@@ -19,13 +17,12 @@ from numpy.typing import NDArray
 Array = NDArray[np.float64]
 
 
-def damped(jac: Array, r: Array, lam2: Array) -> Array:
-    """The damped steps (B, n) for Jacobians ``jac`` (B, m, n), errors ``r`` (B, m), ``lam2`` (B,).
+def damped(cols: Array, r: Array, lam2: Array) -> Array:
+    """The damped steps (B, n) for Jacobians ``cols`` (m, n, B), errors ``r`` (B, m), ``lam2`` (B,).
 
     ``lam2`` must be positive (the normal matrices are then positive definite).
     """
-    _, rows, n = jac.shape
-    cols = np.ascontiguousarray(jac.transpose(1, 2, 0))  # (m, n, B)
+    rows, n, _ = cols.shape
     rhs = np.ascontiguousarray(r.T)  # (m, B)
     if n >= rows:
         a = np.einsum("ikb,jkb->ijb", cols, cols)  # J Jᵀ: (m, m, B)

@@ -7,6 +7,7 @@ import pytest
 
 from hilbot.kinematics import spatial
 from hilbot.kinematics.ik import BatchResult, BatchSolver, DLSSolver, InvalidTarget, NoDofs, Status
+from hilbot.kinematics.ik.batch_kernel import BatchKernel
 
 CASES = [
     ("ur5", "base_link", "tool0"),
@@ -48,6 +49,23 @@ def test_batch_equals_one_by_one(case, form, load, rng, sample):
         assert sol.status is one.status and sol.iterations == one.iterations
         assert sol.residual == pytest.approx(one.residual, abs=1e-9)
         assert np.max(np.abs(sol.q - seeds[b])) <= 0.4 + 1e-12
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "tip"),
+    [
+        ("panda", "panda_link0", "panda_rightfinger"),  # a prismatic mimic follower
+        ("widowx_250s", "base_link", "left_finger_link"),
+        ("ur5", "base_link", "tool0"),
+    ],
+)
+def test_batch_kernel_equals_the_chain(name, source, tip, load, rng):
+    chain = load(name).path_between(source, tip)
+    q = rng.uniform(-2.0, 2.0, (40, chain.dof))
+    pose, jac = chain.fk_jacobian_batch(q)
+    pose12, cols = BatchKernel(chain)(q)
+    np.testing.assert_allclose(pose12.T.reshape(40, 3, 4), pose[:, :3], atol=1e-12)
+    np.testing.assert_allclose(cols.transpose(2, 0, 1), jac, atol=1e-12)
 
 
 def test_arrays_result_and_limits(load, rng, sample):

@@ -1,0 +1,196 @@
+"""FK + Jacobian of a scalar serial chain over a batch, generated as straight-line numpy code.
+
+The chain is folded into ``T(q) = F_0 M_0(q) F_1 M_1(q) ... F_n`` (constant ``F_k``;
+each ``M_k`` rotates about, or translates along, z), as ``kernel.ScalarKernel`` does,
+and written out once as Python source whose variables are (B,) arrays: the batch is
+the last, contiguous axis. Results go straight into (12, B) and (6, dof, B) buffers
+(structure of arrays), which is the layout the batched step wants, so no strided
+scatter into (B, 4, 4) and (B, 6, dof) arrays is needed. Constants are folded while
+generating and zero terms dropped. The source holds only numbers from the URDF
+formatted with ``repr``.
+
+Results equal ``Chain.fk_jacobian`` to rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hilbot.kinematics.joint import JointType
+
+Array = NDArray[np.float64]
+Value = float | str  # a folded constant or the name of a generated variable
+_EPS = 1e-15
+_Step = tuple[Array, bool, int, float, float]  # F (3, 4), prismatic, column, mult, offset
+_Axis = tuple[bool, int, float, list[Value], list[Value]]  # prismatic, column, mult, z, origin
+
+
+class BatchKernel:
+    """Compiled batched FK + Jacobian of a scalar serial chain (see the module docstring)."""
+
+    def __init__(self, chain: Any) -> None:
+        self.dof = int(chain.dof)
+        self.source = _generate(*_fold(chain), self.dof)
+        namespace: dict[str, Any] = {}
+        exec(compile(self.source, "<hilbot ik batch kernel>", "exec"), namespace)  # numbers only
+        self._f: Callable[..., None] = namespace["f"]
+
+    def __call__(self, q: Array) -> tuple[Array, Array]:
+        """Poses (12, B) (top 3x4 blocks, row-major) and Jacobians (6, dof, B) at ``q`` (B, dof)."""
+        batch = q.shape[0]
+        pose = np.empty((12, batch))
+        jac = np.empty((6, self.dof, batch))
+        self._f(list(np.ascontiguousarray(q.T)), np.cos, np.sin, pose, jac)
+        return pose, jac
+
+
+def _align(axis: Array) -> Array:
+    """A 4x4 rotation whose z column is ``axis``."""
+    a = np.asarray(axis, dtype=np.float64)
+    a = a / np.linalg.norm(a)
+    if abs(abs(a[2]) - 1.0) < _EPS:
+        out = np.eye(4)
+        if a[2] < 0:
+            out[:3, :3] = np.diag([1.0, -1.0, -1.0])
+        return out
+    helper = np.array([1.0, 0.0, 0.0]) if abs(a[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    x = np.cross(helper, a)
+    x /= np.linalg.norm(x)
+    out = np.eye(4)
+    out[:3, :3] = np.column_stack((x, np.cross(a, x), a))
+    return out
+
+
+def _fold(chain: Any) -> tuple[list[_Step], Array]:
+    """Constant transforms and elementary z-motions of the chain, in order."""
+    start = {name: i for i, (name, k) in enumerate(chain.jacobian_columns) if k == 0}
+    steps: list[_Step] = []
+    pending = np.eye(4)
+    for joint in chain.path:
+        pending = pending @ joint.origin
+        if joint.type is JointType.FIXED:
+            continue
+        align = _align(joint.axis)
+        mimic = chain.robot.leader(joint.name)
+        leader = joint.name if mimic is None else mimic.joint
+        mult = 1.0 if mimic is None else float(mimic.multiplier)
+        offset = 0.0 if mimic is None else float(mimic.offset)
+        prismatic = joint.type is JointType.PRISMATIC
+        steps.append(((pending @ align)[:3], prismatic, start[leader], mult, offset))
+        pending = align.T
+    return steps, pending[:3]
+
+
+class _Emitter:
+    """Straight-line code with constant folding over sums of ``coef * a * b``."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._count = 0
+
+    def combine(self, terms: Sequence[tuple[float, Value, Value]]) -> Value:
+        """``sum(coef * a * b)``: a folded constant or the name of a new variable."""
+        constant = 0.0
+        parts: list[str] = []
+        for coef, a, b in terms:
+            for x in (a, b):
+                if isinstance(x, float):
+                    coef *= x
+            if abs(coef) < _EPS:
+                continue
+            names = [x for x in (a, b) if isinstance(x, str)]
+            if not names:
+                constant += coef
+                continue
+            product = "*".join(names)
+            if coef == 1.0:
+                parts.append(f"+{product}")
+            elif coef == -1.0:
+                parts.append(f"-{product}")
+            else:
+                parts.append(f"+{coef!r}*{product}")
+        if not parts:
+            return constant
+        if abs(constant) >= _EPS:
+            parts.append(f"+{constant!r}")
+        elif len(parts) == 1 and parts[0][0] == "+" and parts[0][1:].isidentifier():
+            return parts[0][1:]  # an alias: reuse the name
+        return self.assign("".join(parts).lstrip("+"))
+
+    def assign(self, expression: str) -> str:
+        """Emit ``v<n> = expression`` and return the new name."""
+        self._count += 1
+        name = f"v{self._count}"
+        self.lines.append(f"    {name} = {expression}")
+        return name
+
+
+def _compose(em: _Emitter, r: list[Value], p: list[Value], f: Array) -> None:
+    """``(r, p) <- (r, p) @ f`` in place, ``f`` a constant (3, 4) block."""
+    p[:] = [
+        em.combine([(float(f[k, 3]), r[3 * i + k], 1.0) for k in range(3)] + [(1.0, p[i], 1.0)])
+        for i in range(3)
+    ]
+    r[:] = [
+        em.combine([(float(f[k, j]), r[3 * i + k], 1.0) for k in range(3)])
+        for i in range(3)
+        for j in range(3)
+    ]
+
+
+def _generate(steps: list[_Step], tip: Array, dof: int) -> str:
+    """Source of ``f(q, cos, sin, pose, jac)`` filling the (12, B) and (6, dof, B) buffers."""
+    em = _Emitter()
+    r: list[Value] = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    p: list[Value] = [0.0, 0.0, 0.0]
+    axes: list[_Axis] = []
+    for f, prismatic, col, mult, offset in steps:
+        _compose(em, r, p, f)
+        value = f"q[{col}]"
+        if mult != 1.0 or offset != 0.0:
+            value = em.assign(f"{mult!r}*q[{col}]+{offset!r}")
+        axes.append((prismatic, col, mult, [r[2], r[5], r[8]], list(p)))
+        if prismatic:
+            p[:] = [em.combine([(1.0, p[i], 1.0), (1.0, r[3 * i + 2], value)]) for i in range(3)]
+            continue
+        c, s = em.assign(f"cos({value})"), em.assign(f"sin({value})")
+        for i in range(3):
+            a, b = r[3 * i], r[3 * i + 1]
+            r[3 * i] = em.combine([(1.0, a, c), (1.0, b, s)])
+            r[3 * i + 1] = em.combine([(1.0, b, c), (-1.0, a, s)])
+    _compose(em, r, p, tip)
+    pose = [*r[0:3], p[0], *r[3:6], p[1], *r[6:9], p[2]]
+    columns = _jacobian(em, axes, p, dof)
+    out = [f"    pose[{k}] = {_literal(v)}" for k, v in enumerate(pose)]
+    out += [
+        f"    jac[{row}, {col}] = {_literal(v)}"
+        for col, column in enumerate(columns)
+        for row, v in enumerate(column)
+    ]
+    return "def f(q, cos, sin, pose, jac):\n" + "\n".join([*em.lines, *out]) + "\n"
+
+
+def _jacobian(em: _Emitter, axes: list[_Axis], tip: list[Value], dof: int) -> list[list[Value]]:
+    terms: list[list[list[tuple[float, Value, Value]]]] = [
+        [[] for _ in range(6)] for _ in range(dof)
+    ]
+    for prismatic, col, mult, z, origin in axes:
+        if prismatic:
+            for i in range(3):
+                terms[col][i].append((mult, z[i], 1.0))
+            continue
+        d = [em.combine([(1.0, tip[i], 1.0), (-1.0, origin[i], 1.0)]) for i in range(3)]
+        for i in range(3):
+            j, k = (i + 1) % 3, (i + 2) % 3
+            terms[col][i].append((mult, z[j], d[k]))
+            terms[col][i].append((-mult, z[k], d[j]))
+            terms[col][3 + i].append((mult, z[i], 1.0))
+    return [[em.combine(t) for t in column] for column in terms]
+
+
+def _literal(value: Value) -> str:
+    return repr(float(value)) if isinstance(value, float) else value
