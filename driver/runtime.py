@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from hilbot.driver.chains import ChainRunner, limited_robot
 from hilbot.driver.config import EstopAction, RobotConfig
 from hilbot.driver.errors import DriverError, LimitViolation, RuntimeStateError
+from hilbot.driver.gc_pacer import GcPacer
 from hilbot.driver.safety import Mode, ModeMachine, SafetyLayer, effective_limits
 from hilbot.driver.state import Command, CycleRecord, Fault, FaultKind, RuntimeState
 from hilbot.driver.stats import StatsRecorder
@@ -63,6 +64,8 @@ class Runtime:
         ticker: the tick source; by default a precise :class:`ThreadTicker` at
             ``config.rate_hz`` (or a :class:`SteppedTicker` on a ``ManualClock``).
         logger: where to log; ``hilbot.driver.runtime`` by default.
+        pace_gc: run the garbage collector only in the idle time between cycles (see
+            :mod:`hilbot.driver.gc_pacer`); by default on real time, off on a ``ManualClock``.
     """
 
     def __init__(
@@ -74,6 +77,7 @@ class Runtime:
         clock: Callable[[], float] = time.perf_counter,
         ticker: Ticker | None = None,
         logger: logging.Logger | None = None,
+        pace_gc: bool | None = None,
     ) -> None:
         if robot is None:
             from hilbot.driver.validation import load_robot
@@ -92,6 +96,9 @@ class Runtime:
                 else ThreadTicker(self.period, clock)
             )
         self._ticker = ticker
+        if pace_gc is None:
+            pace_gc = not isinstance(clock, ManualClock)
+        self._gc = GcPacer() if pace_gc else None
         self.joint_names: tuple[str, ...] = tuple(backend.joint_names)
         self._index = {name: i for i, name in enumerate(self.joint_names)}
         safety = config.safety
@@ -150,11 +157,15 @@ class Runtime:
             self._state = state
             self._command = state.position.astype(np.float64).copy()  # hold: goal = present
             self._check_hardware(state)
+            if self._gc is not None:
+                self._gc.start()
             self._ticker.start()
             self._task = asyncio.create_task(
                 self._loop(), name=f"hilbot-runtime-{self.config.name}"
             )
         except BaseException as exc:
+            if self._gc is not None:
+                self._gc.stop()
             await self._backend.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         self._log.info("runtime %s started at %.0f Hz", self.config.name, self.config.rate_hz)
@@ -180,6 +191,8 @@ class Runtime:
                 except Exception as err:
                     loop_error = err
         self._ticker.stop()
+        if self._gc is not None:
+            self._gc.stop()
         try:
             await self._shutdown()
         finally:
@@ -298,6 +311,7 @@ class Runtime:
 
     # -- the loop -----------------------------------------------------------------------------
     async def _loop(self) -> None:
+        pacer, clock, period = self._gc, self._clock, self.period
         try:
             while True:
                 tick = await self._ticker.wait()
@@ -306,6 +320,8 @@ class Runtime:
                     await self._run_command(*self._queue.get_nowait())
                 await self._cycle(tick.deadline, tick.woke)
                 self._wake_waiters()
+                if pacer is not None:
+                    pacer.idle(tick.deadline + period - clock())
         except asyncio.CancelledError:
             raise
         except Exception as err:

@@ -147,14 +147,15 @@ class ThreadTicker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._waiter: asyncio.Future[Tick] | None = None
+        self._waiter: asyncio.Future[tuple[float, float, int]] | None = None
         # Written by the thread, read by the loop: (index, deadline, wake time) of the newest
         # deadline. One callback is in flight at most (``_posted``), so a blocked loop finds
         # one tick, the newest, when it comes back, not a queue of stale ones.
         self._latest: tuple[int, float, float] = (-1, 0.0, 0.0)
         self._posted = False
         self._seen = -1  # index of the newest deadline the loop has taken
-        self._pending: tuple[float, int] | None = None  # (deadline, skipped) nobody waited for
+        # (deadline, wake, skipped) of a tick nobody waited for yet
+        self._pending: tuple[float, float, int] | None = None
 
     def start(self) -> None:
         """Start the timer thread; must be called from the event loop's thread."""
@@ -198,31 +199,36 @@ class ThreadTicker:
         index, deadline, wake = self._latest
         if index <= self._seen:
             return
-        if self._adaptive:
-            self._adapt(self._clock() - wake)
         skipped = index - self._seen - 1 if self._seen >= 0 else 0
         self._seen = index
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             self._waiter = None
-            woke = self._spin_until(deadline)
-            waiter.set_result(Tick(deadline, woke, skipped, skipped > 0))
+            waiter.set_result((deadline, wake, skipped))
             return
         if self._pending is not None:
-            skipped += self._pending[1] + 1
-        self._pending = (deadline, skipped)
+            skipped += self._pending[2] + 1
+        self._pending = (deadline, wake, skipped)
 
     async def wait(self) -> Tick:
-        """Return the next tick at its deadline (at once if it passed while the caller was busy)."""
+        """Return the next tick at its deadline (at once if it passed while the caller was busy).
+
+        The busy wait runs here, in the waiting task, after the event loop has handed it
+        the tick: the loop's own hop from the thread's wake-up to this task (a select
+        call, the task switch) falls inside the early margin instead of after the deadline.
+        """
         if self._loop is None:
             raise RuntimeError("ThreadTicker.wait() before start()")
         self._collect()
         if self._pending is not None:
-            (deadline, skipped), self._pending = self._pending, None
-            woke = self._spin_until(deadline)
-            return Tick(deadline, woke, skipped, skipped > 0)
-        self._waiter = self._loop.create_future()
-        return await self._waiter
+            (deadline, wake, skipped), self._pending = self._pending, None
+        else:
+            self._waiter = self._loop.create_future()
+            deadline, wake, skipped = await self._waiter
+            if self._adaptive:
+                self._adapt(self._clock() - wake)
+        woke = self._spin_until(deadline)
+        return Tick(deadline, woke, skipped, skipped > 0)
 
     @property
     def early(self) -> float:
@@ -238,7 +244,7 @@ class ThreadTicker:
             self._early = min(max(p99 + EARLY_SLACK, EARLY_MIN), EARLY_MAX, self.period / 4)
 
     def _spin_until(self, deadline: float) -> float:
-        # Busy-wait on the loop thread: at most ``early`` seconds, and only when on time.
+        # Busy-wait in the waiting task: at most ``early`` seconds, and only when on time.
         clock = self._clock
         now = clock()
         while now < deadline:
