@@ -213,43 +213,148 @@ def _source(
                 j[i][k] = f"j{i}_{k}"
                 out.append(f"    j{i}_{k} = {v} * {weight!r}")
     out.append("    try:")
-    body: list[str] = []
-    if n >= rows:  # (J W Jᵀ + lam2 I) y = W e, dq = Jᵀ y (``linear._source``)
-        size = rows
-        for a in range(rows):
-            for b in range(a + 1):
-                dot = _dot([(j[a][k], j[b][k]) for k in range(n)])
-                body.append(f"    a{a}_{b} = {dot}" + (" + lam2" if a == b else ""))
-        body += [f"    b{i} = {r[i]}" for i in range(rows)]
-    else:  # (Jᵀ W J + lam2 I) x = Jᵀ W e
-        size = n
-        for a in range(n):
-            for b in range(a + 1):
-                dot = _dot([(j[i][a], j[i][b]) for i in range(rows)])
-                body.append(f"    a{a}_{b} = {dot}" + (" + lam2" if a == b else ""))
-        for a in range(n):
-            body.append(f"    b{a} = {_dot([(j[i][a], r[i]) for i in range(rows)])}")
-    body += _cholesky_solve(size)
-    if n >= rows:
-        body += [f"    dq{k} = {_dot([(j[i][k], f'x{i}') for i in range(rows)])}" for k in range(n)]
+    out += _indent(_normal_solve(j, r, rows, n, jjt=n >= rows), 2)
+    out += ["    except (ValueError, ZeroDivisionError):", f"        return {general}"]
+    if bounded:
+        inside = " and ".join(f"lo[{k}] <= q[{k}] + dq{k} <= hi[{k}]" for k in range(n))
+        out += [f"    if not ({inside}):"]
+        active = _active_set(j, columns, rows, n, weight, general)
+        out += _indent(active, 2)
+        out += _indent(_finish(n, max_step, general, clip=True), 2)
+    out += _finish(n, max_step, general, clip=False)
+    return "\n".join(out) + "\n"
+
+
+def _indent(lines: list[str], levels: int) -> list[str]:
+    """``lines`` (4-space indented) indented ``levels - 1`` more levels."""
+    pad = "    " * (levels - 1)
+    return [pad + line for line in lines]
+
+
+def _finish(n: int, max_step: float, general: str, *, clip: bool) -> list[str]:
+    """The zero-step check, the max-step scaling and the return of ``q + dq``.
+
+    With ``clip``, pinned coordinates (``f<k> == 0.0``) are clipped into the box against
+    rounding (``dls._Run.clip``).
+    """
+    if clip:
+        moved = ", ".join(
+            f"min(max(q[{k}] + dq{k}, lo[{k}]), hi[{k}]) if f{k} == 0.0 else q[{k}] + dq{k}"
+            for k in range(n)
+        )
     else:
-        body += [f"    dq{k} = x{k}" for k in range(n)]
-    out += ["    " + line for line in body]
-    out += [
-        "    except (ValueError, ZeroDivisionError):",
-        f"        return {general}",
+        moved = ", ".join(f"q[{k}] + dq{k}" for k in range(n))
+    return [
         f"    big = max({', '.join(f'abs(dq{k})' for k in range(n))})",
         "    if big < 1e-14:",
         f"        return {general}",
-    ]
-    if bounded:
-        inside = " and ".join(f"lo[{k}] <= q[{k}] + dq{k} <= hi[{k}]" for k in range(n))
-        out += [f"    if not ({inside}):", f"        return {general}"]
-    moved = ", ".join(f"q[{k}] + dq{k}" for k in range(n))
-    out += [
         f"    if big > {max_step!r}:",
         f"        s = {max_step!r} / big",
         *[f"        dq{k} = dq{k} * s" for k in range(n)],
         f"    return position, angle, cost, {OK}, [{moved}]",
     ]
-    return "\n".join(out) + "\n"
+
+
+def _normal_solve(
+    j: list[list[Value]], r: list[Value], rows: int, n: int, *, jjt: bool, free: bool = False
+) -> list[str]:
+    """Lines solving the damped system for ``dq0..`` (``linear._source`` without ``z``).
+
+    ``jjt``: ``(J W Jᵀ + lam2 I) y = W e, dq = Jᵀ y``; otherwise
+    ``(Jᵀ W J + lam2 I) dq = Jᵀ W e``. ``j`` is the weighted Jacobian, ``r`` the
+    weighted error. With ``free``, only coordinates with ``f<k>`` set are assigned.
+    """
+    lines: list[str] = []
+    if jjt:
+        size = rows
+        for a in range(rows):
+            for b in range(a + 1):
+                dot = _dot([(j[a][k], j[b][k]) for k in range(n)])
+                lines.append(f"    a{a}_{b} = {dot}" + (" + lam2" if a == b else ""))
+        lines += [f"    b{i} = {_lit(r[i])}" for i in range(rows)]
+    else:
+        size = n
+        for a in range(n):
+            for b in range(a + 1):
+                dot = _dot([(j[i][a], j[i][b]) for i in range(rows)])
+                lines.append(f"    a{a}_{b} = {dot}" + (" + lam2" if a == b else ""))
+        for a in range(n):
+            lines.append(f"    b{a} = {_dot([(j[i][a], r[i]) for i in range(rows)])}")
+    lines += _cholesky_solve(size)
+    for k in range(n):
+        value = _dot([(j[i][k], f"x{i}") for i in range(rows)]) if jjt else f"x{k}"
+        if free:
+            lines += [f"    if f{k}:", f"        dq{k} = {value}"]
+        else:
+            lines.append(f"    dq{k} = {value}")
+    return lines
+
+
+def _active_set(
+    j: list[list[Value]],
+    columns: list[list[str]],
+    rows: int,
+    n: int,
+    weight: float,
+    general: str,
+) -> list[str]:
+    """Lines of the active set of ``dls._Run.step``: pin what leaves the box, re-solve.
+
+    ``f<k>`` is 1.0 while coordinate ``k`` is free, 0.0 once pinned; the re-solve uses
+    the Jacobian with the pinned columns zeroed, which gives the same floats as the
+    reduced system (the added terms are exact zeros), in the form the reduced system
+    would use (``J Jᵀ`` while at least ``rows`` columns are free).
+    """
+    lines = [f"    g{i} = c{i}" for i in range(rows)]
+    lines += [f"    f{k} = 1.0" for k in range(n)]
+    # The masked weighted Jacobian, refreshed after each round of pinning.
+    masked: list[list[Value]] = [
+        [0.0 if j[i][k] == 0.0 else f"m{i}_{k}" for k in range(n)] for i in range(rows)
+    ]
+    rw: list[Value] = [f"g{i}" if i < 3 else f"u{i}" for i in range(rows)]
+    body = ["        pinned = False"]
+    for k in range(n):
+        body += [
+            f"        if f{k} and not lo[{k}] <= q[{k}] + dq{k} <= hi[{k}]:",
+            f"            d = (hi[{k}] if q[{k}] + dq{k} > hi[{k}] else lo[{k}]) - q[{k}]",
+            f"            dq{k} = d",
+        ]
+        for i in range(rows):
+            c = _value(columns[k][i])
+            if c == 0.0:
+                continue
+            body.append(
+                f"            g{i} -= {_lit(c)} * d" if c != 1.0 else f"            g{i} -= d"
+            )
+        body += [f"            f{k} = 0.0", "            pinned = True"]
+    body += [
+        "        if not pinned:",
+        "            break",
+        f"        nfree = {' + '.join(f'f{k}' for k in range(n))}",
+        "        if not nfree:",
+        "            break",
+    ]
+    for i in range(rows):
+        for k in range(n):
+            if masked[i][k] != 0.0:
+                body.append(f"        m{i}_{k} = {_lit(j[i][k])} * f{k}")
+    body += [f"        u{i} = g{i} * {weight!r}" for i in range(3, rows)]
+    jjt = _normal_solve(masked, rw, rows, n, jjt=True, free=True)
+    jtj = _normal_solve(masked, rw, rows, n, jjt=False, free=True)
+    if n > rows:  # the reduced system may have rows or more columns
+        body += [
+            f"        if nfree >= {rows}:",
+            *_indent(jjt, 3),
+            "        else:",
+            *_indent(jtj, 3),
+        ]
+    else:  # fewer than n free columns, so fewer than rows: Jᵀ J
+        body += _indent(jtj, 2)
+    return [
+        *lines,
+        "    try:",
+        "        while True:",
+        *_indent(body, 2),
+        "    except (ValueError, ZeroDivisionError):",
+        f"        return {general}",
+    ]
