@@ -34,7 +34,12 @@ class BatchKernel:
 
     def __init__(self, chain: Any) -> None:
         self.dof = int(chain.dof)
-        self.source = _generate(*_fold(chain), self.dof)
+        steps, tip = _fold(chain)
+        # One plain revolute joint per column: the linear rows are one vectorised cross
+        # product of the axes with (tip - origin) instead of straight-line code per joint.
+        motions = [(col, mult, offset, prismatic) for _, prismatic, col, mult, offset in steps]
+        self.crossed = motions == [(c, 1.0, 0.0, False) for c in range(self.dof)]
+        self.source = _generate(steps, tip, self.dof, crossed=self.crossed)
         namespace: dict[str, Any] = {}
         exec(compile(self.source, "<hilbot ik batch kernel>", "exec"), namespace)  # numbers only
         self._f: Callable[..., None] = namespace["f"]
@@ -44,7 +49,15 @@ class BatchKernel:
         batch = q.shape[0]
         pose = np.empty((12, batch))
         jac = np.empty((6, self.dof, batch))
-        self._f(list(np.ascontiguousarray(q.T)), np.cos, np.sin, pose, jac)
+        origin = np.empty((3, self.dof, batch)) if self.crossed else None
+        self._f(list(np.ascontiguousarray(q.T)), np.cos, np.sin, pose, jac, origin)
+        if origin is not None:  # linear rows: z x (tip - origin), as the scalar code writes it
+            d = pose[3::4, None, :] - origin
+            z = jac[3:]
+            for i in range(3):
+                j, k = (i + 1) % 3, (i + 2) % 3
+                np.multiply(z[j], d[k], out=jac[i])
+                jac[i] -= z[k] * d[j]
         return pose, jac
 
 
@@ -142,8 +155,12 @@ def _compose(em: _Emitter, r: list[Value], p: list[Value], f: Array) -> None:
     ]
 
 
-def _generate(steps: list[_Step], tip: Array, dof: int) -> str:
-    """Source of ``f(q, cos, sin, pose, jac)`` filling the (12, B) and (6, dof, B) buffers."""
+def _generate(steps: list[_Step], tip: Array, dof: int, *, crossed: bool) -> str:
+    """Source of ``f(q, cos, sin, pose, jac, origin)`` filling (12, B) and (6, dof, B) buffers.
+
+    With ``crossed``, only the angular rows of ``jac`` are written, and each joint's
+    origin goes to column ``k`` of the (3, dof, B) ``origin`` buffer instead.
+    """
     em = _Emitter()
     r: list[Value] = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
     p: list[Value] = [0.0, 0.0, 0.0]
@@ -164,14 +181,19 @@ def _generate(steps: list[_Step], tip: Array, dof: int) -> str:
             r[3 * i + 1] = em.combine([(1.0, b, c), (-1.0, a, s)])
     _compose(em, r, p, tip)
     pose = [*r[0:3], p[0], *r[3:6], p[1], *r[6:9], p[2]]
-    columns = _jacobian(em, axes, p, dof)
     out = [f"    pose[{k}] = {_literal(v)}" for k, v in enumerate(pose)]
-    out += [
-        f"    jac[{row}, {col}] = {_literal(v)}"
-        for col, column in enumerate(columns)
-        for row, v in enumerate(column)
-    ]
-    return "def f(q, cos, sin, pose, jac):\n" + "\n".join([*em.lines, *out]) + "\n"
+    if crossed:
+        for _, col, _, z, origin in axes:
+            out += [f"    jac[{3 + i}, {col}] = {_literal(z[i])}" for i in range(3)]
+            out += [f"    origin[{i}, {col}] = {_literal(origin[i])}" for i in range(3)]
+    else:
+        columns = _jacobian(em, axes, p, dof)
+        out += [
+            f"    jac[{row}, {col}] = {_literal(v)}"
+            for col, column in enumerate(columns)
+            for row, v in enumerate(column)
+        ]
+    return "def f(q, cos, sin, pose, jac, origin):\n" + "\n".join([*em.lines, *out]) + "\n"
 
 
 def _jacobian(em: _Emitter, axes: list[_Axis], tip: list[Value], dof: int) -> list[list[Value]]:

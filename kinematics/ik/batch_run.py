@@ -388,42 +388,60 @@ def _cost(e: Array, weights: Array) -> Array:
 
 
 def _clamp(e: Array, position: float, orientation: float) -> Array:
+    """``e`` with its position and rotation parts scaled to at most the clamps (a copy)."""
     out = e.copy()
-    p = np.linalg.norm(e[:, :3], axis=1)
-    out[:, :3] *= np.where(p > position, position / np.maximum(p, 1e-300), 1.0)[:, None]
-    if e.shape[1] == 6:
-        o = np.linalg.norm(e[:, 3:], axis=1)
-        out[:, 3:] *= np.where(o > orientation, orientation / np.maximum(o, 1e-300), 1.0)[:, None]
+    for part, limit in ((slice(0, 3), position), (slice(3, 6), orientation)):
+        if part.start >= e.shape[1]:
+            break
+        norm = np.sqrt(np.einsum("bi,bi->b", e[:, part], e[:, part]))
+        over = np.flatnonzero(norm > limit)
+        if over.size:  # the others are left as they are (a factor of 1)
+            out[over, part] *= (limit / norm[over])[:, None]
     return out
 
 
 def _errors(pose: Array, batch: Batch) -> tuple[Array, Array, Array]:
     """Errors (B, 3 or 6), position residuals and orientation residuals (NaN if none)."""
+    if batch.kind is OrientationKind.FULL:
+        assert batch.orientation is not None
+        return _full_errors(pose, batch.point, batch.orientation)
     ep = batch.point - pose[:, :3, 3]
     res = np.sqrt(np.einsum("bi,bi->b", ep, ep))
     if batch.kind is OrientationKind.NONE:
         return ep, res, np.full(res.shape, np.nan)
     assert batch.orientation is not None
-    if batch.kind is OrientationKind.FULL:
-        eo, angle = _rotation_errors(batch.orientation, pose[:, :3, :3])
-    else:
-        eo, angle = _axis_errors(batch.orientation, pose[:, :3, 2])
+    eo, angle = _axis_errors(batch.orientation, pose[:, :3, 2])
     return np.concatenate([ep, eo], axis=1), res, angle
 
 
-def _rotation_errors(target: Array, current: Array) -> tuple[Array, Array]:
-    m = target @ current.transpose(0, 2, 1)
-    v = np.stack([m[:, 2, 1] - m[:, 1, 2], m[:, 0, 2] - m[:, 2, 0], m[:, 1, 0] - m[:, 0, 1]], 1)
-    s2 = np.sqrt(np.einsum("bi,bi->b", v, v))
-    trace = m[:, 0, 0] + m[:, 1, 1] + m[:, 2, 2]
+def _full_errors(pose: Array, point: Array, target: Array) -> tuple[Array, Array, Array]:
+    """``_errors`` for full poses, straight-line on (B,) vectors as ``context`` does on floats."""
+    size = pose.shape[0]
+    e = np.empty((size, 6))
+    ep = np.subtract(point, pose[:, :3, 3], out=e[:, :3])
+    res = np.sqrt(np.einsum("bi,bi->b", ep, ep))
+    t: list[Array] = list(np.ascontiguousarray(target.reshape(size, 9).T))  # t00 t01 ... t22
+    p = [pose[:, i, j] for i in range(3) for j in range(3)]
+    # m = R_t Rᵀ, m_ij = (row i of R_t) . (row j of R)
+    trace = t[0] * p[0] + t[1] * p[1] + t[2] * p[2]
+    for k in range(3, 9):
+        trace += t[k] * p[k]
+
+    def m(i: int, j: int) -> Array:
+        return t[3 * i] * p[3 * j] + t[3 * i + 1] * p[3 * j + 1] + t[3 * i + 2] * p[3 * j + 2]
+
+    vx, vy, vz = m(2, 1) - m(1, 2), m(0, 2) - m(2, 0), m(1, 0) - m(0, 1)
+    s2 = np.sqrt(vx * vx + vy * vy + vz * vz)
     angle = np.arctan2(0.5 * s2, 0.5 * (trace - 1.0))
     scale = np.where(s2 > 1e-12, angle / np.maximum(s2, 1e-300), 0.5)
-    rotvec = v * scale[:, None]
+    np.multiply(vx, scale, out=e[:, 3])
+    np.multiply(vy, scale, out=e[:, 4])
+    np.multiply(vz, scale, out=e[:, 5])
     near_pi = angle >= math.pi - 1e-4
     if near_pi.any():  # the antisymmetric part vanishes there: use the scalar path
         for b in np.flatnonzero(near_pi):
-            rotvec[b], angle[b] = rotation_error(target[b], current[b])
-    return rotvec, angle
+            e[b, 3:], angle[b] = rotation_error(target[b], pose[b, :3, :3])
+    return e, res, angle
 
 
 def _axis_errors(axis: Array, z: Array) -> tuple[Array, Array]:
