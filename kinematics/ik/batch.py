@@ -203,9 +203,7 @@ def _parse_batch(targets: Any) -> Batch:
             return Batch(OrientationKind.NONE, array.copy(), None)
         if array.shape[1:] == (4, 4):
             rotation = array[:, :3, :3]
-            error = np.abs(np.einsum("bki,bkj->bij", rotation, rotation) - np.eye(3)).max()
-            x, y, z = rotation[:, :, 0], rotation[:, :, 1], rotation[:, :, 2]
-            det = np.einsum("bi,bi->b", np.cross(x, y), z)
+            error, det = _orthogonality(rotation)
             if error > 1e-5 or (det < 0).any() or (array[:, 3] != [0.0, 0.0, 0.0, 1.0]).any():
                 raise InvalidTarget(
                     "a transform is not rigid (rotation not proper, or last row not 0 0 0 1)",
@@ -222,6 +220,23 @@ def _parse_batch(targets: Any) -> Batch:
     kind = parsed[0].kind
     orientation = None if kind is OrientationKind.NONE else _orientation_array(parsed)
     return Batch(kind, np.array([t.point for t in parsed]), orientation)
+
+
+def _orthogonality(rotation: Array) -> tuple[float, Array]:
+    """``max |RᵀR - I|`` over the batch and each (B,) determinant, on (B,) rows."""
+    r = np.ascontiguousarray(rotation.reshape(-1, 9).T)  # r[3 k + i] = R_ki
+    x, y, z = r[0::3], r[1::3], r[2::3]  # the columns, (3, B) each
+    error = 0.0
+    for i, a in enumerate((x, y, z)):
+        for j, b in enumerate((x, y, z)[: i + 1]):
+            gram = np.einsum("kb,kb->b", a, b)
+            error = max(error, float(np.abs(gram - 1.0 if i == j else gram).max()))
+    det = (
+        (x[1] * y[2] - x[2] * y[1]) * z[0]
+        + (x[2] * y[0] - x[0] * y[2]) * z[1]
+        + (x[0] * y[1] - x[1] * y[0]) * z[2]
+    )
+    return error, det
 
 
 def _orientation_array(parsed: Sequence[Target]) -> Array:

@@ -40,7 +40,7 @@ class BatchKernel:
         motions = [(col, mult, offset, prismatic) for _, prismatic, col, mult, offset in steps]
         self.crossed = motions == [(c, 1.0, 0.0, False) for c in range(self.dof)]
         self.source = _generate(steps, tip, self.dof, crossed=self.crossed)
-        namespace: dict[str, Any] = {}
+        namespace: dict[str, Any] = {"_negative": np.negative}
         exec(compile(self.source, "<hilbot ik batch kernel>", "exec"), namespace)  # numbers only
         self._f: Callable[..., None] = namespace["f"]
 
@@ -99,40 +99,52 @@ def _fold(chain: Any) -> tuple[list[_Step], Array]:
 
 
 class _Emitter:
-    """Straight-line code with constant folding over sums of ``coef * a * b``."""
+    """Straight-line code with constant folding over sums of ``coef * a * b``.
+
+    A name may carry a leading ``-``: negation is folded into the coefficients of
+    the expressions that use it, so it never costs an array operation.
+    """
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self._count = 0
 
     def combine(self, terms: Sequence[tuple[float, Value, Value]]) -> Value:
-        """``sum(coef * a * b)``: a folded constant or the name of a new variable."""
+        """``sum(coef * a * b)``: a folded constant or a (possibly negated) name."""
         constant = 0.0
-        parts: list[str] = []
+        parts: list[tuple[float, str]] = []
         for coef, a, b in terms:
+            names: list[str] = []
             for x in (a, b):
                 if isinstance(x, float):
                     coef *= x
+                elif x.startswith("-"):
+                    coef, names = -coef, [*names, x[1:]]
+                else:
+                    names.append(x)
             if abs(coef) < _EPS:
                 continue
-            names = [x for x in (a, b) if isinstance(x, str)]
-            if not names:
-                constant += coef
-                continue
-            product = "*".join(names)
-            if coef == 1.0:
-                parts.append(f"+{product}")
-            elif coef == -1.0:
-                parts.append(f"-{product}")
+            if names:
+                parts.append((coef, "*".join(names)))
             else:
-                parts.append(f"+{coef!r}*{product}")
+                constant += coef
         if not parts:
             return constant
+        sign = ""
+        if all(coef < 0.0 for coef, _ in parts):  # emit the negated sum, return "-name"
+            sign, constant = "-", -constant
+            parts = [(-coef, product) for coef, product in parts]
+        alias = len(parts) == 1 and parts[0][0] == 1.0 and parts[0][1].isidentifier()
+        if alias and abs(constant) < _EPS:
+            return sign + parts[0][1]  # reuse the name
+        parts.sort(key=lambda part: part[0] < 0.0)  # a positive term first: no unary minus
+        expression = ""
+        for coef, product in parts:
+            term = product if abs(coef) == 1.0 else f"{abs(coef)!r}*{product}"
+            expression += f" {'-' if coef < 0.0 else '+'} {term}"
         if abs(constant) >= _EPS:
-            parts.append(f"+{constant!r}")
-        elif len(parts) == 1 and parts[0][0] == "+" and parts[0][1:].isidentifier():
-            return parts[0][1:]  # an alias: reuse the name
-        return self.assign("".join(parts).lstrip("+"))
+            expression += f" {'-' if constant < 0.0 else '+'} {abs(constant)!r}"
+        return sign + self.assign(expression[3:])
 
     def assign(self, expression: str) -> str:
         """Emit ``v<n> = expression`` and return the new name."""
@@ -168,7 +180,7 @@ def _generate(steps: list[_Step], tip: Array, dof: int, *, crossed: bool) -> str
     for f, prismatic, col, mult, offset in steps:
         _compose(em, r, p, f)
         value = f"q[{col}]"
-        if mult != 1.0 or offset != 0.0:
+        if mult != 1.0 or offset != 0.0:  # a mimic follower
             value = em.assign(f"{mult!r}*q[{col}]+{offset!r}")
         axes.append((prismatic, col, mult, [r[2], r[5], r[8]], list(p)))
         if prismatic:
@@ -181,15 +193,15 @@ def _generate(steps: list[_Step], tip: Array, dof: int, *, crossed: bool) -> str
             r[3 * i + 1] = em.combine([(1.0, b, c), (-1.0, a, s)])
     _compose(em, r, p, tip)
     pose = [*r[0:3], p[0], *r[3:6], p[1], *r[6:9], p[2]]
-    out = [f"    pose[{k}] = {_literal(v)}" for k, v in enumerate(pose)]
+    out = [_store(f"pose[{k}]", v) for k, v in enumerate(pose)]
     if crossed:
         for _, col, _, z, origin in axes:
-            out += [f"    jac[{3 + i}, {col}] = {_literal(z[i])}" for i in range(3)]
-            out += [f"    origin[{i}, {col}] = {_literal(origin[i])}" for i in range(3)]
+            out += [_store(f"jac[{3 + i}, {col}]", z[i]) for i in range(3)]
+            out += [_store(f"origin[{i}, {col}]", origin[i]) for i in range(3)]
     else:
         columns = _jacobian(em, axes, p, dof)
         out += [
-            f"    jac[{row}, {col}] = {_literal(v)}"
+            _store(f"jac[{row}, {col}]", v)
             for col, column in enumerate(columns)
             for row, v in enumerate(column)
         ]
@@ -214,5 +226,10 @@ def _jacobian(em: _Emitter, axes: list[_Axis], tip: list[Value], dof: int) -> li
     return [[em.combine(t) for t in column] for column in terms]
 
 
-def _literal(value: Value) -> str:
-    return repr(float(value)) if isinstance(value, float) else value
+def _store(target: str, value: Value) -> str:
+    """A line writing ``value`` to the buffer row ``target`` (a negated name negates)."""
+    if isinstance(value, float):
+        return f"    {target} = {value!r}"
+    if value.startswith("-"):
+        return f"    _negative({value[1:]}, out={target})"
+    return f"    {target} = {value}"
