@@ -336,15 +336,19 @@ class VirtualBus:
         with self.lock:
             now = self._advance()
             replies = self.handler.handle(item, now)
-        if not replies:
-            return
-        data = b"".join(reply.data for reply in replies)
         if not self.wire_timing:
-            os.write(self._master, data)
+            if replies:
+                os.write(self._master, b"".join(reply.data for reply in replies))
             return
         byte_time = BITS_PER_BYTE / self.host_baudrate()
         # The pty delivers the host's bytes at once; on a wire they would take this long.
         done = max(arrived, self._wire_free) + _instruction_size(item) * byte_time
+        if not replies:
+            # An instruction without reply (sync write, broadcast) still holds the wire:
+            # the next instruction's bytes queue behind it, as they would in a real adapter.
+            self._wire_free = done
+            return
+        data = b"".join(reply.data for reply in replies)
         for reply in replies:
             done += reply.delay + len(reply.data) * byte_time
         # One write when the last reply's last byte would arrive: the host sees the

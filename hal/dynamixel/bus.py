@@ -341,12 +341,13 @@ class DynamixelBus:
             reply_bytes = sum((11 if self.protocol == 2 else 6) + r[2] for r in reads)
             delays = n
         wait = (
-            (len(P.encode_instruction(packet)) + reply_bytes) * self.byte_time
+            reply_bytes * self.byte_time
             + delays * self.return_delay
             + (self.port.latency_ms + self.port.margin_ms) / 1000.0
         )
         collector = ReplyCollector(self.protocol, reads, fast=fast, counters=self.counters)
-        deadline = time.monotonic() + wait
+        # From when the instruction, and a sync write queued before it, left the adapter.
+        deadline = max(time.monotonic(), self.port.tx_until) + wait
         while not collector.complete:
             chunk = self.port.read_available(deadline - time.monotonic())
             if not chunk:

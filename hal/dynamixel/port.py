@@ -78,6 +78,7 @@ class BlockingPortHandler(PortHandler):  # type: ignore[misc]  # the SDK is unty
         self.latency_ms = float(found or 0.0)
         self.reply_delay_ms = 0.0  # return delay of the slowest servo, set by the bus
         self._deadline = 0.0  # [s] monotonic
+        self._tx_until = 0.0  # [s] monotonic: when the bytes written so far are off the wire
 
     # --- opening ---------------------------------------------------------------------
 
@@ -104,8 +105,12 @@ class BlockingPortHandler(PortHandler):  # type: ignore[misc]  # the SDK is unty
         return time.monotonic() * 1000.0
 
     def setPacketTimeout(self, packet_length: int) -> None:
-        """Deadline for a reply of ``packet_length`` bytes: wire time + latency + margin."""
-        self.packet_start_time = self.getCurrentTime()
+        """Deadline for a reply of ``packet_length`` bytes: wire time + latency + margin.
+
+        Counted from when the instruction (and anything written before it, such as a
+        sync write, which has no reply) has left the adapter, not from now.
+        """
+        self.packet_start_time = max(self.getCurrentTime(), self._tx_until * 1000.0)
         self.packet_timeout = (
             self.tx_time_per_byte * packet_length
             + self.latency_ms
@@ -123,6 +128,11 @@ class BlockingPortHandler(PortHandler):  # type: ignore[misc]  # the SDK is unty
     def set_deadline(self, seconds_from_now: float) -> None:
         """Set the packet deadline directly (used by the bus's own group reads)."""
         self.setPacketTimeoutMillis(seconds_from_now * 1000.0)
+
+    @property
+    def tx_until(self) -> float:
+        """When the bytes written so far have left the adapter at the baud rate [s, monotonic]."""
+        return self._tx_until
 
     @property
     def deadline(self) -> float:
@@ -193,6 +203,10 @@ class BlockingPortHandler(PortHandler):  # type: ignore[misc]  # the SDK is unty
         data = bytes(packet)
         fd = self.ser.fileno()
         written = 0
+        # tx_time_per_byte [ms] is set with the baud rate; a real adapter sends queued bytes
+        # one after the other, so a reply cannot start before all of them are out.
+        start = max(time.monotonic(), self._tx_until)
+        self._tx_until = start + len(data) * self.tx_time_per_byte / 1000.0
         try:
             while written < len(data):
                 try:

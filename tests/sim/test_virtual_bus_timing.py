@@ -7,6 +7,8 @@ import time
 import pytest
 from dynamixel_sdk import COMM_SUCCESS, GroupSyncRead, PacketHandler, PortHandler
 
+from hilbot.hal.dynamixel.bus import DynamixelBus
+from hilbot.hal.dynamixel.timing import ReadMethod
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.sim.testing import running_virtual_bus
@@ -132,3 +134,32 @@ def test_an_injected_clock_drives_the_dynamics(sdk_on, clock):
             position, result, _ = sdk.packet.read4ByteTxRx(sdk.port, 1, 132)
         assert result == COMM_SUCCESS and abs(position - 3000) <= 1
         sdk.port.closePort()
+
+
+def test_a_write_without_reply_holds_the_wire_for_the_next_read():
+    """A sync write has no reply, but its bytes take wire time before the next read's.
+
+    The host's reply deadline counts from when both packets left the adapter, so the
+    read succeeds at 57600 bit/s with the default 3 ms margin (the write alone takes 7.6 ms).
+    """
+    ids = [1, 2, 3, 4, 5, 6]
+    with running_virtual_bus(
+        dict.fromkeys(ids, "XM430-W350"), baudrate=57600, return_delay_time=0
+    ) as bus:
+        host = DynamixelBus(bus.port, 57600, 2, retries=0)
+        host.open()
+        times = []
+        try:
+            for k in range(3):
+                goals = {i: (2048 + k).to_bytes(4, "little") for i in ids}
+                start = time.perf_counter()
+                host.sync_write(116, 4, goals)
+                replies = host.group_read(ReadMethod.SYNC_READ, [(i, 132, 4) for i in ids])
+                times.append(time.perf_counter() - start)
+                assert sorted(replies) == ids
+        finally:
+            host.close()
+        assert bus.errors == []
+    write = 10 + 4 + len(ids) * (1 + 4)  # 44 B
+    read = 10 + 4 + len(ids) + len(ids) * (11 + 4)  # 110 B
+    assert min(times) >= (write + read) * BITS_PER_BYTE / 57600  # ≈ 26.7 ms
