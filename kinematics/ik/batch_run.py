@@ -127,7 +127,7 @@ class BatchRun:
 
     def iterate(self, q0: Array, batch: Batch, max_iterations: int) -> Out:
         """The DLS loop on every item (see ``DLSSolver``), vectorised."""
-        s, options = self.s, self.options
+        s = self.s
         size = q0.shape[0]
         w = s.orientation_weight
         rows = 3 if batch.kind is OrientationKind.NONE else 6
@@ -145,9 +145,7 @@ class BatchRun:
         lo_all, hi_all = self.lo, self.hi
         while True:
             running = status == _RUNNING
-            done = running & (res <= options.tolerance)
-            if rows == 6:
-                done &= ori <= options.orientation_tolerance
+            done = running & self.converged(res, ori, batch.kind)
             status[done] = 0
             status[running & ~done & (stall >= self.stall_iterations)] = 1
             status[(status == _RUNNING) & (its >= max_iterations)] = 3
@@ -250,11 +248,22 @@ class BatchRun:
                 on[ok],
                 cn[ok],
             )
-            jac[:, :, take] = _task_jacobian(jn[:, :, ok], pose[ok], self._sub(batch, take))
+            # Converged items never read their Jacobian again: only the others store it.
+            more = ok & ~self.converged(rn, on, batch.kind)
+            if more.any():
+                sub_more = self._sub(batch, pending[more])
+                jac[:, :, pending[more]] = _task_jacobian(jn[:, :, more], pose[more], sub_more)
             pending, dq = pending[~ok], 0.5 * dq[~ok]
             if grow_mu:
                 mu[pending] *= 4.0
         return pending
+
+    def converged(self, res: Array, ori: Array, kind: OrientationKind) -> NDArray[np.bool_]:
+        """(B,) whether each item is within the tolerances of its task."""
+        done = res <= self.options.tolerance
+        if kind is not OrientationKind.NONE:
+            done &= ori <= self.options.orientation_tolerance
+        return done
 
     def clip(self, q: Array, idx: NDArray[np.intp]) -> Array:
         """Rows ``idx`` of the box applied to ``q`` (guards rounding)."""
