@@ -14,6 +14,7 @@ Results equal ``Chain.fk_jacobian`` to rounding.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from hilbot.kinematics.joint import JointType
 Array = NDArray[np.float64]
 Value = float | str  # a folded constant or the name of a generated variable
 _EPS = 1e-15
+_FLOATS_MAX = 8  # up to this many items, evaluate on Python floats item by item
 _Step = tuple[Array, bool, int, float, float]  # F (3, 4), prismatic, column, mult, offset
 _Axis = tuple[bool, int, float, list[Value], list[Value]]  # prismatic, column, mult, z, origin
 
@@ -43,10 +45,17 @@ class BatchKernel:
         namespace: dict[str, Any] = {"_negative": np.negative}
         exec(compile(self.source, "<hilbot ik batch kernel>", "exec"), namespace)  # numbers only
         self._f: Callable[..., None] = namespace["f"]
+        scalar = _generate(steps, tip, self.dof, crossed=False, scalar=True)
+        exec(compile(scalar, "<hilbot ik batch kernel, floats>", "exec"), namespace)
+        self._g: Callable[..., list[float]] = namespace["g"]
 
     def __call__(self, q: Array) -> tuple[Array, Array]:
         """Poses (12, B) (top 3x4 blocks, row-major) and Jacobians (6, dof, B) at ``q`` (B, dof)."""
         batch = q.shape[0]
+        if batch <= _FLOATS_MAX:  # a few items: Python floats beat numpy's per-call overhead
+            g, cos, sin = self._g, math.cos, math.sin
+            out = np.array([g(row, cos, sin) for row in q.tolist()]).T  # (12 + 6 dof, B)
+            return np.ascontiguousarray(out[:12]), out[12:].reshape(6, self.dof, batch)
         pose = np.empty((12, batch))
         jac = np.empty((6, self.dof, batch))
         origin = np.empty((3, self.dof, batch)) if self.crossed else None
@@ -167,11 +176,15 @@ def _compose(em: _Emitter, r: list[Value], p: list[Value], f: Array) -> None:
     ]
 
 
-def _generate(steps: list[_Step], tip: Array, dof: int, *, crossed: bool) -> str:
+def _generate(
+    steps: list[_Step], tip: Array, dof: int, *, crossed: bool, scalar: bool = False
+) -> str:
     """Source of ``f(q, cos, sin, pose, jac, origin)`` filling (12, B) and (6, dof, B) buffers.
 
     With ``crossed``, only the angular rows of ``jac`` are written, and each joint's
-    origin goes to column ``k`` of the (3, dof, B) ``origin`` buffer instead.
+    origin goes to column ``k`` of the (3, dof, B) ``origin`` buffer instead. With
+    ``scalar``, the source is of ``g(q, cos, sin)`` on floats, returning the 12 pose
+    entries and then the Jacobian row by row as one list.
     """
     em = _Emitter()
     r: list[Value] = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
@@ -193,6 +206,11 @@ def _generate(steps: list[_Step], tip: Array, dof: int, *, crossed: bool) -> str
             r[3 * i + 1] = em.combine([(1.0, b, c), (-1.0, a, s)])
     _compose(em, r, p, tip)
     pose = [*r[0:3], p[0], *r[3:6], p[1], *r[6:9], p[2]]
+    if scalar:
+        columns = _jacobian(em, axes, p, dof)
+        values = [*pose, *(columns[col][row] for row in range(6) for col in range(dof))]
+        listing = ", ".join(repr(v) if isinstance(v, float) else v for v in values)
+        return "def g(q, cos, sin):\n" + "\n".join([*em.lines, f"    return [{listing}]"]) + "\n"
     out = [_store(f"pose[{k}]", v) for k, v in enumerate(pose)]
     if crossed:
         for _, col, _, z, origin in axes:

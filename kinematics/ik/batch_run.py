@@ -27,7 +27,7 @@ Ints = NDArray[np.int64]
 Out = tuple[Array, Array, Array, Ints, Ints]  # q, residual, orientation, status, iterations
 STATUSES = (Status.CONVERGED, Status.STALLED, Status.DIVERGED, Status.TIMEOUT)
 _RUNNING = -1
-_ARRAY_STEP_MIN = 16  # below this batch size numpy.linalg.solve is cheaper
+_ARRAY_STEP_MIN = 128  # below this batch size numpy.linalg.solve is cheaper
 
 
 class Batch(NamedTuple):

@@ -59,12 +59,13 @@ def test_batch_equals_one_by_one(case, form, load, rng, sample):
         ("ur5", "base_link", "tool0"),
     ],
 )
-def test_batch_kernel_equals_the_chain(name, source, tip, load, rng):
+@pytest.mark.parametrize("size", [40, 3])  # numpy arrays, and Python floats item by item
+def test_batch_kernel_equals_the_chain(name, source, tip, size, load, rng):
     chain = load(name).path_between(source, tip)
-    q = rng.uniform(-2.0, 2.0, (40, chain.dof))
+    q = rng.uniform(-2.0, 2.0, (size, chain.dof))
     pose, jac = chain.fk_jacobian_batch(q)
     pose12, cols = BatchKernel(chain)(q)
-    np.testing.assert_allclose(pose12.T.reshape(40, 3, 4), pose[:, :3], atol=1e-12)
+    np.testing.assert_allclose(pose12.T.reshape(size, 3, 4), pose[:, :3], atol=1e-12)
     np.testing.assert_allclose(cols.transpose(2, 0, 1), jac, atol=1e-12)
 
 
