@@ -28,6 +28,7 @@ Out = tuple[Array, Array, Array, Ints, Ints]  # q, residual, orientation, status
 STATUSES = (Status.CONVERGED, Status.STALLED, Status.DIVERGED, Status.TIMEOUT)
 _RUNNING = -1
 _ARRAY_STEP_MIN = 128  # below this batch size numpy.linalg.solve is cheaper
+_FLOATS_MAX = 8  # up to this many items, task errors are computed on Python floats
 
 
 class Batch(NamedTuple):
@@ -426,6 +427,8 @@ def _errors(pose: Array, batch: Batch) -> tuple[Array, Array, Array]:
 def _full_errors(pose: Array, point: Array, target: Array) -> tuple[Array, Array, Array]:
     """``_errors`` for full poses, straight-line on (B,) vectors as ``context`` does on floats."""
     size = pose.shape[0]
+    if size <= _FLOATS_MAX:
+        return _full_errors_floats(pose, point, target)
     e = np.empty((size, 6))
     ep = np.subtract(point, pose[:, :3, 3], out=e[:, :3])
     res = np.sqrt(np.einsum("bi,bi->b", ep, ep))
@@ -450,6 +453,33 @@ def _full_errors(pose: Array, point: Array, target: Array) -> tuple[Array, Array
     if near_pi.any():  # the antisymmetric part vanishes there: use the scalar path
         for b in np.flatnonzero(near_pi):
             e[b, 3:], angle[b] = rotation_error(target[b], pose[b, :3, :3])
+    return e, res, angle
+
+
+def _full_errors_floats(pose: Array, point: Array, target: Array) -> tuple[Array, Array, Array]:
+    """``_full_errors`` item by item on Python floats (cheaper for a few items)."""
+    rows: list[list[float]] = []
+    for p, x, t in zip(pose.tolist(), point.tolist(), target.tolist(), strict=True):
+        (p00, p01, p02, px), (p10, p11, p12, py), (p20, p21, p22, pz) = p[:3]
+        (t00, t01, t02), (t10, t11, t12), (t20, t21, t22) = t
+        ex, ey, ez = x[0] - px, x[1] - py, x[2] - pz
+        trace = (
+            t00 * p00 + t01 * p01 + t02 * p02
+            + t10 * p10 + t11 * p11 + t12 * p12
+            + t20 * p20 + t21 * p21 + t22 * p22
+        )  # fmt: skip
+        vx = (t20 * p10 + t21 * p11 + t22 * p12) - (t10 * p20 + t11 * p21 + t12 * p22)
+        vy = (t00 * p20 + t01 * p21 + t02 * p22) - (t20 * p00 + t21 * p01 + t22 * p02)
+        vz = (t10 * p00 + t11 * p01 + t12 * p02) - (t00 * p10 + t01 * p11 + t02 * p12)
+        s2 = math.sqrt(vx * vx + vy * vy + vz * vz)
+        angle = math.atan2(0.5 * s2, 0.5 * (trace - 1.0))
+        k = angle / s2 if s2 > 1e-12 else 0.5
+        distance = math.sqrt(ex * ex + ey * ey + ez * ez)
+        rows.append([ex, ey, ez, vx * k, vy * k, vz * k, distance, angle])
+    out = np.array(rows).reshape(-1, 8)
+    e, res, angle = out[:, :6].copy(), out[:, 6].copy(), out[:, 7].copy()
+    for b in np.flatnonzero(angle >= math.pi - 1e-4):  # near pi: the scalar path
+        e[b, 3:], angle[b] = rotation_error(target[b], pose[b, :3, :3])
     return e, res, angle
 
 

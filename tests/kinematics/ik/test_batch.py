@@ -69,6 +69,26 @@ def test_batch_kernel_equals_the_chain(name, source, tip, size, load, rng):
     np.testing.assert_allclose(cols.transpose(2, 0, 1), jac, atol=1e-12)
 
 
+def test_task_errors_on_floats_equal_the_array_path(rng):
+    """A few items go through Python floats; a half turn goes through the scalar path."""
+    from hilbot.kinematics.ik.batch_run import _full_errors, _full_errors_floats
+
+    target = np.array([spatial.so3_exp(rng.normal(size=3)) for _ in range(6)])
+    pose = np.zeros((6, 3, 4))
+    pose[:, :, 3] = rng.normal(size=(6, 3))
+    for b in range(6):
+        turn = np.diag([1.0, -1.0, -1.0]) if b % 3 == 0 else spatial.so3_exp(rng.normal(size=3))
+        pose[b, :, :3] = target[b] @ turn
+    point = rng.normal(size=(6, 3))
+    floats = _full_errors_floats(pose, point, target)
+    arrays = _full_errors(
+        np.tile(pose, (3, 1, 1)), np.tile(point, (3, 1)), np.tile(target, (3, 1, 1))
+    )
+    for a, b in zip(floats, arrays, strict=True):
+        np.testing.assert_allclose(a, b[:6], atol=1e-15)
+    assert floats[2][0] == pytest.approx(np.pi)
+
+
 def test_arrays_result_and_limits(load, rng, sample):
     robot = load("ur5")
     chain = robot.path_between("base_link", "tool0")
