@@ -477,10 +477,10 @@ def _full_errors_floats(pose: Array, point: Array, target: Array) -> tuple[Array
         distance = math.sqrt(ex * ex + ey * ey + ez * ez)
         rows.append([ex, ey, ez, vx * k, vy * k, vz * k, distance, angle])
     out = np.array(rows).reshape(-1, 8)
-    e, res, angle = out[:, :6].copy(), out[:, 6].copy(), out[:, 7].copy()
-    for b in np.flatnonzero(angle >= math.pi - 1e-4):  # near pi: the scalar path
-        e[b, 3:], angle[b] = rotation_error(target[b], pose[b, :3, :3])
-    return e, res, angle
+    e, res, angles = out[:, :6].copy(), out[:, 6].copy(), out[:, 7].copy()
+    for b in np.flatnonzero(angles >= math.pi - 1e-4):  # near pi: the scalar path
+        e[b, 3:], angles[b] = rotation_error(target[b], pose[b, :3, :3])
+    return e, res, angles
 
 
 def _axis_errors(axis: Array, z: Array) -> tuple[Array, Array]:
