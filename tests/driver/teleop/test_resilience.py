@@ -5,9 +5,9 @@ import contextlib
 import json
 import os
 import signal
+import statistics
 import sys
 import time
-import tracemalloc
 
 import aiomqtt
 import pytest
@@ -108,6 +108,44 @@ async def test_clean_shutdown_publishes_offline(kit, mosquitto):
         assert json.loads(message.payload)["online"] is False
 
 
+def resident(pid):
+    """Resident memory of process ``pid`` [bytes]."""
+    with open(f"/proc/{pid}/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class LoopWindow:
+    """The control loop's rate and this process's CPU time per cycle over one window.
+
+    The rate is the median over 0.25 s slices: a neighbour's burst on this shared
+    machine stalls a slice or two, a flood that slows the loop shifts them all.
+    """
+
+    SLICE = 0.25  # [s]
+
+    def __init__(self, runtime):
+        self._runtime = runtime
+        self._cycles = runtime.state().stats.cycles
+        self._cpu = time.process_time()
+        self._rates = []
+
+    async def run(self, seconds):
+        cycles, t = self._cycles, time.monotonic()
+        for _ in range(round(seconds / self.SLICE)):
+            await asyncio.sleep(self.SLICE)
+            now, n = time.monotonic(), self._runtime.state().stats.cycles
+            self._rates.append((n - cycles) / (now - t))
+            cycles, t = n, now
+        spent = cycles - self._cycles
+        self.rate = statistics.median(self._rates)
+        self.cpu_per_cycle = (time.process_time() - self._cpu) / max(spent, 1)
+        return self
+
+
+async def loop_window(runtime, seconds):
+    return await LoopWindow(runtime).run(seconds)
+
+
 async def test_a_flood_of_10000_targets_per_second_keeps_the_loop_rate_and_memory_flat(
     kit, mosquitto
 ):
@@ -118,15 +156,11 @@ async def test_a_flood_of_10000_targets_per_second_keeps_the_loop_rate_and_memor
         async with TeleopPublisher(mosquitto.url, PREFIX) as pub:
             await pub.command("enable")
             await kit.eventually(lambda: runtime.mode is Mode.ARMED)
-
-        async def loop_rate(seconds):
-            cycles, t = runtime.state().stats.cycles, time.monotonic()
-            await asyncio.sleep(seconds)
-            return (runtime.state().stats.cycles - cycles) / (time.monotonic() - t)
-
-        baseline = await loop_rate(1.5)
-        # The flood comes from the network: a raw-socket publisher process (it costs almost
-        # no CPU) through a broker given low CPU priority, as if it ran on another host.
+        # Quiet, flood, quiet: the windows share whatever else loads the machine, so the
+        # ratios below measure the flood, not the neighbours.
+        before = await loop_window(runtime, 2.0)
+        # The flood comes from the network: a raw-socket publisher process (it costs
+        # almost no CPU) through a broker given low CPU priority, as if on another host.
         os.setpriority(os.PRIO_PROCESS, mosquitto.process.pid, 19)
         flood = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -135,42 +169,53 @@ async def test_a_flood_of_10000_targets_per_second_keeps_the_loop_rate_and_memor
             str(mosquitto.port),
             "10000",
             "5",
+            "--amplitude",
+            "0",  # joint1 stays at home (0): a moving sim arm costs CPU of its own
             stdout=asyncio.subprocess.PIPE,
         )
         try:
             assert await flood.stdout.readline() == b"flooding\n"
             await asyncio.sleep(1.0)  # warm up: queues and caches reach their steady size
-            tracemalloc.start()
-            try:
-                first = tracemalloc.get_traced_memory()[0]
-                # counts and clock read together: the rates below share one window
-                received0, frames0 = link.counters.received, link.target_frames
-                t = time.monotonic()
-                flood_rate = await loop_rate(2.5)
-                grown = tracemalloc.get_traced_memory()[0] - first
-            finally:
-                tracemalloc.stop()
+            first = {pid: resident(pid) for pid in (os.getpid(), link.pid)}
+            # counts and clock read together: the rates below share one window
+            received0, frames0 = link.counters.received, link.target_frames
+            t = time.monotonic()
+            during = await loop_window(runtime, 2.5)
             elapsed = time.monotonic() - t
             received1, frames1 = link.counters.received, link.target_frames
+            grown = {pid: resident(pid) - rss for pid, rss in first.items()}
             sent = int((await flood.stdout.readline()).split()[1])
         finally:
             with contextlib.suppress(ProcessLookupError):
                 flood.kill()
             await flood.wait()
+        os.setpriority(os.PRIO_PROCESS, mosquitto.process.pid, 0)
+        await asyncio.sleep(0.3)  # the broker and the worker drain what is left
+        after = await loop_window(runtime, 2.0)
         handled = (received1 - received0) / elapsed
         frames = (frames1 - frames0) / elapsed
+        quiet_rate = (before.rate + after.rate) / 2
         print(
-            f"loop {baseline:.1f} Hz before, {flood_rate:.1f} Hz during the flood; worker "
-            f"handled {handled:.0f} msg/s, control process took {frames:.0f} target frames/s, "
-            f"memory +{grown / 1024:.0f} KiB"
+            f"loop {before.rate:.1f} Hz before, {during.rate:.1f} Hz during the flood, "
+            f"{after.rate:.1f} Hz after; control process CPU per cycle "
+            f"{before.cpu_per_cycle * 1e6:.0f} / {during.cpu_per_cycle * 1e6:.0f} / "
+            f"{after.cpu_per_cycle * 1e6:.0f} us; worker handled {handled:.0f} msg/s, control "
+            f"process took {frames:.0f} target frames/s; resident memory "
+            f"+{grown[os.getpid()] / 1024:.0f} KiB (control), "
+            f"+{grown[link.pid] / 1024:.0f} KiB (worker)"
         )
         assert sent == 50_000
+        assert received1 > received0  # the flood reached the worker (niced: it may lag)
         # The control process sees at most one batch of targets per millisecond (plus the
         # 100 ms counter reports), however fast they arrive: the worker absorbs the flood.
         assert frames <= 1100
-        assert grown < 256 * 1024  # flat: bounded queues, conflation, bounded seq table
+        # flat in both processes: bounded queues, conflation, bounded seq table
+        assert max(grown.values()) < 1024 * 1024
         state = runtime.state()
         assert state.mode is Mode.ARMED and not state.faults
-        # The loop rate itself is a speed figure: benchmarks/teleop_bench.py measures it
-        # (on a shared machine a timed assertion here would only measure the neighbours).
-        assert flood_rate > 0
+        # The loop keeps its rate: a ratio to the quiet windows around the flood.
+        assert during.rate >= 0.9 * quiet_rate
+        # The CPU time per cycle is printed, not asserted: with the arm still, a profile
+        # of the flood window shows no new work but the frames above (~30 ms/s), yet the
+        # figure grows 10-60 % on this 2-core box, as the flood's processes share the
+        # cores (and their caches) with this one.
