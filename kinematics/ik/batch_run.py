@@ -54,7 +54,7 @@ class BatchRun:
         self.s = s
         self.ctx = ctx
         self.kernel = kernel
-        self.lo, self.hi = lo, hi
+        self.lo, self.hi = _shared_row(lo), _shared_row(hi)
         self.options = options
         self.bounded = bool(np.isfinite(lo).any() or np.isfinite(hi).any())
         self.stall_iterations, self.stall_ratio = options.stall or (
@@ -154,12 +154,13 @@ class BatchRun:
             if active.size == 0:
                 return q, res, ori, status, its
             its[active] += 1
-            lo = lo_all[active] if lo_all.shape[0] > 1 else lo_all
-            hi = hi_all[active] if hi_all.shape[0] > 1 else hi_all
-            ea = _clamp(e[active], s.position_clamp, s.orientation_clamp)
-            lam2 = mu[active] * (s.damping + 0.5 * _cost(ea, weights))
-            jw = (jac if active.size == size else jac[:, :, active]) * weights[:, None, None]
-            qa = q[active]
+            every = active.size == size  # no gathers needed
+            lo = lo_all if every or lo_all.shape[0] == 1 else lo_all[active]
+            hi = hi_all if every or hi_all.shape[0] == 1 else hi_all[active]
+            ea = _clamp(e if every else e[active], s.position_clamp, s.orientation_clamp)
+            lam2 = (mu if every else mu[active]) * (s.damping + 0.5 * _cost(ea, weights))
+            jw = (jac if every else jac[:, :, active]) * weights[:, None, None]
+            qa = q if every else q[active]
             ew = ea * weights
             dq, pinned = self.step(qa, jw, ew, lam2, lo, hi)
             biggest = np.abs(dq).max(axis=1)
@@ -371,6 +372,13 @@ class _Fallback(NamedTuple):
         scale = np.minimum(scale, max_step / biggest)
         ok = (scale > 0.0) & ~held.all(axis=1)
         return dq * scale[:, None], ok
+
+
+def _shared_row(bound: Array) -> Array:
+    """A (B, n) bound broadcast from one row, as that (1, n) row (no per-item gathers)."""
+    if bound.shape[0] > 1 and bound.strides[0] == 0:
+        return bound[:1]
+    return bound
 
 
 def _damped(cols: Array, r: Array, lam2: Array) -> Array:
