@@ -26,7 +26,7 @@ from hilbot.kinematics.joint import JointType
 Array = NDArray[np.float64]
 Value = float | str  # a folded constant or the name of a generated variable
 _EPS = 1e-15
-_FLOATS_MAX = 8  # up to this many items, evaluate on Python floats item by item
+_FLOATS_MAX = 16  # up to this many items, evaluate on Python floats item by item
 _Step = tuple[Array, bool, int, float, float]  # F (3, 4), prismatic, column, mult, offset
 _Axis = tuple[bool, int, float, list[Value], list[Value]]  # prismatic, column, mult, z, origin
 

@@ -28,7 +28,7 @@ Out = tuple[Array, Array, Array, Ints, Ints]  # q, residual, orientation, status
 STATUSES = (Status.CONVERGED, Status.STALLED, Status.DIVERGED, Status.TIMEOUT)
 _RUNNING = -1
 _ARRAY_STEP_MIN = 128  # below this batch size numpy.linalg.solve is cheaper
-_FLOATS_MAX = 8  # up to this many items, task errors are computed on Python floats
+_FLOATS_MAX = 16  # up to this many items, task errors are computed on Python floats
 
 
 class Batch(NamedTuple):
