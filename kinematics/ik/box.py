@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterator
 
 import numpy as np
 from numpy.typing import NDArray
+
+_le = operator.le
 
 
 class Box:
@@ -43,7 +46,8 @@ class Box:
 
     def contains(self, q: NDArray[np.float64]) -> bool:
         """Whether every coordinate of ``q`` is within the bounds (``False`` for NaN)."""
-        return all(
-            a <= x <= b
-            for x, a, b in zip(q.tolist(), self.lower_list, self.upper_list, strict=True)
-        )
+        values = q.tolist()
+        if len(values) != len(self.lower_list):
+            raise ValueError(f"expected {len(self.lower_list)} coordinates, got {len(values)}")
+        # ``map`` over C comparisons: no Python frame per coordinate (NaN compares False).
+        return all(map(_le, self.lower_list, values)) and all(map(_le, values, self.upper_list))

@@ -90,6 +90,13 @@ def evaluate(task: Target, pose: Pose, columns: Columns) -> Evaluation:
     return _axis(task.orientation, pose, columns, [ex, ey, ez], position)
 
 
+def weighted_cost(task: Target, pose: Pose, w2: float) -> float:
+    """``|position error|² + w2 · angle²`` of ``task`` at ``pose`` (the DLS cost)."""
+    ev = evaluate(task, pose, [])
+    angle = 0.0 if ev.orientation is None else ev.orientation
+    return ev.position * ev.position + w2 * angle * angle
+
+
 def _rotation_error(t: tuple[float, ...], p: Pose) -> tuple[float, float, float, float]:
     """Rotation vector of ``R_t R^T`` and its angle, from scalars (numpy near pi)."""
     t00, t01, t02, t10, t11, t12, t20, t21, t22 = t
@@ -150,4 +157,4 @@ def contexts(cache: dict[int, Context], info: ChainInfo) -> Context:
     return ctx
 
 
-__all__ = ["Context", "Evaluation", "contexts", "evaluate"]
+__all__ = ["Context", "Evaluation", "contexts", "evaluate", "weighted_cost"]

@@ -40,7 +40,13 @@ from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.base import SolveOptions, Solver
 from hilbot.kinematics.ik.box import Box
-from hilbot.kinematics.ik.context import Context, Evaluation, contexts, evaluate
+from hilbot.kinematics.ik.context import (
+    Context,
+    Evaluation,
+    contexts,
+    evaluate,
+    weighted_cost,
+)
 from hilbot.kinematics.ik.fused import GENERAL, NEAR_PI, SKIPPED, FusedStep, fused_step
 from hilbot.kinematics.ik.linear import dls_step
 from hilbot.kinematics.ik.solution import Solution, SolveMeta, Status
@@ -48,6 +54,8 @@ from hilbot.kinematics.ik.target import OrientationKind, Target
 
 Array = NDArray[np.float64]
 _INF = math.inf
+# Options for ranking configurations (``task_costs``): nothing is iterated.
+_RANK = SolveOptions(1, 1.0, 1.0, False, False, None)
 
 
 class DLSSolver(Solver):
@@ -122,6 +130,29 @@ class DLSSolver(Solver):
     def context(self, chain: Any) -> Context:
         """The cached evaluation context of ``chain``."""
         return contexts(self._contexts, self.info(chain))
+
+    def task_costs(
+        self, chain: Any, target: Target, configurations: list[list[float]]
+    ) -> list[float]:
+        """The weighted squared task error (the cost the iterations reduce) at each configuration.
+
+        Cheap on scalar chains (the fused iteration, stopped before the step): a
+        ``MultiStartSolver`` ranks candidate starts with it.
+        """
+        ctx = self.context(chain)
+        w2 = self.orientation_weight**2
+        box = self.info(chain).box(np.zeros(ctx.dof), False, None)
+        f = _Run(self, ctx, box, _RANK).fused(target)
+        if f is None:
+            return [weighted_cost(target, ctx.fk(q), w2) for q in configurations]
+        point, rot = target.point, target.orientation
+        out = []
+        for q in configurations:
+            position, angle, cost, code, _ = f(q, point, rot, 1.0, -_INF, (), (), 0.0, 0.0)
+            if code == NEAR_PI and angle is not None:  # no cost computed; |rotvec| = angle
+                cost = position * position + w2 * angle * angle
+            out.append(cost)
+        return out
 
     def _solve(
         self, chain: Any, q0: Array, target: Target, box: Box, options: SolveOptions

@@ -29,10 +29,11 @@ task at ``q`` and returns ``(position, angle, cost, code, payload)``:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
-from hilbot.kinematics.ik.kernel import ScalarKernel
+from hilbot.kinematics.ik.kernel import POSE_DONE, ScalarKernel
 from hilbot.kinematics.ik.linear import _cholesky_solve
 
 OK, SKIPPED, NEAR_PI, GENERAL = 0, 1, 2, 3
@@ -78,6 +79,7 @@ def fused_step(
 
 
 Value = float | str  # a constant or the name of a variable
+_QREF = re.compile(r"q\[(\d+)\]")
 
 
 def _value(text: str) -> Value:
@@ -120,12 +122,14 @@ def _source(
     bounded: bool,
 ) -> str:
     lines, pose, columns = kernel.expressions()
+    split = lines.index(POSE_DONE)
     n = len(columns)
     w2 = weight * weight
     out = [
         "def f(q, point, rot, mu, limit, lo, hi, tol, otol, "
         "cos=cos, sin=sin, sqrt=sqrt, atan2=atan2):",
-        *lines,
+        f"    {', '.join(f'q_{k}' for k in range(n))}, = q",
+        *[_QREF.sub(r"q_\1", line) for line in lines[:split]],
         "    tx, ty, tz = point",
         f"    ex = tx - {pose[3]}",
         f"    ey = ty - {pose[7]}",
@@ -173,32 +177,41 @@ def _source(
         f"position, angle, cost, {GENERAL}, "
         f"([{', '.join(error)}], [{', '.join('[' + ', '.join(c) + ']' for c in columns)}])"
     )
-    # The clamp (``dls._clamp``): the clamped error is c0.., multiplied by 1.0 if unclamped.
-    out += [
-        "    kp = 1.0",
-        f"    if position > {position_clamp!r}:",
-        f"        kp = {position_clamp!r} / position",
-        "    c0 = ex * kp",
-        "    c1 = ey * kp",
-        "    c2 = ez * kp",
-    ]
+    out += [_QREF.sub(r"q_\1", line) for line in lines[split + 1 :]]  # the Jacobian
+    # The clamp (``dls._clamp``); unclamped, the damping's error term is the cost itself.
     if rows == 6:
         out += [
             "    o = sqrt(oo)",
-            "    ko = 1.0",
-            f"    if o > {orientation_clamp!r}:",
-            f"        ko = {orientation_clamp!r} / o",
-            "    c3 = wx * ko",
-            "    c4 = wy * ko",
-            "    c5 = wz * ko",
-            f"    lam2 = mu * ({damping!r} + 0.5 * (c0 * c0 + c1 * c1 + c2 * c2"
+            f"    if position > {position_clamp!r} or o > {orientation_clamp!r}:",
+            f"        kp = {position_clamp!r} / position if position > {position_clamp!r} else 1.0",
+            f"        ko = {orientation_clamp!r} / o if o > {orientation_clamp!r} else 1.0",
+            "        c0 = ex * kp",
+            "        c1 = ey * kp",
+            "        c2 = ez * kp",
+            "        c3 = wx * ko",
+            "        c4 = wy * ko",
+            "        c5 = wz * ko",
+            f"        lam2 = mu * ({damping!r} + 0.5 * (c0 * c0 + c1 * c1 + c2 * c2"
             f" + {w2!r} * (c3 * c3 + c4 * c4 + c5 * c5)))",
+            "    else:",
+            "        c0, c1, c2, c3, c4, c5 = ex, ey, ez, wx, wy, wz",
+            f"        lam2 = mu * ({damping!r} + 0.5 * cost)",
             f"    r3 = c3 * {weight!r}",
             f"    r4 = c4 * {weight!r}",
             f"    r5 = c5 * {weight!r}",
         ]
     else:
-        out.append(f"    lam2 = mu * ({damping!r} + 0.5 * (c0 * c0 + c1 * c1 + c2 * c2))")
+        out += [
+            f"    if position > {position_clamp!r}:",
+            f"        kp = {position_clamp!r} / position",
+            "        c0 = ex * kp",
+            "        c1 = ey * kp",
+            "        c2 = ez * kp",
+            f"        lam2 = mu * ({damping!r} + 0.5 * (c0 * c0 + c1 * c1 + c2 * c2))",
+            "    else:",
+            "        c0, c1, c2 = ex, ey, ez",
+            f"        lam2 = mu * ({damping!r} + 0.5 * cost)",
+        ]
     r: list[Value] = list(("c0", "c1", "c2", "r3", "r4", "r5")[:rows])
     # The weighted Jacobian: j[i][k], rows 3.. times the weight.
     j: list[list[Value]] = [[0.0] * n for _ in range(rows)]
@@ -216,7 +229,7 @@ def _source(
     out += _indent(_normal_solve(j, r, rows, n, jjt=n >= rows), 2)
     out += ["    except (ValueError, ZeroDivisionError):", f"        return {general}"]
     if bounded:
-        inside = " and ".join(f"lo[{k}] <= q[{k}] + dq{k} <= hi[{k}]" for k in range(n))
+        inside = " and ".join(f"lo[{k}] <= q_{k} + dq{k} <= hi[{k}]" for k in range(n))
         out += [f"    if not ({inside}):"]
         active = _active_set(j, columns, rows, n, weight, general)
         out += _indent(active, 2)
@@ -239,13 +252,13 @@ def _finish(n: int, max_step: float, general: str, *, clip: bool) -> list[str]:
     """
     if clip:
         moved = ", ".join(
-            f"min(max(q[{k}] + dq{k}, lo[{k}]), hi[{k}]) if f{k} == 0.0 else q[{k}] + dq{k}"
+            f"min(max(q_{k} + dq{k}, lo[{k}]), hi[{k}]) if f{k} == 0.0 else q_{k} + dq{k}"
             for k in range(n)
         )
     else:
-        moved = ", ".join(f"q[{k}] + dq{k}" for k in range(n))
+        moved = ", ".join(f"q_{k} + dq{k}" for k in range(n))
     return [
-        f"    big = max({', '.join(f'abs(dq{k})' for k in range(n))})",
+        f"    big = max({', '.join(f'dq{k}, -dq{k}' for k in range(n))})",
         "    if big < 1e-14:",
         f"        return {general}",
         f"    if big > {max_step!r}:",
@@ -315,8 +328,8 @@ def _active_set(
     body = ["        pinned = False"]
     for k in range(n):
         body += [
-            f"        if f{k} and not lo[{k}] <= q[{k}] + dq{k} <= hi[{k}]:",
-            f"            d = (hi[{k}] if q[{k}] + dq{k} > hi[{k}] else lo[{k}]) - q[{k}]",
+            f"        if f{k} and not lo[{k}] <= q_{k} + dq{k} <= hi[{k}]:",
+            f"            d = (hi[{k}] if q_{k} + dq{k} > hi[{k}] else lo[{k}]) - q_{k}",
             f"            dq{k} = d",
         ]
         for i in range(rows):

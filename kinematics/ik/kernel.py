@@ -36,6 +36,8 @@ Array = NDArray[np.float64]
 Value = float | str  # a folded constant or the name of a generated variable
 Term = tuple[float, str | None, str | None]  # coefficient * a * b
 _EPS = 1e-15
+#: The line of ``ScalarKernel.expressions`` after which only Jacobian terms are computed.
+POSE_DONE = "    # pose done"
 
 _SUPPORTED = frozenset(
     {JointType.FIXED, JointType.REVOLUTE, JointType.CONTINUOUS, JointType.PRISMATIC}
@@ -82,7 +84,8 @@ class ScalarKernel:
             ``(lines, pose, columns)``: statements (indented 4 spaces, reading ``q[k]``
             and calling ``cos``/``sin``; they assign only names ``v<n>``), the 12 pose
             entries and ``dof`` columns of 6 Jacobian entries, each a Python literal or
-            the name of a variable the lines assign.
+            the name of a variable the lines assign. The pose is complete at the
+            comment line ``POSE_DONE``; the lines after it only serve the Jacobian.
         """
         assert self._folded is not None
         steps, tip = self._folded
@@ -244,9 +247,11 @@ def _expressions(
     """Lines, pose entries and Jacobian columns (see ``ScalarKernel.expressions``)."""
     em, pose, axes = _pose(steps, tip)
     tip_position = [pose[3], pose[7], pose[11]]
+    pose_lines = len(em.lines)
     columns = _jacobian(em, axes, tip_position, dof)
+    # The pose needs only the first ``pose_lines`` lines; a marker comment splits them.
     return (
-        em.lines,
+        [*em.lines[:pose_lines], POSE_DONE, *em.lines[pose_lines:]],
         [_literal(v) for v in pose],
         [[_literal(v) for v in col] for col in columns],
     )

@@ -146,33 +146,56 @@ def _parse_pair(position: object, orientation: object, value: object) -> Target:
 
 
 def _parse_transform(rows: list[list[float]], value: object) -> Target:
-    r0, r1, r2, r3 = rows
+    (a, b, c, x), (d, e, f, y), (g, h, i, z), (r30, r31, r32, r33) = rows
     # A sum is finite only if every term is (NaN and inf propagate); 1e300-sized
     # entries may overflow it, which rejects them too, rightly.
-    if not math.isfinite(sum(r0) + sum(r1) + sum(r2) + sum(r3)):
+    if not math.isfinite(a + b + c + x + d + e + f + y + g + h + i + z + r30 + r31 + r32 + r33):
         raise InvalidTarget("NaN or infinite values", value)
-    if abs(r3[0]) + abs(r3[1]) + abs(r3[2]) + abs(r3[3] - 1.0) > 1e-9:
+    if abs(r30) + abs(r31) + abs(r32) + abs(r33 - 1.0) > 1e-9:
         raise InvalidTarget("the last row of a 4x4 transform must be [0, 0, 0, 1]", value)
-    _check_rotation_rows((r0, r1, r2), value)
-    return Target(
-        (r0[3], r1[3], r2[3]),
-        OrientationKind.FULL,
-        (r0[0], r0[1], r0[2], r1[0], r1[1], r1[2], r2[0], r2[1], r2[2]),
-    )
+    _check_rotation(a, b, c, d, e, f, g, h, i, value)
+    return Target((x, y, z), OrientationKind.FULL, (a, b, c, d, e, f, g, h, i))
 
 
 def _check_rotation_rows(rows: Sequence[Sequence[float]], value: object) -> None:
     """Reject a matrix that is not orthonormal with determinant +1 (scalar math: 3x3 is tiny)."""
     (a, b, c, *_), (d, e, f, *_), (g, h, i, *_) = rows
-    error = max(
-        abs(a * a + d * d + g * g - 1.0),
-        abs(b * b + e * e + h * h - 1.0),
-        abs(c * c + f * f + i * i - 1.0),
-        abs(a * b + d * e + g * h),
-        abs(a * c + d * f + g * i),
-        abs(b * c + e * f + h * i),
+    _check_rotation(a, b, c, d, e, f, g, h, i, value)
+
+
+def _check_rotation(
+    a: float,
+    b: float,
+    c: float,
+    d: float,
+    e: float,
+    f: float,
+    g: float,
+    h: float,
+    i: float,
+    value: object,
+) -> None:
+    """``_check_rotation_rows`` on the nine entries (row-major)."""
+    tol = _ROTATION_TOLERANCE
+    deviations = (
+        a * a + d * d + g * g - 1.0,
+        b * b + e * e + h * h - 1.0,
+        c * c + f * f + i * i - 1.0,
+        a * b + d * e + g * h,
+        a * c + d * f + g * i,
+        b * c + e * f + h * i,
     )
-    if error > _ROTATION_TOLERANCE:
+    u0, u1, u2, u3, u4, u5 = deviations
+    # Chained comparisons are cheaper than abs() and max() on the valid (hot) path.
+    if not (
+        -tol <= u0 <= tol
+        and -tol <= u1 <= tol
+        and -tol <= u2 <= tol
+        and -tol <= u3 <= tol
+        and -tol <= u4 <= tol
+        and -tol <= u5 <= tol
+    ):
+        error = max(map(abs, deviations))
         raise InvalidTarget(f"the rotation is not orthonormal (|R^T R - I| = {error:.3g})", value)
     det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
     if det < 0.0:

@@ -138,3 +138,59 @@ def test_dls_honours_a_stricter_stall_rule(load):
 def test_bad_attempt_stall_rule_is_rejected(option, value):
     with pytest.raises(ValueError, match=option):
         MultiStartSolver(**{option: value})
+
+
+def test_restarts_start_from_the_closest_candidate(load, rng, sample):
+    """Ranking restarts by the task error saves attempts; every solve still succeeds."""
+    robot = load("widowx_250s")
+    chain = robot.path_between("base_link", "ee_gripper_link")
+    ranked = MultiStartSolver(restarts=60, seed=3, attempt_iterations=25)
+    plain = MultiStartSolver(
+        restarts=60, seed=3, attempt_iterations=25, candidates=1, screen_seed=False
+    )
+    total_ranked = total_plain = 0
+    for _ in range(40):
+        target = chain.fk(sample(chain, rng))
+        args = (robot, sample(chain, rng), "base_link", "ee_gripper_link", target)
+        a = ranked.solve(*args, orientation_tolerance=1e-3)
+        b = plain.solve(*args, orientation_tolerance=1e-3)
+        for sol in (a, b):
+            assert sol.reached and sol.orientation_residual <= 1e-3
+            assert np.all(sol.q >= chain.lower) and np.all(sol.q <= chain.upper)
+        total_ranked += a.iterations
+        total_plain += b.iterations
+    assert total_ranked < 0.9 * total_plain
+
+
+def test_candidates_are_drawn_within_a_max_delta_box(load):
+    robot = load("ur5")
+    chain = robot.path_between("base_link", "tool0")
+    q0 = np.array([0.1, -1.1, 1.3, -1.7, -1.5, 0.2])
+    target = chain.fk(np.array([2.0, -0.5, 0.5, -1.0, 1.0, 1.0]))  # far: screening kicks in
+    solver = MultiStartSolver(restarts=5, seed=0)
+    sol = solver.solve(robot, q0, "base_link", "tool0", target, max_delta=0.1)
+    assert np.max(np.abs(sol.q - q0)) <= 0.1 + 1e-12
+
+
+def test_task_costs_match_the_evaluated_error(load, rng, sample):
+    from hilbot.kinematics.ik.residual import rotation_error
+    from hilbot.kinematics.ik.target import Target, parse_target
+
+    robot = load("panda")
+    chain = robot.path_between("panda_link0", "panda_hand_tcp")
+    solver = DLSSolver()
+    pose = chain.fk(sample(chain, rng))
+    qs = [sample(chain, rng) for _ in range(5)]
+    costs = solver.task_costs(chain, parse_target(pose), [q.tolist() for q in qs])
+    points = solver.task_costs(chain, Target(tuple(pose[:3, 3])), [q.tolist() for q in qs])
+    for q, cost, point in zip(qs, costs, points, strict=True):
+        at = chain.fk(q)
+        d2 = float(np.sum((at[:3, 3] - pose[:3, 3]) ** 2))
+        angle = rotation_error(pose[:3, :3], at)[1]
+        assert cost == pytest.approx(d2 + solver.orientation_weight**2 * angle**2, rel=1e-9)
+        assert point == pytest.approx(d2, rel=1e-9)
+
+
+def test_rejects_no_candidates():
+    with pytest.raises(ValueError, match="candidates"):
+        MultiStartSolver(candidates=0)
