@@ -18,7 +18,7 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import aiomqtt
 
@@ -27,7 +27,7 @@ from hilbot.driver.state import Command
 from hilbot.driver.teleop.backoff import Backoff
 from hilbot.driver.teleop.client import MqttClient
 from hilbot.driver.teleop.freshness import FreshnessFilter
-from hilbot.driver.teleop.inbox import Parsed, conflating_queue
+from hilbot.driver.teleop.inbox import dispatching_queue
 from hilbot.driver.teleop.messages import (
     CommandMessage,
     CommandName,
@@ -85,7 +85,12 @@ class TeleopRuntime(Protocol):
 
 @dataclass(slots=True)
 class TeleopCounters:
-    """What the bridge has done since it started; published in ``state.teleop``."""
+    """What the bridge has done since it started; published in ``state.teleop``.
+
+    ``received`` = ``accepted`` + rejected. ``conflated`` counts accepted
+    targets that a newer one replaced before they left the teleop worker (in
+    process, the runtime's latest-value slots conflate and it stays 0).
+    """
 
     received: int = 0
     accepted: int = 0
@@ -169,7 +174,7 @@ class TeleopBridge:
         self._errors_ready = asyncio.Event()
         self._commands: asyncio.Queue[CommandMessage] = asyncio.Queue(COMMAND_QUEUE)
         self._background: set[asyncio.Task[None]] = set()
-        self._queue_type = conflating_queue(self.accept, self._superseded)
+        self._queue_type = dispatching_queue(self.handle)
         #: (topic, seq) of the message being dispatched, for runtimes that report later.
         self.current: tuple[str, int | None] = ("", None)
 
@@ -265,16 +270,16 @@ class TeleopBridge:
     # ---- inputs ---------------------------------------------------------------------
 
     async def _receive(self, client: aiomqtt.Client) -> None:
-        # The inbox has parsed and validated each message as it arrived (see accept);
-        # what comes out is the newest valid target per topic and every command.
-        async for item in client.messages:
-            topic, message = cast(Parsed, item)
-            self.deliver(topic, message)
+        # Messages never wait in the client's queue: the DispatchingQueue hands each to
+        # handle() as it arrives. Iterating only notices a lost connection.
+        async for _ in client.messages:
+            pass
 
     def handle(self, topic: str, payload: bytes, retained: bool = False) -> Message | None:
-        """Validate one incoming message and hand it to the runtime.
+        """Validate one incoming message and hand it to the runtime, synchronously.
 
-        :meth:`accept`, then :meth:`deliver`.
+        :meth:`accept`, then :meth:`deliver`; called for each message the
+        moment it arrives (see :class:`~hilbot.driver.teleop.inbox.DispatchingQueue`).
 
         Returns:
             The accepted message, or None if it was rejected.
@@ -287,10 +292,10 @@ class TeleopBridge:
     def accept(self, topic: str, payload: bytes, retained: bool = False) -> Message | None:
         """Parse and validate one incoming message; report and count it if it is bad.
 
-        Called by the inbox for every message as it arrives, before any
-        conflation, so each bad payload is rejected on the ``error`` topic with
-        its reason and seq, and never displaces a valid target. Checks the
-        payload, the retain flag and freshness (``seq``, ``stamp``/``ttl``).
+        Called for every message as it arrives, so each bad payload is rejected
+        on the ``error`` topic with its reason and seq however fast the next one
+        follows, and never reaches the runtime. Checks the payload, the retain
+        flag and freshness (``seq``, ``stamp``/``ttl``).
 
         Returns:
             The valid message, or None if it was rejected.
@@ -319,9 +324,6 @@ class TeleopBridge:
             self.reject(Rejection(RejectReason.INVALID, f"cannot be parsed: {exc!r}", topic))
             return None
         return message
-
-    def _superseded(self) -> None:
-        self.counters.conflated += 1
 
     def deliver(self, topic: str, message: Message) -> bool:
         """Hand a valid message to the runtime; False if the runtime refused it (reported).

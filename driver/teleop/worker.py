@@ -83,22 +83,32 @@ class RemoteRuntime:
         self._stage(("joints", ""), ("joints", merged, *self._origin()))
 
     def _stage(self, key: tuple[str, str], frame: tuple[Any, ...]) -> None:
+        if key in self._pending and self.bridge is not None:
+            self.bridge.counters.conflated += 1
         self._pending[key] = frame
         if self._flusher is None or self._flusher.done():
+            if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
+                self._send_pending()  # now: a lone target never waits for a loop iteration
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
 
+    def _send_pending(self) -> None:
+        frames, self._pending = list(self._pending.values()), {}
+        self._writer.write(b"".join(pack(f) for f in frames))
+        self._last_flush = time.monotonic()
+
     async def _flush(self) -> None:
-        while self._pending:
-            wait = self._last_flush + FLUSH_INTERVAL_S - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            frames, self._pending = list(self._pending.values()), {}
-            self._writer.write(b"".join(pack(f) for f in frames))
-            self._last_flush = time.monotonic()
+        """Drain the channel; send what was staged meanwhile, one batch per interval."""
+        while True:
             try:
                 await self._writer.drain()  # while draining, new targets conflate in _pending
             except ConnectionError:
                 return  # the control process is gone; run_worker stops on the closed channel
+            if not self._pending:
+                return
+            wait = self._last_flush + FLUSH_INTERVAL_S - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._send_pending()
 
     async def command(self, command: Any) -> None:
         """Ask the control process to run ``command``; raises :class:`CommandRefused`."""

@@ -1,7 +1,5 @@
-"""The small pure parts: settings and environment, URLs, backoff, the conflating inbox, patterns."""
+"""The small pure parts: settings and environment, URLs, backoff, the inbox, patterns."""
 
-import asyncio
-import json
 import math
 import random
 
@@ -12,8 +10,7 @@ from aiomqtt import Message
 
 from hilbot.driver.teleop import BrokerUrlError, TeleopSettings, Topics, parse_broker_url
 from hilbot.driver.teleop.backoff import Backoff
-from hilbot.driver.teleop.inbox import conflating_queue
-from hilbot.driver.teleop.messages import MessageRejected, Vocabulary, parse
+from hilbot.driver.teleop.inbox import dispatching_queue
 from hilbot.driver.teleop.patterns import Pattern, Plane, jog_step, pattern_offset
 
 
@@ -80,64 +77,21 @@ def message(topic, payload):
     return Message(topic, payload, qos=0, retain=False, mid=0, properties=None)
 
 
-def inbox(topics):
-    """A conflating inbox that parses with the real parser and records the rejections."""
-    vocabulary = Vocabulary(topics.prefix, frozenset({"arm"}), frozenset({"joint1", "joint2"}))
-    rejected = []
-
-    def accept(topic, payload, retained):
-        try:
-            return parse(topic, payload, vocabulary)
-        except MessageRejected as exc:
-            rejected.append((exc.rejection.reason.value, exc.rejection.seq))
-            return None
-
-    return conflating_queue(accept)(), rejected
-
-
-def pose(seq, x=0.1):
-    return json.dumps({"seq": seq, "position": [x, 0.0, 0.2]}).encode()
-
-
-async def test_the_inbox_keeps_the_newest_target_per_topic_and_every_command():
+def test_the_inbox_hands_on_every_message_at_once_and_queues_none():
     topics = Topics("hilbot/omx")
-    queue, rejected = inbox(topics)
-    for i in range(1000):
-        queue.put_nowait(message(topics.target("arm"), pose(i)))
-        if i % 250 == 0:
-            queue.put_nowait(message(topics.cmd, b'{"command": "home", "seq": %d}' % i))
-    queue.put_nowait(message(topics.joints, b'{"seq": 1, "positions": {"joint1": 0.5}}'))
-    got = [queue.get_nowait() for _ in range(queue.qsize())]
-    assert [(t, m.header.seq) for t, m in got] == [
-        (topics.target("arm"), 999),
-        *((topics.cmd, i) for i in (0, 250, 500, 750)),
-        (topics.joints, 1),
+    seen = []
+    queue = dispatching_queue(lambda *args: seen.append(args))()
+    queue.put_nowait(message(topics.target("arm"), b"1"))
+    queue.put_nowait(message(topics.target("arm"), bytearray(b"2")))
+    queue.put_nowait(message(topics.cmd, "3"))
+    queue.put_nowait(message(topics.joints, None))
+    assert seen == [
+        (topics.target("arm"), b"1", False),
+        (topics.target("arm"), b"2", False),
+        (topics.cmd, b"3", False),
+        (topics.joints, b"", False),
     ]
-    assert queue.replaced == 999 and rejected == []
-    waiter = asyncio.ensure_future(queue.get())
-    await asyncio.sleep(0)
-    queue.put_nowait(message(topics.target("arm"), pose(1000)))
-    assert (await waiter)[1].header.seq == 1000
-
-
-def test_the_inbox_parses_each_message_so_a_bad_one_is_reported_and_never_displaces_a_good_one():
-    topics = Topics("hilbot/omx")
-    queue, rejected = inbox(topics)
-    arm, joints = topics.target("arm"), topics.joints
-    queue.put_nowait(message(arm, pose(1, x=0.11)))
-    queue.put_nowait(message(arm, b'{"seq": 2, "position": [NaN, 0, 0]}'))
-    queue.put_nowait(message(arm, pose(3, x=0.13)))
-    queue.put_nowait(message(arm, b'{"seq": 4, "position": "up"}'))
-    queue.put_nowait(message(arm, b"{nope"))
-    queue.put_nowait(message(joints, b'{"seq": 1, "positions": {"joint1": 0.5}}'))
-    queue.put_nowait(message(joints, b'{"seq": 2, "positions": {"joint2": -0.5}}'))
-    queue.put_nowait(message(joints, b'{"seq": 3, "positions": {"elbow": 1}}'))
-    assert rejected == [("non_finite", 2), ("invalid", 4), ("not_json", None), ("unknown_joint", 3)]
-    (_, target), (_, joint) = queue.get_nowait(), queue.get_nowait()
-    assert target.header.seq == 3 and target.position[0] == 0.13  # the last good one
-    # Joint targets merge, as the runtime merges them: nothing a superseded one set is lost.
-    assert joint.header.seq == 2 and joint.positions == {"joint1": 0.5, "joint2": -0.5}
-    assert queue.empty() and queue.replaced == 2
+    assert queue.empty()
 
 
 @pytest.mark.parametrize("pattern", [Pattern.CIRCLE, Pattern.FIGURE8])
