@@ -8,6 +8,7 @@ import pytest
 from hilbot.kinematics import spatial
 from hilbot.kinematics.ik import BatchResult, BatchSolver, DLSSolver, InvalidTarget, NoDofs, Status
 from hilbot.kinematics.ik.batch_kernel import BatchKernel
+from hilbot.kinematics.ik.batch_step import damped
 
 CASES = [
     ("ur5", "base_link", "tool0"),
@@ -87,6 +88,33 @@ def test_task_errors_on_floats_equal_the_array_path(rng):
     for a, b in zip(floats, arrays, strict=True):
         np.testing.assert_allclose(a, b[:6], atol=1e-15)
     assert floats[2][0] == pytest.approx(np.pi)
+
+
+@pytest.mark.parametrize(("rows", "columns"), [(6, 7), (6, 6), (6, 4), (3, 7)])
+def test_batched_damped_step_solves_the_normal_equations(rows, columns, rng):
+    size = 300
+    cols = rng.normal(size=(rows, columns, size))  # (m, n, B): the batch last
+    r = rng.normal(size=(size, rows))
+    lam2 = rng.uniform(1e-6, 1e-2, size)
+    dq = damped(cols, r, lam2)
+    jac = cols.transpose(2, 0, 1)
+    normal = jac.transpose(0, 2, 1) @ jac + lam2[:, None, None] * np.eye(columns)
+    expected = np.linalg.solve(normal, np.einsum("bij,bi->bj", jac, r)[:, :, None])[:, :, 0]
+    np.testing.assert_allclose(dq, expected, rtol=1e-8, atol=1e-10)
+
+
+def test_a_large_batch_equals_one_by_one(load, rng, sample):
+    """Over 128 items the step is the batched Cholesky, not numpy.linalg.solve."""
+    robot = load("panda")
+    chain = robot.path_between("panda_link0", "panda_hand_tcp")
+    q_true, seeds = _seeds(chain, rng, sample, 160, 0.1)
+    targets = chain.fk_batch(q_true)
+    batch = BatchSolver().solve_batch(robot, seeds, "panda_link0", "panda_hand_tcp", targets)
+    single = DLSSolver()
+    for b, sol in enumerate(batch):
+        one = single.solve(robot, seeds[b], "panda_link0", "panda_hand_tcp", targets[b])
+        np.testing.assert_allclose(sol.q, one.q, atol=1e-9)
+        assert sol.status is one.status and sol.iterations == one.iterations
 
 
 def test_arrays_result_and_limits(load, rng, sample):
