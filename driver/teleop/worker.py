@@ -93,6 +93,8 @@ class RemoteRuntime:
 
     def _send_pending(self) -> None:
         frames, self._pending = list(self._pending.values()), {}
+        if self._writer.transport.is_closing():
+            return  # the control process is gone: writing would only log a warning each time
         self._writer.write(b"".join(pack(f) for f in frames))
         self._last_flush = time.monotonic()
 
