@@ -8,7 +8,11 @@ plain MQTT round trip (publish -> a subscriber in this process) is measured in
 the same run, as the peer figure. Then a 10,000 targets/s flood checks the loop
 rate with the teleop worker process (default) and with the bridge in process.
 
-    python benchmarks/teleop_bench.py [--samples N] [--no-flood] [--no-virtual]
+    python benchmarks/teleop_bench.py [--samples N] [--no-flood] [--no-virtual] [--no-report]
+
+Each latency is also split into stages (delivery to the runtime, wait for the cycle,
+the cycle), and an idle event loop's wake-up lag is measured as the machine's own
+share of the tails.
 """
 
 from __future__ import annotations
@@ -87,9 +91,31 @@ async def cancel_and_wait(task: asyncio.Task, attempts: int = 10) -> None:
     raise RuntimeError(f"{task.get_name()} ignored {attempts} cancellations")
 
 
+def stage_table(path: str, stages: list[tuple[float, float, float]]) -> list[str]:
+    """One table row of p50 / p99 per stage [ms]; printed as it is made."""
+    if not stages:
+        return []
+    a = np.asarray(stages) * 1e3
+    cells = [f"{np.median(a[:, k]):.2f} / {np.percentile(a[:, k], 99):.2f}" for k in range(3)]
+    row = f"| {path} | " + " | ".join(cells) + " |"
+    print(row, flush=True)
+    return [row]
+
+
 def pct(values: list[float]) -> tuple[float, float, float]:
     a = np.asarray(values) * 1e3
     return float(np.median(a)), float(np.percentile(a, 99)), float(a.max())
+
+
+async def loop_lag(seconds: float) -> list[float]:
+    """How late an idle event loop wakes from a 1 ms sleep [s]: the machine's own stalls."""
+    out: list[float] = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t = time.perf_counter()
+        await asyncio.sleep(0.001)
+        out.append(time.perf_counter() - t - 0.001)
+    return out
 
 
 async def mqtt_round_trip(port: int, samples: int) -> list[float]:
@@ -117,16 +143,33 @@ async def teleop_latency(port: int, backend: str, samples: int, isolate: bool) -
     settings = TeleopSettings(state_rate_hz=20)
     url = f"mqtt://127.0.0.1:{port}"
     latencies: list[float] = []
+    # per sample, the stages [s]: publish -> set_joint_targets called in the control
+    # process, -> the deadline of the cycle that wrote it, -> that cycle's end
+    stages: list[tuple[float, float, float]] = []
     expected: list[tuple[float, float]] = []
+    arrived: list[float] = []  # when the runtime was handed the expected value
     index = config.joint_names.index(JOINT)
 
     def listener(record) -> None:
         if expected and record.written and abs(record.command[index] - expected[0][0]) < 1e-9:
-            latencies.append(time.perf_counter() - expected[0][1])
+            now = time.perf_counter()
+            t_pub = expected[0][1]
+            latencies.append(now - t_pub)
+            t_set = arrived[0] if arrived else float("nan")
+            stages.append((t_set - t_pub, record.deadline - t_set, now - record.deadline))
             expected.clear()
+            arrived.clear()
 
     async with build_backend(config, backend) as bus, Runtime(config, bus) as runtime:
         runtime.add_cycle_listener(listener)
+        set_joint_targets = runtime.set_joint_targets
+
+        def stamped(positions) -> None:
+            if expected and not arrived and positions.get(JOINT) == expected[0][0]:
+                arrived.append(time.perf_counter())
+            set_joint_targets(positions)
+
+        runtime.set_joint_targets = stamped  # the bridge (or the worker link) calls this
         ready = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(
             serve(runtime, settings, url, robot_name="omx", ready=ready, isolate=isolate)
@@ -144,11 +187,13 @@ async def teleop_latency(port: int, backend: str, samples: int, isolate: bool) -
                 await asyncio.sleep(0.03 + 0.01 * (i % 3))  # not phase-locked to the loop
                 if i == 9:
                     latencies.clear()  # warm-up
+                    stages.clear()
             missed = samples + 10 - len(latencies) - 10
             stats = runtime.state().stats
         await cancel_and_wait(task)
     return {
         "latencies": latencies,
+        "stages": stages,
         "missed": missed,
         "rate": stats.rate,
         "period": 1 / config.rate_hz,
@@ -196,14 +241,20 @@ async def flood_rates(port: int, broker: subprocess.Popen, isolate: bool) -> tup
 
 
 async def main(args: argparse.Namespace) -> None:
-    rows, notes = [], []
+    rows, notes, stage_rows = [], [], []
     load = os.getloadavg()
     with mosquitto() as (port, broker):
+        p50, p99, worst = pct(await loop_lag(3.0))
+        rows.append(
+            f"| idle event loop wake-up lag (peer) | — | {p50:.2f} | {p99:.2f} | {worst:.2f} | — |"
+        )
+        print(rows[-1], flush=True)
         rtt = await mqtt_round_trip(port, args.samples)
         p50, p99, worst = pct(rtt)
         rows.append(
             f"| plain MQTT round trip (peer) | — | {p50:.2f} | {p99:.2f} | {worst:.2f} | — |"
         )
+        print(rows[-1], flush=True)
         backends = ["sim"] + ([] if args.no_virtual else ["virtual"])
         for backend in backends:
             # The virtual bus is measured through the worker only: its child process and
@@ -222,6 +273,7 @@ async def main(args: argparse.Namespace) -> None:
                     f"{p50:.2f} | {p99:.2f} | {worst:.2f} | {r['missed']} |"
                 )
                 print(rows[-1], flush=True)
+                stage_rows.extend(stage_table(f"{backend}, {mode}", r["stages"]))
         if not args.no_flood:
             for isolate in (True, False):
                 before, during = await flood_rates(port, broker, isolate)
@@ -241,17 +293,31 @@ async def main(args: argparse.Namespace) -> None:
         + "\n".join(rows)
         + "\n\nThe teleop part of the latency is the p50 difference to the plain round trip; "
         "the rest is waiting for the next cycle (uniform over one period, 2.5 ms on average). "
+        "The idle loop's lag is the machine's: a tail there shows in every row. "
         "*missed*: targets superseded by the next one (30-50 ms later) before they were "
         "written, i.e. slower than that; they are not in the percentiles, so the p99 "
         "understates the tail when *missed* is not 0."
     )
+    if stage_rows:
+        body += (
+            "\n\nWhere the time goes, per sample: *delivery* from `publish` to the runtime's "
+            "`set_joint_targets` (broker, bridge, and for the worker the hop to the control "
+            "process), *wait* from there to the deadline of the cycle that wrote it (negative: it "
+            "came while that cycle was reading the bus), *cycle* from that deadline to the "
+            "cycle's end. p50 / p99 in ms.\n\n"
+            "| path | delivery | wait for the cycle | cycle |\n|---|---|---|---|\n"
+            + "\n".join(stage_rows)
+        )
     if notes:
         body += (
             "\n\nLoop rate [Hz] before and during a flood of 10,000 joint targets/s "
             "(raw-socket publisher, broker at nice 19 as if on another host):\n\n"
             "| MQTT side | before | during | ratio |\n|---|---|---|---|\n" + "\n".join(notes)
         )
-    write_section("teleop", "Teleop over MQTT: latency and floods", body)
+    if args.no_report:
+        print(body)
+    else:
+        write_section("teleop", "Teleop over MQTT: latency and floods", body)
 
 
 if __name__ == "__main__":
@@ -259,4 +325,7 @@ if __name__ == "__main__":
     parser.add_argument("--samples", type=int, default=150)
     parser.add_argument("--no-flood", action="store_true")
     parser.add_argument("--no-virtual", action="store_true")
+    parser.add_argument(
+        "--no-report", action="store_true", help="print the section, leave BENCHMARKS.md alone"
+    )
     asyncio.run(main(parser.parse_args()))
