@@ -235,13 +235,13 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+#: One decoder for all messages (``json.loads`` with hooks builds a new one per call).
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+
+
 def _decode(payload: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(
-            payload.decode("utf-8"),
-            parse_constant=_reject_constant,
-            object_pairs_hook=_unique_keys,
-        )
+        data = _DECODER.decode(payload.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         raise _Invalid(RejectReason.NOT_JSON, f"not JSON: {exc}") from None
     except _Invalid as exc:
