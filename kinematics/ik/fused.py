@@ -269,14 +269,23 @@ def _finish(n: int, max_step: float, general: str, *, clip: bool) -> list[str]:
 
 
 def _normal_solve(
-    j: list[list[Value]], r: list[Value], rows: int, n: int, *, jjt: bool, free: bool = False
+    j: list[list[Value]],
+    r: list[Value],
+    rows: int,
+    n: int,
+    *,
+    jjt: bool,
+    free: bool = False,
+    names: list[int] | None = None,
 ) -> list[str]:
     """Lines solving the damped system for ``dq0..`` (``linear._source`` without ``z``).
 
     ``jjt``: ``(J W Jᵀ + lam2 I) y = W e, dq = Jᵀ y``; otherwise
     ``(Jᵀ W J + lam2 I) dq = Jᵀ W e``. ``j`` is the weighted Jacobian, ``r`` the
-    weighted error. With ``free``, only coordinates with ``f<k>`` set are assigned.
+    weighted error. With ``free``, only coordinates with ``f<k>`` set are assigned;
+    ``names`` maps the columns of ``j`` to the coordinates ``dq<name>`` they solve for.
     """
+    out_names = list(range(n)) if names is None else names
     lines: list[str] = []
     if jjt:
         size = rows
@@ -296,10 +305,11 @@ def _normal_solve(
     lines += _cholesky_solve(size)
     for k in range(n):
         value = _dot([(j[i][k], f"x{i}") for i in range(rows)]) if jjt else f"x{k}"
+        name = out_names[k]
         if free:
-            lines += [f"    if f{k}:", f"        dq{k} = {value}"]
+            lines += [f"    if f{name}:", f"        dq{name} = {value}"]
         else:
-            lines.append(f"    dq{k} = {value}")
+            lines.append(f"    dq{name} = {value}")
     return lines
 
 
@@ -347,21 +357,30 @@ def _active_set(
         "        if not nfree:",
         "            break",
     ]
+    body += [f"        u{i} = g{i} * {weight!r}" for i in range(3, rows)]
+    # One pinned coordinate (the common case): the reduced system itself, per coordinate.
+    body.append(f"        if nfree == {n - 1}:")
+    for p in range(n):
+        keep = [k for k in range(n) if k != p]
+        reduced = [[j[i][k] for k in keep] for i in range(rows)]
+        solve = _normal_solve(reduced, rw, rows, n - 1, jjt=n - 1 >= rows, names=keep)
+        body += [f"            {'if' if p == 0 else 'elif'} f{p} == 0.0:", *_indent(solve, 5)]
+    body.append("            continue")
+    # More pinned: the Jacobian with the pinned columns zeroed.
     for i in range(rows):
         for k in range(n):
             if masked[i][k] != 0.0:
                 body.append(f"        m{i}_{k} = {_lit(j[i][k])} * f{k}")
-    body += [f"        u{i} = g{i} * {weight!r}" for i in range(3, rows)]
     jjt = _normal_solve(masked, rw, rows, n, jjt=True, free=True)
     jtj = _normal_solve(masked, rw, rows, n, jjt=False, free=True)
-    if n > rows:  # the reduced system may have rows or more columns
+    if n - 2 >= rows:  # the reduced system may have rows or more columns
         body += [
             f"        if nfree >= {rows}:",
             *_indent(jjt, 3),
             "        else:",
             *_indent(jtj, 3),
         ]
-    else:  # fewer than n free columns, so fewer than rows: Jᵀ J
+    else:  # fewer than rows free columns: Jᵀ J
         body += _indent(jtj, 2)
     return [
         *lines,
