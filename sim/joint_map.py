@@ -91,7 +91,10 @@ class JointMap:
         )
         self._index = {name: i for i, name in enumerate(self.names)}
         self._last_keys: tuple[str, ...] = ()
-        self._last_index: tuple[list[int], NDArray[np.intp]] = ([], np.zeros(0, dtype=np.intp))
+        self._last_index: tuple[list[int], list[tuple[float, float, float, float, float]]] = (
+            [],
+            [],
+        )
         self._servo_joint = {sid: i for i, group in enumerate(self.servo_ids) for sid in group}
         ends = np.array(
             [[p.min_position, p.max_position] for p in self.physics], dtype=np.float64
@@ -101,6 +104,8 @@ class JointMap:
         self.servo_upper: F64 = np.maximum(a, b)
         self.lower: F64 = self.servo_lower  # (n,) accepted targets, see set_limits
         self.upper: F64 = self.servo_upper
+        # Per joint on Python floats, for goal_to_shaft: lower, upper, offset, gear, direction.
+        self._rows: list[tuple[float, float, float, float, float]] = _rows(self)
 
     def indices(self, joints: Iterable[str] | None) -> list[int]:
         """Indices of ``joints`` (all when ``None``); unknown names raise ``CommandError``."""
@@ -143,6 +148,8 @@ class JointMap:
             i = self._index[joint]
             lower[i], upper[i] = max(lo, lower[i]), min(hi, upper[i])
         self.lower, self.upper = lower, upper
+        self._rows = _rows(self)
+        self._last_keys = ()  # rows cached by goal_to_shaft are stale
 
     def to_shaft(self, positions: Mapping[str, float]) -> F64:
         """Shaft angles for joint positions; joints not named stay at the center tick."""
@@ -152,7 +159,7 @@ class JointMap:
             shaft[index] = values
         return shaft
 
-    def goal_to_shaft(self, positions: Mapping[str, float]) -> tuple[list[int], F64]:
+    def goal_to_shaft(self, positions: Mapping[str, float]) -> tuple[list[int], list[float]]:
         """Validate joint targets and convert them to shaft angles [rad].
 
         Raises:
@@ -161,25 +168,33 @@ class JointMap:
         """
         keys = tuple(positions)
         if keys == self._last_keys:  # the runtime writes the same joints every cycle
-            index, idx = self._last_index
+            index, rows = self._last_index
         else:
             index = self.indices(keys)
-            idx = np.asarray(index, dtype=np.intp)
-            self._last_keys, self._last_index = keys, (index, idx)
-        values = np.fromiter(positions.values(), dtype=np.float64, count=len(index))
-        lower, upper = self.lower[idx], self.upper[idx]
-        ok = (values >= lower - _SLACK) & (values <= upper + _SLACK)  # False for NaN
-        if not ok.all():
-            k = int(np.argmin(ok))
-            name, value = self.names[index[k]], float(values[k])
-            if not math.isfinite(value):
-                reason = "is not a finite number"
-            else:
-                reason = f"is outside [{lower[k]:.6g}, {upper[k]:.6g}]"
-            raise CommandError(
-                f"joint {name!r}: target {value!r} {reason}", joint=name, value=value
-            )
-        return index, (values - self.offset[idx]) * self.gear_ratio[idx] / self.direction[idx]
+            rows = [self._rows[i] for i in index]
+            self._last_keys, self._last_index = keys, (index, rows)
+        shaft = []
+        for k, (value, (lower, upper, offset, gear_ratio, direction)) in enumerate(
+            zip(positions.values(), rows, strict=True)
+        ):
+            value = float(value)
+            if not lower - _SLACK <= value <= upper + _SLACK:  # False for NaN
+                raise self._refused(index[k], value, lower, upper)
+            shaft.append((value - offset) * gear_ratio / direction)
+        return index, shaft
+
+    def _refused(self, i: int, value: float, lower: float, upper: float) -> CommandError:
+        name = self.names[i]
+        if not math.isfinite(value):
+            reason = "is not a finite number"
+        else:
+            reason = f"is outside [{lower:.6g}, {upper:.6g}]"
+        return CommandError(f"joint {name!r}: target {value!r} {reason}", joint=name, value=value)
+
+
+def _rows(jm: JointMap) -> list[tuple[float, float, float, float, float]]:
+    columns = (jm.lower, jm.upper, jm.offset, jm.gear_ratio, jm.direction)
+    return list(zip(*(c.tolist() for c in columns), strict=True))
 
 
 def _fold(physics: Mapping[int, ServoPhysics], spec: ServoSpec, shadows: int) -> ServoPhysics:

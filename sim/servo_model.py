@@ -53,6 +53,38 @@ _OVERLOAD = np.uint8(HardwareErrorFlags.OVERLOAD)
 _OVERHEATING = np.uint8(HardwareErrorFlags.OVERHEATING)
 _INPUT_VOLTAGE = np.uint8(HardwareErrorFlags.INPUT_VOLTAGE)
 _CREEP = 1e-9  # [rad/s] slower than this, friction has stopped the joint
+#: Up to this many servos a step runs on Python floats, one servo after the other:
+#: numpy's per-call overhead (~0.5 µs a ufunc) dominates arrays this short.
+SCALAR_MAX_SERVOS = 12
+
+
+def _sign(x: float) -> float:
+    """``numpy.sign`` of one float (0.0 for 0.0)."""
+    return 1.0 if x > 0.0 else -1.0 if x < 0.0 else 0.0
+
+
+def _profile_one(
+    h: float, goal: float, r0: float, rv0: float, speed: float, pv: float, amax: float
+) -> tuple[float, float]:
+    """``ServoModel._advance_profile`` of one enabled servo: (reference, its velocity)."""
+    error = goal - r0
+    if error == 0.0 and rv0 == 0.0:
+        return r0, rv0
+    sign = _sign(error)
+    vmax = min(pv if pv > 0 else speed, speed)
+    if amax > 0:
+        ah = amax * h
+        stop = 0.5 * ah * (math.sqrt(1.0 + 8.0 * abs(error) / (ah * h)) - 1.0)
+        dv = sign * min(min(vmax, stop), abs(error) / h) - rv0
+        dv = min(max(dv, -ah), ah)
+    else:
+        dv = sign * min(vmax, abs(error) / h) - rv0
+    rv = rv0 + dv
+    r = r0 + rv * h
+    if _sign(goal - r) != sign or abs(goal - r) < _STOP_EPS:
+        # Snapped to the goal; the velocity winds down over the next step.
+        return goal, (min(max(rv, -ah), ah) if amax > 0 else 0.0)
+    return r, rv
 
 
 def _column(physics: Sequence[ServoPhysics], name: str) -> F64:
@@ -99,6 +131,31 @@ class ServoModel:
         self._overload_frac = _column(self.physics, "overload_fraction")
         self._overload_time = _column(self.physics, "overload_time")
         self._overload_torque = self._overload_frac * self._stall
+        # Constants of the float path's thermal model and overload check, per servo.
+        self._thermal: list[tuple[float, float, float, float, float]] = list(
+            zip(
+                self._stall.tolist(),
+                self._stall_current.tolist(),
+                self._rise.tolist(),
+                self._tau_th.tolist(),
+                self._overload_torque.tolist(),
+                strict=True,
+            )
+        )
+        # Constants of the float path (``_integrate_floats``), per servo: inertia,
+        # viscous and Coulomb friction, stall torque, no-load speed, kp, kd.
+        self._floats: list[tuple[float, float, float, float, float, float, float]] = list(
+            zip(
+                self._inertia.tolist(),
+                self._viscous.tolist(),
+                self._friction.tolist(),
+                self._stall.tolist(),
+                self._speed.tolist(),
+                self._kp.tolist(),
+                self._kd.tolist(),
+                strict=True,
+            )
+        )
         self.quantum = _column(self.physics, "radians_per_tick")
         self.min_position = _column(self.physics, "min_position")
         self.max_position = _column(self.physics, "max_position")
@@ -145,6 +202,21 @@ class ServoModel:
         clipped = np.clip(values, self.min_position[idx], self.max_position[idx])
         if (self.goal[idx] != clipped).any():
             self.goal[idx] = clipped
+            self.invalidate()
+
+    def set_goals(self, index: Sequence[int], goals: Sequence[float]) -> None:
+        """``set_goal`` on Python floats (few servos: ``SimBackend.write``'s hot path)."""
+        for value in goals:
+            if not math.isfinite(value):
+                raise ValueError(f"goal positions must be finite, got {list(goals)!r}")
+        goal, low, high = self.goal, self.min_position.tolist(), self.max_position.tolist()
+        changed = False
+        for i, value in zip(index, goals, strict=True):
+            clipped = min(max(value, low[i]), high[i])
+            if goal[i] != clipped:
+                goal[i] = clipped
+                changed = True
+        if changed:
             self.invalidate()
 
     def set_goal_one(self, index: int, goal: float) -> None:
@@ -258,18 +330,25 @@ class ServoModel:
             self._resting = self.at_rest()
             self._quiet = self._resting and self._stays_quiet()
         if not self._resting:
-            count = min(MAX_SUBSTEPS, int(np.ceil(dt / MAX_SUBSTEP - 1e-9)))
+            count = min(MAX_SUBSTEPS, math.ceil(dt / MAX_SUBSTEP - 1e-9))
             h = dt / count
-            gains = self._gains(h)
-            for _ in range(count):
-                self._substep(h, gains)
+            if self.n <= SCALAR_MAX_SERVOS:
+                self._integrate_floats(h, count)
+            else:
+                gains = self._gains(h)
+                for _ in range(count):
+                    self._substep(h, gains)
             self._resting = None
         if self._resting and self._quiet:
             # Constant current at rest: the exponential can be integrated later, at once.
             self._heat_pending += dt
             return
-        self._heat(dt)
-        if not self._quiet:
+        if self._quiet:
+            self._heat(dt)
+        elif self.n <= SCALAR_MAX_SERVOS:
+            self._heat_and_errors_floats(dt)
+        else:
+            self._heat(dt)
             self._update_errors(dt)
 
     def invalidate(self) -> None:
@@ -364,6 +443,67 @@ class ServoModel:
         self.position = q_new
         self.motor_torque = tau_sat
 
+    def _integrate_floats(self, h: float, count: int) -> None:
+        """``count`` sub-steps of ``h`` seconds, servo by servo on Python floats.
+
+        The same arithmetic, in the same order, as ``_advance_profile`` + ``_substep``
+        on arrays (``tests/sim/test_servo_model_paths.py`` checks both agree).
+        """
+        q, v = self.position.tolist(), self.velocity.tolist()
+        r, rv = self.reference.tolist(), self.reference_velocity.tolist()
+        tau_out = self.motor_torque.tolist()
+        goal, on = self.goal.tolist(), self.torque_enabled.tolist()
+        pv, pa = self.profile_velocity.tolist(), self.profile_acceleration.tolist()
+        low, high = self.min_position.tolist(), self.max_position.tolist()
+        load_function = self.load_function
+        load = self.external_torque.tolist()
+        servos = list(zip(range(self.n), self._floats, on, pv, pa, low, high, strict=True))
+        for _ in range(count):
+            if load_function is not None:
+                extra = np.asarray(load_function(np.array(q)), dtype=np.float64)
+                load = (self.external_torque + extra).tolist()
+            for i, (
+                m,
+                viscous,
+                friction_c,
+                stall,
+                speed,
+                kp_on,
+                kd_on,
+            ), on_i, vp, ap, lo, hi in servos:
+                qi, vi = q[i], v[i]
+                if not on_i:
+                    r[i], rv[i] = ri, rvi = qi, 0.0
+                    kp = kd = 0.0
+                else:
+                    r[i], rv[i] = ri, rvi = _profile_one(h, goal[i], r[i], rv[i], speed, vp, ap)
+                    kp, kd = kp_on, kd_on
+                # Implicit Euler of m·a = kp(r - q) + kd(rv - v) + load - c·v - f·sign(v).
+                free = m + h * (kd + viscous) + h * h * kp
+                base = m * vi + h * (kp * (ri - qi) + kd * rvi + load[i])
+                x = vi if vi != 0.0 else base
+                direction = 1.0 if x > 0.0 else -1.0 if x < 0.0 else 0.0
+                friction = h * friction_c * direction
+                v_new = (base - friction) / free
+                tau = kp * (ri - qi - h * v_new) + kd * (rvi - v_new)
+                # Torque-speed curve: less torque available in the direction of motion.
+                x = 1.0 - (1.0 if tau > 0.0 else -1.0 if tau < 0.0 else 0.0) * vi / speed
+                limit = stall * (0.0 if x < 0.0 else 1.0 if x > 1.0 else x)
+                tau_sat = -limit if tau < -limit else limit if tau > limit else tau
+                if tau_sat != tau:
+                    v_new = (m * vi + h * (tau_sat + load[i]) - friction) / (m + h * viscous)
+                # Coulomb friction stops a joint whose velocity would change sign.
+                x = 1.0 if v_new > 0.0 else -1.0 if v_new < 0.0 else 0.0
+                if x == -direction or abs(v_new) < _CREEP:
+                    v_new = 0.0
+                qi = qi + h * v_new
+                if qi < lo or qi > hi:  # end stops
+                    qi, v_new = min(max(qi, lo), hi), 0.0
+                q[i], v[i], tau_out[i] = qi, v_new, tau_sat
+        self.position, self.velocity = np.array(q), np.array(v)
+        self.reference, self.reference_velocity = np.array(r), np.array(rv)
+        self.motor_torque = np.array(tau_out)
+
     def _advance_profile(self, h: float, on: NDArray[np.bool_]) -> None:
         goal, r0, rv0 = self.goal, self.reference, self.reference_velocity
         error = goal - r0
@@ -415,6 +555,52 @@ class ServoModel:
         ratio = self.current / self._stall_current
         target = self.ambient_temperature + self._rise * ratio * ratio
         self._temperature = target + (self._temperature - target) * np.exp(-dt / self._tau_th)
+
+    def _heat_and_errors_floats(self, dt: float) -> None:
+        # ``_heat`` then ``_update_errors``, servo by servo on Python floats.
+        ambient, bits = self.ambient_temperature, self.hardware_error
+        low, high = self.voltage_limits
+        temperature = []
+        overloaded = []
+        for i, (
+            (stall, stall_current, rise, tau_th, overload),
+            tau,
+            old,
+            hot,
+            volt,
+            lo,
+            hi,
+        ) in enumerate(
+            zip(
+                self._thermal,
+                self.motor_torque.tolist(),
+                self._temperature.tolist(),
+                self.temperature_limit.tolist(),
+                self.voltage.tolist(),
+                low.tolist(),
+                high.tolist(),
+                strict=True,
+            )
+        ):
+            ratio = tau / stall * stall_current / stall_current
+            target = ambient + rise * ratio * ratio
+            new = target + (old - target) * math.exp(-dt / tau_th)
+            temperature.append(new)
+            overloaded.append(abs(tau) >= overload)
+            if new > hot:
+                bits[i] |= _OVERHEATING
+            if volt < lo or volt > hi:
+                bits[i] |= _INPUT_VOLTAGE
+        self._temperature = np.array(temperature)
+        timer = self._overload_timer.tolist()
+        if any(overloaded) or any(timer):
+            timer = [(t + dt) * o for t, o in zip(timer, overloaded, strict=True)]
+            self._overload_timer = np.array(timer)
+            for i, (t, limit) in enumerate(zip(timer, self._overload_time.tolist(), strict=True)):
+                if t >= limit:
+                    bits[i] |= _OVERLOAD
+        if any(bits.tolist()):
+            self._apply_shutdown()
 
     def _update_errors(self, dt: float) -> None:
         bits = self.hardware_error

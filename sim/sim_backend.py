@@ -159,7 +159,7 @@ class SimBackend:
         index, shaft = self._map.goal_to_shaft(positions)
         self._advance()
         self._transaction("SYNC_WRITE", index)
-        self.model.set_goal(index, shaft)
+        self.model.set_goals(index, shaft)
 
     async def set_torque(self, enabled: bool, joints: Iterable[str] | None = None) -> None:
         """Enable or disable torque of ``joints`` (default all)."""
