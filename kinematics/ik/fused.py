@@ -40,6 +40,8 @@ OK, SKIPPED, NEAR_PI, GENERAL = 0, 1, 2, 3
 _NEAR_PI = math.pi - 1e-4  # as in ``context._rotation_error``
 
 FusedStep = Callable[..., tuple[float, float | None, float, int, Any]]
+_CACHE: dict[tuple[Any, ...], FusedStep] = {}
+_CACHE_SIZE = 64
 
 
 def fused_step(
@@ -68,6 +70,12 @@ def fused_step(
     Returns:
         The compiled function (see the module docstring).
     """
+    # Compiling takes some 20-50 ms: solvers on chains of the same geometry share it.
+    key: tuple[Any, ...] = (kernel.source, rows, damping, weight, position_clamp)
+    key += (orientation_clamp, max_step, bounded)
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
     source = _source(
         kernel, rows, damping, weight, position_clamp, orientation_clamp, max_step, bounded
     )
@@ -75,7 +83,11 @@ def fused_step(
     namespace["atan2"] = math.atan2
     # The source holds only numbers from the URDF and the solver, formatted with repr.
     exec(compile(source, "<hilbot dls fused>", "exec"), namespace)
-    return namespace["f"]  # type: ignore[no-any-return]
+    if len(_CACHE) >= _CACHE_SIZE:
+        _CACHE.clear()
+    f: FusedStep = namespace["f"]
+    _CACHE[key] = f
+    return f
 
 
 Value = float | str  # a constant or the name of a variable
