@@ -40,6 +40,8 @@ class Context:
         info: the chain's ``ChainInfo``.
         dof: number of columns.
         scalar: the chain has only scalar joints (``q + dq`` integrates).
+        fused: the chain's fused DLS iterations (``fused.fused_step``), keyed by the
+            task rows, the box and the solver's settings.
     """
 
     def __init__(self, info: ChainInfo) -> None:
@@ -48,7 +50,6 @@ class Context:
         self.chain = info.chain
         kernel = ScalarKernel(info.chain) if info.scalar else None
         self.scalar = kernel is not None and kernel.supported
-        # Fused DLS iterations (``fused.fused_step``), keyed by task rows and solver settings.
         self.fused: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self.fk_jacobian: Callable[[list[float]], tuple[Pose, Columns]]
         self.fk: Callable[[list[float]], Pose]

@@ -27,6 +27,13 @@ Little progress over ``stall_iterations`` accepted steps ends it ``stalled``.
 
 When a pose target cannot be met, position wins: the weighted solve is polished
 by a position-only solve from its result (orientation stays best effort).
+
+On scalar chains (no rest pose, no ``svd``, a position or full-pose target) each
+iteration is one generated function per chain (``fused.fused_step``: FK,
+Jacobian, error, damped step and active set as straight-line float code); the
+rare cases it does not cover (a rejected step, a rotation error near half a
+turn, a matrix that is not positive definite) hand over to the general loop,
+which computes the same floats.
 """
 
 from __future__ import annotations
