@@ -164,7 +164,9 @@ class DLSSolver(Solver):
     def _solve(
         self, chain: Any, q0: Array, target: Target, box: Box, options: SolveOptions
     ) -> tuple[Array, SolveMeta]:
-        ctx = self.context(chain)
+        ctx = self._contexts.get(id(chain))
+        if ctx is None or ctx.chain is not chain or ctx.info is not self._infos.get(id(chain)):
+            ctx = self.context(chain)
         run = _Run(self, ctx, box, options)
         q, iterations, ev, status = run.iterate(q0.tolist(), target, options.max_iterations)
         if (
@@ -198,7 +200,7 @@ class _Run:
         self.lo: list[float] = box.lower_list
         self.hi: list[float] = box.upper_list
         self.bounded = box.bounded
-        self.rest = _rest_vector(solver, ctx)
+        self.rest = None if solver.rest is None else _rest_vector(solver, ctx)
 
     def iterate(
         self, q: list[float], task: Target, max_iterations: int

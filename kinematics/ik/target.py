@@ -153,7 +153,18 @@ def _parse_transform(rows: list[list[float]], value: object) -> Target:
         raise InvalidTarget("NaN or infinite values", value)
     if abs(r30) + abs(r31) + abs(r32) + abs(r33 - 1.0) > 1e-9:
         raise InvalidTarget("the last row of a 4x4 transform must be [0, 0, 0, 1]", value)
-    _check_rotation(a, b, c, d, e, f, g, h, i, value)
+    # ``_check_rotation`` inlined for the hot path: chained comparisons, no call.
+    tol = _ROTATION_TOLERANCE
+    if not (
+        -tol <= a * a + d * d + g * g - 1.0 <= tol
+        and -tol <= b * b + e * e + h * h - 1.0 <= tol
+        and -tol <= c * c + f * f + i * i - 1.0 <= tol
+        and -tol <= a * b + d * e + g * h <= tol
+        and -tol <= a * c + d * f + g * i <= tol
+        and -tol <= b * c + e * f + h * i <= tol
+        and a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g) >= 0.0
+    ):
+        _check_rotation(a, b, c, d, e, f, g, h, i, value)  # raises with the reason
     return Target((x, y, z), OrientationKind.FULL, (a, b, c, d, e, f, g, h, i))
 
 
