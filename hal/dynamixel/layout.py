@@ -8,10 +8,11 @@ cycle's read reply hold which reading for each servo.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hilbot.hal.dynamixel.tables import ModelSpec, Register, RegisterName
+from hilbot.hal.dynamixel.tables import Encoding, ModelSpec, Register, RegisterName
 from hilbot.hal.dynamixel.timing import ReadMethod, choose_read_method, cycle_registers
 from hilbot.hal.dynamixel.units import ServoUnits
 from hilbot.hal.errors import ConfigError
@@ -80,6 +81,80 @@ def _slot(units: ServoUnits) -> ServoSlot:
     )
 
 
+_FORMATS = {
+    (1, Encoding.UNSIGNED): "B",
+    (2, Encoding.UNSIGNED): "H",
+    (4, Encoding.UNSIGNED): "I",
+    (1, Encoding.SIGNED): "b",
+    (2, Encoding.SIGNED): "h",
+    (4, Encoding.SIGNED): "i",
+}
+
+
+class CycleDecoder:
+    """A servo's cycle-read span -> its readings in SI units, with one ``struct`` call.
+
+    The arithmetic is :class:`~hilbot.hal.dynamixel.units.ServoUnits`' own, in the same
+    order, so the floats are the same; spans of registers ``struct`` cannot express
+    (Protocol 1.0's sign-magnitude speed and load) go through ``Field.decode``.
+    """
+
+    __slots__ = ("_constants", "_order", "_struct", "slot")
+
+    def __init__(self, slot: ServoSlot) -> None:
+        self.slot = slot
+        units = slot.units
+        fields = [slot.position, slot.velocity, slot.effort]
+        if slot.temperature is not None:
+            fields.append(slot.temperature)
+        self._struct: struct.Struct | None = None
+        self._order: tuple[int, ...] = ()
+        codes = [_FORMATS.get((f.register.size, f.register.encoding)) for f in fields]
+        if all(codes):
+            by_offset = sorted(range(len(fields)), key=lambda k: fields[k].offset)
+            fmt, at = "<", 0
+            for k in by_offset:
+                fmt += "x" * (fields[k].offset - at) + str(codes[k])
+                at = fields[k].offset + fields[k].register.size
+            fmt += "x" * (slot.length - at)
+            self._struct = struct.Struct(fmt)
+            self._order = tuple(by_offset.index(k) for k in range(len(fields)))
+        spec, m = units.spec, units.model
+        # ServoUnits.position, .velocity and .effort, factor by factor.
+        scale = spec.direction * m.radians_per_tick / spec.gear_ratio
+        self._constants = (
+            spec.offset,
+            m.center_tick,
+            scale,
+            spec.direction,
+            m.rad_per_s_per_velocity_tick,
+            spec.gear_ratio,
+            m.effort_per_tick,
+        )
+
+    def raw(self, data: bytes) -> tuple[int, ...]:
+        """(position, velocity, effort[, temperature]) register values of a span."""
+        s = self.slot
+        if self._struct is None or len(data) != self._struct.size:
+            fields = [s.position, s.velocity, s.effort]
+            if s.temperature is not None:
+                fields.append(s.temperature)
+            return tuple(f.decode(data) for f in fields)
+        values = self._struct.unpack(data)
+        return tuple(values[k] for k in self._order)
+
+    def decode(self, data: bytes) -> tuple[float, float, float, int | None]:
+        """Position, velocity, effort (as ``ServoUnits`` converts them) and raw temperature."""
+        raw = self.raw(data)
+        offset, center, scale, direction, per_velocity_tick, gear, per_effort_tick = self._constants
+        return (
+            offset + (raw[0] - center) * scale,
+            direction * raw[1] * per_velocity_tick / gear,
+            direction * raw[2] * per_effort_tick,
+            raw[3] if len(raw) > 3 else None,
+        )
+
+
 class BusLayout:
     """The validated servos of one bus.
 
@@ -118,6 +193,10 @@ class BusLayout:
             joint: tuple(s for s in self.slots if s.units.spec.shadow_of == p.id)
             for joint, p in self.primary.items()
         }
+        #: One decoder per joint (its primary servo), in ``joint_names`` order.
+        self.decoders: tuple[CycleDecoder, ...] = tuple(
+            CycleDecoder(self.primary[j]) for j in self.joint_names
+        )
 
     def _check_joints(self) -> None:
         primaries: dict[str, int] = {}

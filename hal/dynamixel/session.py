@@ -65,6 +65,12 @@ class BusSession:
         self._faults = dict.fromkeys(layout.ids, HardwareErrorFlags.NONE)
         self._goal = layout.register(N.GOAL_POSITION)
         self._torque = layout.register(N.TORQUE_ENABLE)
+        # (primary id, shadow ids) per joint, and the effort units, in joint order.
+        self._groups = tuple(
+            (layout.primary[j].id, tuple(s.id for s in layout.shadows[j]))
+            for j in layout.joint_names
+        )
+        self._effort_units = tuple(layout.primary[j].units.effort_unit for j in layout.joint_names)
 
     def faults(self, slot: ServoSlot) -> HardwareErrorFlags:
         """The servo's hardware-error status as last read."""
@@ -152,36 +158,39 @@ class BusSession:
                 self._faults[slot.id] = HardwareErrorFlags.NONE
 
     def _state(self, replies: Mapping[int, ServoReply]) -> JointState:
-        names = self.layout.joint_names
-        n = len(names)
-        pos, vel, eff, tmp = (np.empty(n) for _ in range(4))
-        faults = []
-        for i, joint in enumerate(names):
-            slot = self.layout.primary[joint]
-            data = replies[slot.id].data
-            pos[i] = slot.units.position(slot.position.decode(data))
-            vel[i] = slot.units.velocity(slot.velocity.decode(data))
-            eff[i] = slot.units.effort(slot.effort.decode(data))
-            if slot.temperature is not None:
-                self._temperatures[slot.id] = temperature(slot.temperature.decode(data))
-            tmp[i] = self._temperatures[slot.id]
-            flags = self._faults[slot.id]
-            for shadow in self.layout.shadows[joint]:
-                flags |= self._faults[shadow.id]
-            faults.append(flags)
+        pos, vel, eff, tmp = [], [], [], []
+        temperatures = self._temperatures
+        for decoder in self.layout.decoders:
+            servo_id = decoder.slot.id
+            p, v, e, t = decoder.decode(replies[servo_id].data)
+            pos.append(p)
+            vel.append(v)
+            eff.append(e)
+            if t is not None:
+                temperatures[servo_id] = temperature(t)
+            tmp.append(temperatures[servo_id])
         return JointState(
-            names=names,
-            position=pos,
-            velocity=vel,
-            effort=eff,
-            temperature=tmp,
-            hardware_errors=tuple(faults),
+            names=self.layout.joint_names,
+            position=np.array(pos),
+            velocity=np.array(vel),
+            effort=np.array(eff),
+            temperature=np.array(tmp),
+            hardware_errors=self._joint_faults(),
             timestamp=self._clock(),
-            effort_unit=tuple(
-                self.layout.primary[j].units.effort_unit for j in self.layout.joint_names
-            ),
+            effort_unit=self._effort_units,
             counters=self.bus.counters.copy(),
         )
+
+    def _joint_faults(self) -> tuple[HardwareErrorFlags, ...]:
+        """Each joint's hardware-error flags: its primary's, or-ed with its shadows'."""
+        faults = self._faults
+        out = []
+        for joint, group in self._groups:
+            flags = faults[joint]
+            for shadow in group:
+                flags |= faults[shadow]
+            out.append(flags)
+        return tuple(out)
 
     def set_torque(self, slots: Sequence[ServoSlot], enabled: bool) -> None:
         """Set torque of ``slots`` (holding them first when enabling) and read it back."""
