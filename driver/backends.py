@@ -200,10 +200,10 @@ async def build_backend(config: RobotConfig, kind: str) -> AsyncIterator[Backend
     if kind == "sim":
         yield sim_backend(config)
     elif kind == "dynamixel":
-        yield dynamixel_backend(config)
+        yield dynamixel_backend(config, pipeline="auto")
     elif kind == "virtual":
         async with virtual_buses(config) as ports:
-            yield dynamixel_backend(config, ports, margin_ms=VIRTUAL_MARGIN_MS)
+            yield dynamixel_backend(config, ports, margin_ms=VIRTUAL_MARGIN_MS, pipeline="auto")
     else:
         raise BackendError(f"unknown backend {kind!r}; expected sim, virtual or dynamixel")
 

@@ -13,7 +13,7 @@ checks models, operating mode and return delay time, and copies present into
 goal position; torque is never enabled unless asked. Leaving the context turns
 torque off when ``torque_off_on_exit`` (the default).
 
-Pipelining (``pipeline=True``, what ``hilbot run`` uses): the cycle is read state ->
+Pipelining (``pipeline=True``, or ``"auto"``, what ``hilbot run`` uses): the cycle is read state ->
 compute -> write goals, and without it the bus idles while the host works: the hop
 to the bus thread, decoding, the hop back and the loop's own work, about 0.3-0.5 ms
 a cycle, which at 1 Mbps is a fifth of a cycle. With it, while goals are streamed,
@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Final, Literal, Self, TypeVar
 
 from hilbot.hal.backend import BusCounters, JointState
 from hilbot.hal.dynamixel.bus import DynamixelBus
@@ -69,6 +69,8 @@ from hilbot.hal.mapping import BusSpec, ServoSpec
 
 N = RegisterName
 T = TypeVar("T")
+#: ``pipeline="auto"``: pipeline only while the bus, not the loop, limits the rate.
+AUTO: Final = "auto"
 
 #: Bus Watchdog register unit [s] (X series, address 98).
 WATCHDOG_UNIT = 0.02
@@ -114,7 +116,10 @@ class DynamixelBackend:
         logger: where warnings go.
         pipeline: while goals are streamed (a ``write()`` between ``read()`` calls),
             queue the next cycle's read before this cycle's write, and return the
-            state that read got one call later (see "Pipelining" above).
+            state that read got one call later (see "Pipelining" above). ``"auto"``
+            does so only while the bus is the bottleneck: it starts when a cycle's
+            write has not gone out by the next ``read()`` and stops when a queued read
+            finished before it was asked for.
 
     Raises:
         ConfigError: the servo list cannot work (see :class:`BusLayout`).
@@ -135,7 +140,7 @@ class DynamixelBackend:
         read_method: ReadMethod | None = None,
         clock: Callable[[], float] = time.monotonic,
         logger: logging.Logger | None = None,
-        pipeline: bool = False,
+        pipeline: bool | Literal["auto"] = False,
     ) -> None:
         if temperature_every < 1:
             raise ValueError(f"temperature_every must be >= 1, got {temperature_every!r}")
@@ -229,11 +234,16 @@ class DynamixelBackend:
         ahead, self._ahead = self._ahead, None
         streaming, self._streaming = self._streaming, False
         if ahead is None:
+            # "auto": the bus is behind when the last write has not even gone out yet
+            behind = self._pending is not None and not self._pending.done()
             state = await self._finish("read", self._start(self._session.read))
-            if streaming:
+            if streaming and (behind or self.pipeline != AUTO):
                 self._ahead = self._start(self._session.read)
             return state
-        if streaming:  # queued before this cycle's write: the bus never waits for the loop
+        # "auto": a read that finished before it was asked for means the bus is idle
+        # between cycles, and reading at once gives a fresher state.
+        if streaming and (not ahead.done() or self.pipeline != AUTO):
+            # queued before this cycle's write: the bus never waits for the loop
             self._ahead = self._start(self._session.read)
         return await self._finish("read", ahead)
 

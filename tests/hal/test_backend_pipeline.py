@@ -95,3 +95,27 @@ async def test_a_failed_queued_read_raises_and_the_stream_recovers(piped):
         state = await arm.read()
         await arm.write(goal)
     assert state.hardware_errors == (HardwareErrorFlags.NONE,) * 4
+
+
+async def test_auto_pipelines_only_while_the_loop_outruns_the_bus(open_bus, backend_for, chain):
+    servos = chain("XM430-W350", 4)
+    vbus = open_bus(servos)
+    async with backend_for(vbus, servos, pipeline="auto", temperature_every=10_000) as arm:
+        await arm.set_torque(True)
+        goal = {"j1": 0.2, "j2": 0.0, "j3": 0.0, "j4": 0.0}
+        for _ in range(5):  # a slow loop: the bus idles between cycles, every read is fresh
+            state = await arm.read()
+            assert await quiet_transactions(arm) == state.counters.transactions
+            await arm.write(goal)
+            await asyncio.sleep(0.02)
+        for _ in range(20):  # back to back: the write is still queued when the read comes
+            state = await arm.read()
+            await arm.write(goal)
+        assert arm._ahead is not None  # a read is queued for the next cycle
+        for _ in range(3):  # slow again: the queued read is done before it is asked for
+            await asyncio.sleep(0.02)
+            state = await arm.read()
+            await arm.write(goal)
+        await asyncio.sleep(0.02)
+        state = await arm.read()
+        assert await quiet_transactions(arm) == state.counters.transactions
