@@ -115,40 +115,42 @@ def resident(pid):
 
 
 class LoopWindow:
-    """The control loop's rate and this process's CPU time per cycle over one window.
-
-    The rate is the median over 0.25 s slices: a neighbour's burst on this shared
-    machine stalls a slice or two, a flood that slows the loop shifts them all.
-    """
+    """The control loop's rate (per 0.25 s slice) and this process's CPU time per cycle."""
 
     SLICE = 0.25  # [s]
 
     def __init__(self, runtime):
         self._runtime = runtime
-        self._cycles = runtime.state().stats.cycles
-        self._cpu = time.process_time()
-        self._rates = []
+        self.rates = []
+        self.cycles = 0
+        self.cpu = 0.0
 
     async def run(self, seconds):
-        cycles, t = self._cycles, time.monotonic()
+        cycles, t = self._runtime.state().stats.cycles, time.monotonic()
+        first, cpu = cycles, time.process_time()
         for _ in range(round(seconds / self.SLICE)):
             await asyncio.sleep(self.SLICE)
             now, n = time.monotonic(), self._runtime.state().stats.cycles
-            self._rates.append((n - cycles) / (now - t))
+            self.rates.append((n - cycles) / (now - t))
             cycles, t = n, now
-        spent = cycles - self._cycles
-        self.rate = statistics.median(self._rates)
-        self.cpu_per_cycle = (time.process_time() - self._cpu) / max(spent, 1)
-        return self
+        self.cycles += cycles - first
+        self.cpu += time.process_time() - cpu
 
+    @property
+    def rate(self):
+        """Median slice rate [Hz]: a neighbour's burst on this shared machine stalls a
+        slice or two, a flood that slows the loop shifts them all."""
+        return statistics.median(self.rates)
 
-async def loop_window(runtime, seconds):
-    return await LoopWindow(runtime).run(seconds)
+    @property
+    def cpu_per_cycle(self):
+        return self.cpu / max(self.cycles, 1)
 
 
 async def test_a_flood_of_10000_targets_per_second_keeps_the_loop_rate_and_memory_flat(
     kit, mosquitto
 ):
+    bursts, burst_s = 4, 1.25
     async with (
         kit.running_sim(chains=False) as runtime,
         kit.serving(runtime, mosquitto.url, isolate=True) as link,
@@ -156,11 +158,13 @@ async def test_a_flood_of_10000_targets_per_second_keeps_the_loop_rate_and_memor
         async with TeleopPublisher(mosquitto.url, PREFIX) as pub:
             await pub.command("enable")
             await kit.eventually(lambda: runtime.mode is Mode.ARMED)
-        # Quiet, flood, quiet: the windows share whatever else loads the machine, so the
-        # ratios below measure the flood, not the neighbours.
-        before = await loop_window(runtime, 2.0)
-        # The flood comes from the network: a raw-socket publisher process (it costs
-        # almost no CPU) through a broker given low CPU priority, as if on another host.
+        quiet, flooded = LoopWindow(runtime), LoopWindow(runtime)
+        await quiet.run(1.0)
+        # The flood comes from the network: a raw-socket publisher process (it costs almost
+        # no CPU) through a broker given low CPU priority, as if it ran on another host. It
+        # comes in bursts with pauses as long: the loop rate in each burst is compared with
+        # the pauses between them, interleaved, so a neighbour's load on this shared machine
+        # falls on both, and the ratio measures the flood.
         os.setpriority(os.PRIO_PROCESS, mosquitto.process.pid, 19)
         flood = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -168,54 +172,67 @@ async def test_a_flood_of_10000_targets_per_second_keeps_the_loop_rate_and_memor
             "hilbot.driver.teleop.flood",
             str(mosquitto.port),
             "10000",
-            "5",
+            str(burst_s),
+            "--bursts",
+            str(bursts),
+            "--pause",
+            str(burst_s),
             "--amplitude",
             "0",  # joint1 stays at home (0): a moving sim arm costs CPU of its own
             stdout=asyncio.subprocess.PIPE,
         )
+        received = frames = elapsed = 0.0
+        memory = []
         try:
             assert await flood.stdout.readline() == b"flooding\n"
-            await asyncio.sleep(1.0)  # warm up: queues and caches reach their steady size
-            first = {pid: resident(pid) for pid in (os.getpid(), link.pid)}
-            # counts and clock read together: the rates below share one window
-            received0, frames0 = link.counters.received, link.target_frames
-            t = time.monotonic()
-            during = await loop_window(runtime, 2.5)
-            elapsed = time.monotonic() - t
-            received1, frames1 = link.counters.received, link.target_frames
-            grown = {pid: resident(pid) - rss for pid, rss in first.items()}
-            sent = int((await flood.stdout.readline()).split()[1])
+            while True:
+                line = (await flood.stdout.readline()).split()
+                if line[0] == b"sent":
+                    sent = int(line[1])
+                    break
+                # skip the first 0.25 s of each phase (queues fill or drain), measure 0.75 s
+                start = float(line[1]) + 0.25
+                if start < time.monotonic():
+                    continue  # this test was too slow to catch the phase: skip it
+                await asyncio.sleep(start - time.monotonic())
+                if line[0] == b"off":
+                    await quiet.run(0.75)
+                    continue
+                counts, t = (link.counters.received, link.target_frames), time.monotonic()
+                await flooded.run(0.75)
+                received += link.counters.received - counts[0]
+                frames += link.target_frames - counts[1]
+                elapsed += time.monotonic() - t
+                memory.append({pid: resident(pid) for pid in (os.getpid(), link.pid)})
         finally:
             with contextlib.suppress(ProcessLookupError):
                 flood.kill()
             await flood.wait()
-        os.setpriority(os.PRIO_PROCESS, mosquitto.process.pid, 0)
-        await asyncio.sleep(0.3)  # the broker and the worker drain what is left
-        after = await loop_window(runtime, 2.0)
-        handled = (received1 - received0) / elapsed
-        frames = (frames1 - frames0) / elapsed
-        quiet_rate = (before.rate + after.rate) / 2
-        print(
-            f"loop {before.rate:.1f} Hz before, {during.rate:.1f} Hz during the flood, "
-            f"{after.rate:.1f} Hz after; control process CPU per cycle "
-            f"{before.cpu_per_cycle * 1e6:.0f} / {during.cpu_per_cycle * 1e6:.0f} / "
-            f"{after.cpu_per_cycle * 1e6:.0f} us; worker handled {handled:.0f} msg/s, control "
-            f"process took {frames:.0f} target frames/s; resident memory "
-            f"+{grown[os.getpid()] / 1024:.0f} KiB (control), "
+        await quiet.run(1.0)
+        grown = {pid: memory[-1][pid] - rss for pid, rss in memory[0].items()}
+        measured = (
+            f"loop {quiet.rate:.1f} Hz quiet, {flooded.rate:.1f} Hz in the flood's bursts "
+            f"({len(quiet.rates)} and {len(flooded.rates)} slices); control process CPU per "
+            f"cycle {quiet.cpu_per_cycle * 1e6:.0f} / {flooded.cpu_per_cycle * 1e6:.0f} us; "
+            f"worker handled {received / elapsed:.0f} msg/s, control process took "
+            f"{frames / elapsed:.0f} target frames/s; resident memory from the first burst to "
+            f"the last +{grown[os.getpid()] / 1024:.0f} KiB (control), "
             f"+{grown[link.pid] / 1024:.0f} KiB (worker)"
         )
-        assert sent == 50_000
-        assert received1 > received0  # the flood reached the worker (niced: it may lag)
+        print(measured)
+        assert sent == 10_000 * burst_s * bursts, measured
+        assert len(flooded.rates) >= 6 and len(memory) >= 2, measured  # most bursts measured
+        assert received > 0, measured  # the flood reached the worker (niced: it may lag)
         # The control process sees at most one batch of targets per millisecond (plus the
         # 100 ms counter reports), however fast they arrive: the worker absorbs the flood.
-        assert frames <= 1100
+        assert frames / elapsed <= 1100, measured
         # flat in both processes: bounded queues, conflation, bounded seq table
-        assert max(grown.values()) < 1024 * 1024
+        assert max(grown.values()) < 1024 * 1024, measured
         state = runtime.state()
-        assert state.mode is Mode.ARMED and not state.faults
-        # The loop keeps its rate: a ratio to the quiet windows around the flood.
-        assert during.rate >= 0.9 * quiet_rate
+        assert state.mode is Mode.ARMED and not state.faults, (measured, state.faults)
+        # The loop keeps its rate in the flood.
+        assert flooded.rate >= 0.9 * quiet.rate, measured
         # The CPU time per cycle is printed, not asserted: with the arm still, a profile
-        # of the flood window shows no new work but the frames above (~30 ms/s), yet the
-        # figure grows 10-60 % on this 2-core box, as the flood's processes share the
-        # cores (and their caches) with this one.
+        # of the flood shows no new work in this process but the frames above (~30 ms/s),
+        # yet the figure grows 10-60 % on this 2-core box, as the flood's processes share
+        # the cores (and their caches) with this one.
