@@ -151,7 +151,8 @@ async def test_bad_payloads_are_rejected_and_never_move_the_arm(kit, mosquitto):
 
 
 def burst():
-    """Joint targets on one topic, good and bad mixed; the last good one sets joint1 0.3."""
+    """Joint targets on one topic, good and bad mixed; the last good ones set joint1 0.3
+    and (merged, as the runtime merges joint targets) joint2 -0.95."""
 
     def good(seq, value):
         return json.dumps({"seq": seq, "sender": "burst", "positions": {"joint1": value}})
@@ -163,14 +164,15 @@ def burst():
         (None, good(1, 0.1)),
         (("invalid", 2), bad(2, {"joint1": "fast"})),
         (None, good(3, 0.2)),
-        (("non_finite", 4), b'{"seq": 4, "sender": "burst", "positions": {"joint1": NaN}}'),
-        (("not_json", None), b'{"seq": 5, "positions": {"joint1": 0.9'),
-        (None, good(6, 0.3)),
-        (("unknown_joint", 7), bad(7, {"elbow": 0.9})),
-        (("oversized", None), bad(8, {"joint1": 0.9, "pad": "x" * 5000})),
-        (("invalid", 9), bad(9, {"joint1": True})),
-        (("stale_seq", 5), good(5, 0.9)),  # well-formed, but older than seq 6
-        (("invalid", 10), bad(10, {"joint1": 2000.0})),
+        (None, json.dumps({"seq": 4, "sender": "burst", "positions": {"joint2": -0.95}})),
+        (("non_finite", 5), b'{"seq": 5, "sender": "burst", "positions": {"joint1": NaN}}'),
+        (("not_json", None), b'{"seq": 6, "positions": {"joint1": 0.9'),
+        (None, good(7, 0.3)),
+        (("unknown_joint", 8), bad(8, {"elbow": 0.9})),
+        (("oversized", None), bad(9, {"joint1": 0.9, "pad": "x" * 5000})),
+        (("invalid", 10), bad(10, {"joint1": True})),
+        (("stale_seq", 6), good(6, 0.9)),  # well-formed, but older than seq 7
+        (("invalid", 11), bad(11, {"joint1": 2000.0})),
     ]
     return messages
 
@@ -207,6 +209,7 @@ async def test_a_burst_mixing_bad_and_good_targets_reports_every_bad_one_and_end
         state = runtime.state()
         assert state.mode is Mode.ARMED and not state.faults
         assert state.command["joint1"] == pytest.approx(0.3, abs=1e-9)
+        assert state.command["joint2"] == pytest.approx(-0.95, abs=1e-9)
         await kit.eventually(lambda: bridge.counters.rejected.total() == len(expected))
         assert bridge.counters.received == bridge.counters.accepted + len(expected)
 
