@@ -71,6 +71,8 @@ class BusSession:
             for j in layout.joint_names
         )
         self._effort_units = tuple(layout.primary[j].units.effort_unit for j in layout.joint_names)
+        self._slots = tuple((s.id, s) for s in layout.slots)
+        self._decoders = tuple((d.slot.id, d) for d in layout.decoders)
 
     def faults(self, slot: ServoSlot) -> HardwareErrorFlags:
         """The servo's hardware-error status as last read."""
@@ -148,20 +150,20 @@ class BusSession:
             self._temperatures[servo_id] = temperature(reg.decode(reply.data))
 
     def _update_faults(self, replies: Mapping[int, ServoReply]) -> None:
-        for slot in self.layout.slots:
-            error = replies[slot.id].error
-            if self.layout.protocol == 1:
-                self._faults[slot.id] = hardware_flags_from_protocol1(error)
+        faults, protocol1 = self._faults, self.layout.protocol == 1
+        for servo_id, slot in self._slots:
+            error = replies[servo_id].error
+            if protocol1:
+                faults[servo_id] = hardware_flags_from_protocol1(error)
             elif error & ALERT_BIT:
-                self._faults[slot.id] = hardware_status(self.bus, slot)
+                faults[servo_id] = hardware_status(self.bus, slot)
             else:
-                self._faults[slot.id] = HardwareErrorFlags.NONE
+                faults[servo_id] = HardwareErrorFlags.NONE
 
     def _state(self, replies: Mapping[int, ServoReply]) -> JointState:
         pos, vel, eff, tmp = [], [], [], []
         temperatures = self._temperatures
-        for decoder in self.layout.decoders:
-            servo_id = decoder.slot.id
+        for servo_id, decoder in self._decoders:
             p, v, e, t = decoder.decode(replies[servo_id].data)
             pos.append(p)
             vel.append(v)
