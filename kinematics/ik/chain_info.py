@@ -32,6 +32,7 @@ class ChainInfo:
         base_origin: (3,) origin of the first movable joint in the source frame.
         reach: upper bound of the distance from ``base_origin`` the target link can
             reach [m] (``inf`` with planar or floating joints or unbounded prismatics).
+        limits: the ``Box`` of the joint limits (reused by every call that respects them).
     """
 
     def __init__(self, chain: Any) -> None:
@@ -47,7 +48,7 @@ class ChainInfo:
         self.base_origin, self.reach = _reach(chain)
         self._base = tuple(self.base_origin.tolist())
         self._unbounded = Box(np.full(self.dof, -np.inf), np.full(self.dof, np.inf))
-        self._limits = Box(self.lower, self.upper)
+        self.limits = Box(self.lower, self.upper)
         self._shape = (self.dof,)
         self._state_index: dict[tuple[str, ...], NDArray[np.intp]] = {}
         self.lower_list: list[float] = self.lower.tolist()
@@ -81,7 +82,7 @@ class ChainInfo:
 
     def _read(self, value: Any) -> tuple[Array, Any]:
         if type(value) is np.ndarray and value.dtype == np.float64 and value.shape == self._shape:
-            return value.copy(), _EMPTY
+            return value.copy(), EMPTY
         if isinstance(value, np.ndarray):
             q = np.asarray(value, dtype=np.float64)
             if q.shape != (self.dof,):
@@ -127,7 +128,7 @@ class ChainInfo:
         the limits, by at most ``max_delta`` (so the call never jumps).
         """
         if max_delta is None:
-            return self._limits if respect_limits else self._unbounded
+            return self.limits if respect_limits else self._unbounded
         lo, hi = q0 - max_delta, q0 + max_delta
         if respect_limits:
             lo = np.minimum(np.maximum(lo, self.lower), q0)
@@ -147,7 +148,7 @@ class ChainInfo:
         return np.asarray(rng.uniform(lo, hi), dtype=np.float64)
 
 
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
+EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 class _Lazy:

@@ -39,6 +39,7 @@ which computes the same floats.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,6 +48,8 @@ from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.base import SolveOptions, Solver
 from hilbot.kinematics.ik.box import Box
+from hilbot.kinematics.ik.chain_info import EMPTY as _EMPTY
+from hilbot.kinematics.ik.chain_info import ChainInfo
 from hilbot.kinematics.ik.context import (
     Context,
     Evaluation,
@@ -57,10 +60,12 @@ from hilbot.kinematics.ik.context import (
 from hilbot.kinematics.ik.fused import GENERAL, NEAR_PI, SKIPPED, FusedStep, fused_step
 from hilbot.kinematics.ik.linear import dls_step
 from hilbot.kinematics.ik.solution import Solution, SolveMeta, Status
-from hilbot.kinematics.ik.target import OrientationKind, Target
+from hilbot.kinematics.ik.target import OrientationKind, Target, _parse_transform, parse_target
 
 Array = NDArray[np.float64]
 _INF = math.inf
+_le = operator.le
+_F64 = np.dtype(np.float64)
 # Options for ranking configurations (``task_costs``): nothing is iterated.
 _RANK = SolveOptions(1, 1.0, 1.0, False, False, None)
 
@@ -133,6 +138,7 @@ class DLSSolver(Solver):
         self.stall_ratio = float(stall_ratio)
         self._contexts: dict[int, Context] = {}
         self._rest_vectors: dict[int, list[float | None]] = {}
+        self._plans: dict[tuple[int, str, str], _Plan] = {}
 
     def context(self, chain: Any) -> Context:
         """The cached evaluation context of ``chain``."""
@@ -161,6 +167,154 @@ class DLSSolver(Solver):
             out.append(cost)
         return out
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Set an attribute; changing a setting drops the per-call plans built with it."""
+        object.__setattr__(self, name, value)
+        plans = self.__dict__.get("_plans")
+        if plans and not name.startswith("_"):
+            plans.clear()
+
+    def solve(
+        self,
+        robot: Any,
+        state_or_positions: Any,
+        source_link: str,
+        target_link: str,
+        target: object,
+        *,
+        max_iterations: int = 50,
+        tolerance: float = 1e-4,
+        orientation_tolerance: float = 0.01,
+        strict_orientation: bool = False,
+        respect_limits: bool = True,
+        initial_positions: Any = None,
+        max_delta: float | None = None,
+    ) -> Solution:
+        """``Solver.solve`` (same arguments, results and errors), with a fast path.
+
+        The common call of a control loop (a chain solved before, a mapping or flat
+        array seed, limits respected, no ``max_delta``, the options of the previous
+        call) runs on Python lists from a per-chain ``_Plan`` found with one dict
+        lookup; anything else, and anything unusual on the way (a seed that is not
+        finite or lacks a joint, a target beyond reach, a result outside the box),
+        goes through ``Solver.solve`` from the start.
+        """
+        plan = self._plans.get((id(robot), source_link, target_link))
+        if plan is None or plan.robot is not robot:
+            self._plan(robot, source_link, target_link)
+        elif (
+            plan.ctx is not None
+            and initial_positions is None
+            and max_delta is None
+            and respect_limits is True
+            and type(max_iterations) is int
+        ):
+            key = (
+                max_iterations,
+                tolerance,
+                orientation_tolerance,
+                strict_orientation,
+                True,
+                None,
+            )
+            options = self._options_value
+            if key == self._options_key and options is not None:
+                solution = self._fast_solve(plan, state_or_positions, target, options)
+                if solution is not None:
+                    return solution
+        return Solver.solve(
+            self,
+            robot,
+            state_or_positions,
+            source_link,
+            target_link,
+            target,
+            max_iterations=max_iterations,
+            tolerance=tolerance,
+            orientation_tolerance=orientation_tolerance,
+            strict_orientation=strict_orientation,
+            respect_limits=respect_limits,
+            initial_positions=initial_positions,
+            max_delta=max_delta,
+        )
+
+    def _plan(self, robot: Any, source_link: str, target_link: str) -> None:
+        """Build the ``_Plan`` of a (robot, source, target) (``ctx`` ``None``: not covered)."""
+        try:
+            chain = robot.path_between(source_link, target_link)
+        except Exception:  # ``Solver.solve`` raises it again, with its data
+            return
+        info = self.info(chain)
+        ctx = None
+        if info.dof > 0 and info.scalar:
+            ctx = self.context(chain)
+            if ctx.kernel is None:
+                ctx = None
+        self._plans[(id(robot), source_link, target_link)] = _Plan(robot, chain, info, ctx)
+
+    def _fast_solve(
+        self, plan: _Plan, value: Any, target: object, options: SolveOptions
+    ) -> Solution | None:
+        """The fast path of ``solve``; ``None`` hands the call to ``Solver.solve``."""
+        info = plan.info
+        if type(value) is dict:
+            try:
+                q0 = [float(value[name]) for name in plan.names]
+            except (KeyError, TypeError, ValueError):
+                return None  # the general path raises it (after checking the target)
+            base: Any = value
+        elif type(value) is np.ndarray and value.dtype is _F64 and value.shape == plan.shape:
+            q0 = value.tolist()
+            base = _EMPTY
+        else:
+            return None
+        # One sum: NaN and inf propagate (a finite sum that overflows goes the long way).
+        if not math.isfinite(sum(q0)):
+            return None
+        if type(target) is np.ndarray and target.shape == (4, 4) and target.dtype is _F64:
+            tgt = _parse_transform(target.tolist(), target)
+        else:
+            tgt = target if type(target) is Target else parse_target(target)
+        lo, hi = plan.lower, plan.upper
+        if not (all(map(_le, lo, q0)) and all(map(_le, q0, hi))):
+            return None  # clipped into the limits by the general path
+        x, y, z = tgt.point
+        bx, by, bz = plan.base
+        distance = math.sqrt((x - bx) ** 2 + (y - by) ** 2 + (z - bz) ** 2)
+        if distance > plan.reach + options.tolerance:
+            return None  # ``Unreachable``
+        run = plan.run
+        if run is None or run.options is not options:
+            assert plan.ctx is not None
+            run = plan.run = _Run(self, plan.ctx, info.limits, options)
+        kind = tgt.kind
+        fused = plan.fused
+        f = fused[kind] if kind in fused else fused.setdefault(kind, run.fused(tgt))
+        if f is None:
+            q, iterations, ev, status = run.solve(q0, tgt)
+        else:
+            q, iterations, ev, status = run.fast(f, q0, tgt, options.max_iterations)
+            if (
+                ev.position > options.tolerance
+                and kind is OrientationKind.FULL
+                and status is not Status.TIMEOUT
+            ):
+                q, iterations, ev, status = run.polish(q, iterations, ev, status, tgt)
+        if not (all(map(_le, lo, q)) and all(map(_le, q, hi))):
+            return None  # never on scalar chains (pinned coordinates are clipped); to be safe
+        residual, orientation = ev.position, ev.orientation
+        reached = residual <= options.tolerance and (
+            not options.strict_orientation
+            or orientation is None
+            or orientation <= options.orientation_tolerance
+        )
+        solution = Solution(
+            np.array(q), iterations, residual, orientation, reached, status, base, info.to_dict
+        )
+        if reached:
+            return solution
+        return self._failed(solution, np.array(q0), info.limits, options)
+
     def _solve(
         self, chain: Any, q0: Array, target: Target, box: Box, options: SolveOptions
     ) -> tuple[Array, SolveMeta]:
@@ -168,30 +322,55 @@ class DLSSolver(Solver):
         if ctx is None or ctx.chain is not chain or ctx.info is not self._infos.get(id(chain)):
             ctx = self.context(chain)
         run = _Run(self, ctx, box, options)
-        q, iterations, ev, status = run.iterate(q0.tolist(), target, options.max_iterations)
-        if (
-            options.polish
-            and target.rows == 6
-            and ev.position > options.tolerance
-            and status is not Status.TIMEOUT
-            and not run.on_delta_bound(q)
-        ):
-            # Position wins: polish the position alone, starting from the compromise.
-            point = Target(target.point)
-            budget = max(options.max_iterations - iterations, 10)
-            q2, more, ev2, status2 = run.iterate(q, point, budget)
-            if ev2.position < ev.position:
-                full = evaluate(target, ctx.fk(q2), [])
-                q, iterations, ev = q2, iterations + more, full
-                status = Status.STALLED if status2 is Status.CONVERGED else status2
+        q, iterations, ev, status = run.solve(q0.tolist(), target)
         meta = SolveMeta(iterations, ev.position, ev.orientation, status)
         return np.array(q), meta
+
+
+class _Plan:
+    """What ``DLSSolver``'s fast path needs of one (robot, source, target), found by one lookup.
+
+    ``robot`` is held (not just its id) so the id cannot be reused by another robot
+    while the plan lives; the solver's per-chain caches hold the chain anyway.
+    """
+
+    __slots__ = (
+        "base",
+        "chain",
+        "ctx",
+        "fused",
+        "info",
+        "lower",
+        "names",
+        "reach",
+        "robot",
+        "run",
+        "shape",
+        "upper",
+    )
+
+    def __init__(self, robot: Any, chain: Any, info: ChainInfo, ctx: Context | None) -> None:
+        self.robot = robot
+        self.chain = chain
+        self.info = info
+        self.ctx = ctx
+        self.names = info.names
+        self.shape = (info.dof,)
+        self.lower = info.lower_list
+        self.upper = info.upper_list
+        base = info.base_origin.tolist()
+        self.base: tuple[float, float, float] = (base[0], base[1], base[2])
+        self.reach = info.reach
+        # The last options' ``_Run`` on the limits box (it keeps no per-solve state).
+        self.run: _Run | None = None
+        # The fused iteration per orientation kind (``None``: the general loop).
+        self.fused: dict[OrientationKind, FusedStep | None] = {}
 
 
 class _Run:
     """The state shared by the iterations of one solve."""
 
-    __slots__ = ("bounded", "ctx", "hi", "lo", "options", "rest", "solver")
+    __slots__ = ("bounded", "ctx", "hi", "keep", "lo", "options", "rest", "solver", "stall")
 
     def __init__(self, solver: DLSSolver, ctx: Context, box: Box, options: SolveOptions) -> None:
         self.solver = solver
@@ -201,6 +380,37 @@ class _Run:
         self.hi: list[float] = box.upper_list
         self.bounded = box.bounded
         self.rest = None if solver.rest is None else _rest_vector(solver, ctx)
+        stall = options.stall or (solver.stall_iterations, solver.stall_ratio)
+        self.stall = stall[0]
+        self.keep = 1.0 - stall[1]  # a step keeping more of the cost made little progress
+
+    def solve(self, q: list[float], target: Target) -> tuple[list[float], int, Evaluation, Status]:
+        """``DLSSolver._solve`` on lists: iterate from ``q``, polish an unmet pose's position."""
+        options = self.options
+        q, iterations, ev, status = self.iterate(q, target, options.max_iterations)
+        if target.rows == 6 and ev.position > options.tolerance and status is not Status.TIMEOUT:
+            return self.polish(q, iterations, ev, status, target)
+        return q, iterations, ev, status
+
+    def polish(
+        self, q: list[float], iterations: int, ev: Evaluation, status: Status, target: Target
+    ) -> tuple[list[float], int, Evaluation, Status]:
+        """Position wins: polish an unmet pose's position alone, starting from the compromise.
+
+        Skipped for intermediate attempts (``options.polish`` false) and when a
+        ``max_delta`` bound, not the chain, stopped the solve.
+        """
+        options = self.options
+        if not options.polish or self.on_delta_bound(q):
+            return q, iterations, ev, status
+        point = Target(target.point)
+        budget = max(options.max_iterations - iterations, 10)
+        q2, more, ev2, status2 = self.iterate(q, point, budget)
+        if ev2.position < ev.position:
+            full = evaluate(target, self.ctx.fk(q2), [])
+            q, iterations, ev = q2, iterations + more, full
+            status = Status.STALLED if status2 is Status.CONVERGED else status2
+        return q, iterations, ev, status
 
     def iterate(
         self, q: list[float], task: Target, max_iterations: int
@@ -250,10 +460,9 @@ class _Run:
         definite, a rotation error near half a turn) hands the state over to
         ``general``, which redoes that iteration: both compute the same floats.
         """
-        s, options = self.solver, self.options
+        options = self.options
         tol, otol = options.tolerance, options.orientation_tolerance
-        stall_iterations, stall_ratio = options.stall or (s.stall_iterations, s.stall_ratio)
-        keep = 1.0 - stall_ratio
+        stall_iterations, keep = self.stall, self.keep
         point, rot, lo, hi = task.point, task.orientation, self.lo, self.hi
         mu, stall, it = 1.0, 0, 0
         position, angle, cost, code, payload = f(q, point, rot, mu, _INF, lo, hi, tol, otol)
@@ -261,11 +470,11 @@ class _Run:
             if code == NEAR_PI:
                 return self.general(q, task, max_iterations, it, mu, stall, None)
             if position <= tol and (angle is None or angle <= otol):
-                return q, it, Evaluation([], [], position, angle), Status.CONVERGED
+                return q, it, _tuple_new(Evaluation, ([], [], position, angle)), Status.CONVERGED
             if stall >= stall_iterations:
-                return q, it, Evaluation([], [], position, angle), Status.STALLED
+                return q, it, _tuple_new(Evaluation, ([], [], position, angle)), Status.STALLED
             if it >= max_iterations:
-                return q, it, Evaluation([], [], position, angle), Status.TIMEOUT
+                return q, it, _tuple_new(Evaluation, ([], [], position, angle)), Status.TIMEOUT
             if code == GENERAL:
                 ev = Evaluation(payload[0], payload[1], position, angle)
                 return self.general(q, task, max_iterations, it, mu, stall, ev)
@@ -512,6 +721,10 @@ class _Run:
                 q[i] = min(max(q[i], lo[i]), hi[i])
             return q
         return [min(max(x, a), b) for x, a, b in zip(q, lo, hi, strict=True)]
+
+
+# ``Evaluation(...)`` without the Python-level ``NamedTuple.__new__`` (hot path).
+_tuple_new = tuple.__new__
 
 
 def _cost(e: list[float], w2: float) -> float:

@@ -89,6 +89,14 @@ class Target:
         return out
 
 
+# The slot descriptors of ``Target``: the hot path fills a new instance through them.
+_new = object.__new__
+_set_point = vars(Target)["point"].__set__
+_set_kind = vars(Target)["kind"].__set__
+_set_orientation = vars(Target)["orientation"].__set__
+_FULL = OrientationKind.FULL
+
+
 def parse_target(value: object) -> Target:
     """Parse any accepted target form into a ``Target``.
 
@@ -165,7 +173,12 @@ def _parse_transform(rows: list[list[float]], value: object) -> Target:
         and a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g) >= 0.0
     ):
         _check_rotation(a, b, c, d, e, f, g, h, i, value)  # raises with the reason
-    return Target((x, y, z), OrientationKind.FULL, (a, b, c, d, e, f, g, h, i))
+    # ``Target(...)`` without the frozen dataclass's ``__init__`` (the same three slots).
+    out = _new(Target)
+    _set_point(out, (x, y, z))
+    _set_kind(out, _FULL)
+    _set_orientation(out, (a, b, c, d, e, f, g, h, i))
+    return out
 
 
 def _check_rotation_rows(rows: Sequence[Sequence[float]], value: object) -> None:

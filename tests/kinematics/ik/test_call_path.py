@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hilbot.kinematics.ik import DLSSolver
+from hilbot.kinematics import UnknownLink, load_urdf
+from hilbot.kinematics.ik import DLSSolver, InvalidTarget, Unreachable
+from hilbot.kinematics.ik.base import Solver
 from hilbot.kinematics.ik.box import Box
 
 TARGET = np.array([0.3, 0.1, 0.4])
+ROBOTS = Path(__file__).resolve().parents[3] / "configs" / "robots"
 
 
 def test_cached_options_still_reject_bad_values_after_good_ones(load):
@@ -78,3 +82,129 @@ def test_huge_finite_seed_is_not_called_infinite(load):
     assert np.isfinite(q).all()
     with pytest.raises(ValueError, match="shoulder_pan_joint"):
         info.read(np.array([math.inf, 0.0, 0.0, 0.0, 0.0, 0.0]))
+
+
+# --- the DLS fast path (a per-(robot, source, target) plan) against the general path ---
+
+FAST_ARMS = [
+    ("ur5", "base_link", "tool0"),
+    ("panda", "panda_link0", "panda_hand_tcp"),
+    ("widowx_250s", "base_link", "ee_gripper_link"),
+]
+
+
+def _tracking_cases(robot, source, tip, count=40, seed=3):
+    chain = robot.path_between(source, tip)
+    names = [n for n, _ in chain.jacobian_columns]
+    rng = np.random.default_rng(seed)
+    lo, hi = np.maximum(chain.lower, -2.5), np.minimum(chain.upper, 2.5)
+    for _ in range(count):
+        q = rng.uniform(lo, hi)
+        seed_q = np.clip(q + rng.uniform(-0.05, 0.05, q.shape), chain.lower, chain.upper)
+        yield names, seed_q, chain.fk(q)
+
+
+def _same(a, b):
+    np.testing.assert_array_equal(a.q, b.q)
+    assert (a.iterations, a.residual, a.orientation_residual, a.reached, a.status) == (
+        b.iterations,
+        b.residual,
+        b.orientation_residual,
+        b.reached,
+        b.status,
+    )
+    assert a.positions == b.positions
+
+
+@pytest.mark.parametrize(("name", "source", "tip"), FAST_ARMS)
+def test_fast_path_gives_the_general_paths_floats(load, name, source, tip):
+    robot = load(name)
+    fast, general = DLSSolver(), DLSSolver()
+    extra = {"some_other_joint": 0.25}
+    for names, seed_q, pose in _tracking_cases(robot, source, tip):
+        as_floats = dict(zip(names, seed_q.tolist(), strict=True))
+        seeds = [dict(as_floats, **extra), seed_q, dict(zip(names, seed_q, strict=True))]
+        targets = [pose, (pose[:3, 3], pose[:3, :3]), pose[:3, 3]]
+        for seed in seeds:
+            for target in targets:
+                a = fast.solve(robot, seed, source, tip, target, max_iterations=20)
+                b = Solver.solve(general, robot, seed, source, tip, target, max_iterations=20)
+                _same(a, b)
+                if seed is seeds[0]:  # joints outside the chain come back unchanged
+                    assert a.positions["some_other_joint"] == 0.25
+    assert fast._plans, "the fast path was never planned"
+
+
+def test_fast_path_keeps_every_validation(load):
+    robot = load("ur5")
+    chain = robot.path_between("base_link", "tool0")
+    names = [n for n, _ in chain.jacobian_columns]
+    q0 = np.array([0.1, -1.1, 1.3, -1.7, -1.5, 0.2])
+    pose = chain.fk(q0 + 0.02)
+    solver = DLSSolver()
+    seed = dict(zip(names, q0.tolist(), strict=True))
+    for _ in range(2):  # the second call runs on the plan
+        solver.solve(robot, seed, "base_link", "tool0", pose)
+    bad = dict(seed, shoulder_lift_joint=math.nan)
+    with pytest.raises(ValueError, match="shoulder_lift_joint"):
+        solver.solve(robot, bad, "base_link", "tool0", pose)
+    with pytest.raises(ValueError, match="wrist_3_joint"):
+        solver.solve(robot, q0 * np.array([1, 1, 1, 1, 1, math.inf]), "base_link", "tool0", pose)
+    missing = {n: v for n, v in seed.items() if n != "elbow_joint"}
+    with pytest.raises(Exception, match="elbow_joint"):
+        solver.solve(robot, missing, "base_link", "tool0", pose)
+    nan_pose = pose.copy()
+    nan_pose[1, 3] = math.nan
+    with pytest.raises(InvalidTarget, match="NaN"):
+        solver.solve(robot, seed, "base_link", "tool0", nan_pose)
+    skewed = pose.copy()
+    skewed[0, 0] += 0.1
+    with pytest.raises(InvalidTarget, match="orthonormal"):
+        solver.solve(robot, seed, "base_link", "tool0", skewed)
+    far = pose.copy()
+    far[:3, 3] = [5.0, 0.0, 0.0]
+    with pytest.raises(Unreachable) as caught:
+        solver.solve(robot, seed, "base_link", "tool0", far)
+    assert caught.value.distance > caught.value.reach
+    assert set(caught.value.positions) >= set(names)
+    with pytest.raises(UnknownLink):
+        solver.solve(robot, seed, "base_link", "no_such_link", pose)
+    # max_delta and seeds outside the limits still hold on the general path.
+    step = solver.solve(robot, seed, "base_link", "tool0", chain.fk(q0 + 0.3), max_delta=0.01)
+    assert np.max(np.abs(step.q - q0)) <= 0.01 + 1e-12
+    outside = dict(seed, elbow_joint=float(chain.upper[2]) + 1.0)
+    sol = solver.solve(robot, outside, "base_link", "tool0", pose)
+    assert np.all(sol.q >= chain.lower) and np.all(sol.q <= chain.upper)
+
+
+def test_changing_a_setting_drops_the_plans(load):
+    robot = load("panda")
+    source, tip = "panda_link0", "panda_hand_tcp"
+    solver = DLSSolver()
+    cases = list(_tracking_cases(robot, source, tip, count=5, seed=8))
+    for _names, seed_q, pose in cases:
+        solver.solve(robot, seed_q, source, tip, pose)
+    assert solver._plans
+    solver.orientation_weight = 1.5
+    assert not solver._plans
+    reference = DLSSolver(orientation_weight=1.5)
+    for _names, seed_q, pose in cases:
+        _same(
+            solver.solve(robot, seed_q, source, tip, pose),
+            reference.solve(robot, seed_q, source, tip, pose),
+        )
+
+
+def test_a_plan_belongs_to_its_robot_object(load):
+    # Two equal robots loaded separately: each call reads its own robot's chain.
+    first = load("ur5")
+    second = load_urdf(ROBOTS / "ur5.urdf")
+    solver = DLSSolver()
+    q0 = np.array([0.1, -1.1, 1.3, -1.7, -1.5, 0.2])
+    pose = first.path_between("base_link", "tool0").fk(q0 + 0.01)
+    for robot in (first, second, first, second):
+        sol = solver.solve(robot, q0, "base_link", "tool0", pose)
+        plan = solver._plans[(id(robot), "base_link", "tool0")]
+        assert plan.robot is robot
+        assert plan.chain is robot.path_between("base_link", "tool0")
+        assert sol.reached
