@@ -2,8 +2,9 @@
 
 Runs a real mosquitto on loopback and the OpenManipulator-X at its configured rate,
 on the simulated backend and on the virtual Dynamixel bus (real Dynamixel backend).
-A publisher in this process sends joint targets (small steps the safety layer
-passes unchanged); a cycle listener stamps the cycle that writes each one. The
+A publisher in another process (as a teleop client is on another machine) sends
+joint targets (small steps the safety layer passes unchanged); a cycle listener
+stamps the cycle that writes each one. The
 plain MQTT round trip (publish -> a subscriber in this process) is measured in
 the same run, as the peer figure. Then a 10,000 targets/s flood checks the loop
 rate with the teleop worker process (default) and with the bridge in process.
@@ -137,36 +138,45 @@ async def mqtt_round_trip(port: int, samples: int) -> list[float]:
     return out
 
 
+async def publish_targets(port: int, base: float, count: int) -> None:
+    """The remote publisher (``--publish``): joint targets, then ``[value, t_publish]`` lines.
+
+    It runs in its own process, as a teleop client runs on its own machine: a
+    publisher sharing the robot's event loop would add that loop's delays to
+    its own sends.
+    """
+    url = f"mqtt://127.0.0.1:{port}"
+    sent: list[tuple[float, float]] = []
+    async with TeleopPublisher(url, PREFIX, settings=TeleopSettings(state_rate_hz=20)) as pub:
+        for i in range(count):
+            value = base + (STEP if i % 2 else -STEP) + 1e-7 * i  # each value unique
+            sent.append((value, time.perf_counter()))  # CLOCK_MONOTONIC: same in every process
+            await pub.joint_target({JOINT: value})
+            await asyncio.sleep(0.03 + 0.01 * (i % 3))  # not phase-locked to the loop
+    for value, t in sent:
+        print(json.dumps([value, t]), flush=True)
+
+
 async def teleop_latency(port: int, backend: str, samples: int, isolate: bool) -> dict:
-    """Publish joint targets; time until the cycle that writes each one [s]."""
+    """Publish joint targets from another process; time until the cycle that writes each [s]."""
     config = load_config("openmanipulator_x")
     settings = TeleopSettings(state_rate_hz=20)
     url = f"mqtt://127.0.0.1:{port}"
-    latencies: list[float] = []
-    # per sample, the stages [s]: publish -> set_joint_targets called in the control
-    # process, -> the deadline of the cycle that wrote it, -> that cycle's end
-    stages: list[tuple[float, float, float]] = []
-    expected: list[tuple[float, float]] = []
-    arrived: list[float] = []  # when the runtime was handed the expected value
     index = config.joint_names.index(JOINT)
+    arrived: dict[float, float] = {}  # value -> when the runtime was handed it
+    written: dict[float, tuple[float, float]] = {}  # value -> (cycle deadline, cycle end)
 
     def listener(record) -> None:
-        if expected and record.written and abs(record.command[index] - expected[0][0]) < 1e-9:
-            now = time.perf_counter()
-            t_pub = expected[0][1]
-            latencies.append(now - t_pub)
-            t_set = arrived[0] if arrived else float("nan")
-            stages.append((t_set - t_pub, record.deadline - t_set, now - record.deadline))
-            expected.clear()
-            arrived.clear()
+        value = float(record.command[index])
+        if record.written and value not in written:
+            written[value] = (record.deadline, time.perf_counter())
 
     async with build_backend(config, backend) as bus, Runtime(config, bus) as runtime:
         runtime.add_cycle_listener(listener)
         set_joint_targets = runtime.set_joint_targets
 
         def stamped(positions) -> None:
-            if expected and not arrived and positions.get(JOINT) == expected[0][0]:
-                arrived.append(time.perf_counter())
+            arrived.setdefault(positions.get(JOINT), time.perf_counter())
             set_joint_targets(positions)
 
         runtime.set_joint_targets = stamped  # the bridge (or the worker link) calls this
@@ -179,22 +189,35 @@ async def teleop_latency(port: int, backend: str, samples: int, isolate: bool) -
             await pub.command("enable")
             while runtime.mode is not Mode.ARMED:
                 await asyncio.sleep(0.01)
-            base = runtime.state().command[JOINT]
-            for i in range(samples + 10):
-                value = base + (STEP if i % 2 else -STEP) + 1e-7 * i  # each value unique
-                expected[:] = [(value, time.perf_counter())]
-                await pub.joint_target({JOINT: value})
-                await asyncio.sleep(0.03 + 0.01 * (i % 3))  # not phase-locked to the loop
-                if i == 9:
-                    latencies.clear()  # warm-up
-                    stages.clear()
-            missed = samples + 10 - len(latencies) - 10
-            stats = runtime.state().stats
+        base = runtime.state().command[JOINT]
+        publisher = await asyncio.create_subprocess_exec(
+            sys.executable,
+            __file__,
+            "--publish",
+            f"{port},{base!r},{samples + 10}",
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await publisher.communicate()
+        await runtime.wait_cycles(10)
+        stats = runtime.state().stats
         await cancel_and_wait(task)
+    latencies: list[float] = []
+    # per sample, the stages [s]: publish -> set_joint_targets called in the control
+    # process, -> the deadline of the cycle that wrote it, -> that cycle's end
+    stages: list[tuple[float, float, float]] = []
+    sent = [json.loads(line) for line in out.decode().splitlines()][10:]  # 10 to warm up
+    for value, t_pub in sent:
+        match = next((v for v in written if abs(v - value) < 1e-9), None)
+        if match is None:
+            continue
+        deadline, end = written[match]
+        t_set = arrived.get(value, float("nan"))
+        latencies.append(end - t_pub)
+        stages.append((t_set - t_pub, deadline - t_set, end - deadline))
     return {
         "latencies": latencies,
         "stages": stages,
-        "missed": missed,
+        "missed": len(sent) - len(latencies),
         "rate": stats.rate,
         "period": 1 / config.rate_hz,
     }
@@ -321,6 +344,10 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--publish"]:  # the remote publisher, started by teleop_latency
+        port, base, count = sys.argv[2].split(",")
+        asyncio.run(publish_targets(int(port), float(base), int(count)))
+        sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=150)
     parser.add_argument("--no-flood", action="store_true")
