@@ -257,24 +257,26 @@ class DLSSolver(Solver):
     ) -> Solution | None:
         """The fast path of ``solve``; ``None`` hands the call to ``Solver.solve``."""
         info = plan.info
-        if type(value) is dict:
-            try:
-                q0 = [float(value[name]) for name in plan.names]
-            except (KeyError, TypeError, ValueError):
-                return None  # the general path raises it (after checking the target)
-            base: Any = value
-        elif type(value) is np.ndarray and value.dtype is _F64 and value.shape == plan.shape:
-            q0 = value.tolist()
-            base = _EMPTY
-        else:
-            return None
-        # One sum: NaN and inf propagate (a finite sum that overflows goes the long way).
-        if not math.isfinite(sum(q0)):
-            return None
+        # The target first, as ``Solver.solve`` does: with two bad arguments, the same error.
         if type(target) is np.ndarray and target.shape == (4, 4) and target.dtype is _F64:
             tgt = _parse_transform(target.tolist(), target)
         else:
             tgt = target if type(target) is Target else parse_target(target)
+        if type(value) is dict:
+            try:
+                q0 = [float(value[name]) for name in plan.names]
+            except (KeyError, TypeError, ValueError):
+                return None  # the general path raises it
+            base: Any = value
+        elif type(value) is np.ndarray and value.dtype is _F64 and value.shape == plan.shape:
+            q0 = value.tolist()
+            base = _EMPTY
+        else:  # a joint state, another mapping or array: validated (and raised) by ``read``
+            q_read, base = info.read(value)
+            q0 = q_read.tolist()
+        # One sum: NaN and inf propagate (a finite sum that overflows goes the long way).
+        if not math.isfinite(sum(q0)):
+            return None
         lo, hi = plan.lower, plan.upper
         if not (all(map(_le, lo, q0)) and all(map(_le, q0, hi))):
             return None  # clipped into the limits by the general path

@@ -104,6 +104,14 @@ def _tracking_cases(robot, source, tip, count=40, seed=3):
         yield names, seed_q, chain.fk(q)
 
 
+class _State:
+    """A joint state as the HAL reads one: names and positions in bus order."""
+
+    def __init__(self, names, position):
+        self.names = tuple(names)
+        self.position = np.asarray(position, dtype=np.float64)
+
+
 def _same(a, b):
     np.testing.assert_array_equal(a.q, b.q)
     assert (a.iterations, a.residual, a.orientation_residual, a.reached, a.status) == (
@@ -123,14 +131,20 @@ def test_fast_path_gives_the_general_paths_floats(load, name, source, tip):
     extra = {"some_other_joint": 0.25}
     for names, seed_q, pose in _tracking_cases(robot, source, tip):
         as_floats = dict(zip(names, seed_q.tolist(), strict=True))
-        seeds = [dict(as_floats, **extra), seed_q, dict(zip(names, seed_q, strict=True))]
+        state = _State(["some_other_joint", *reversed(names)], [0.25, *seed_q[::-1]])
+        seeds = [
+            dict(as_floats, **extra),
+            seed_q,
+            dict(zip(names, seed_q, strict=True)),
+            state,
+        ]
         targets = [pose, (pose[:3, 3], pose[:3, :3]), pose[:3, 3]]
         for seed in seeds:
             for target in targets:
                 a = fast.solve(robot, seed, source, tip, target, max_iterations=20)
                 b = Solver.solve(general, robot, seed, source, tip, target, max_iterations=20)
                 _same(a, b)
-                if seed is seeds[0]:  # joints outside the chain come back unchanged
+                if seed is seeds[0] or seed is state:  # joints outside the chain: unchanged
                     assert a.positions["some_other_joint"] == 0.25
     assert fast._plans, "the fast path was never planned"
 
@@ -150,6 +164,9 @@ def test_fast_path_keeps_every_validation(load):
         solver.solve(robot, bad, "base_link", "tool0", pose)
     with pytest.raises(ValueError, match="wrist_3_joint"):
         solver.solve(robot, q0 * np.array([1, 1, 1, 1, 1, math.inf]), "base_link", "tool0", pose)
+    state = _State(names, np.where(np.arange(6) == 2, math.nan, q0))
+    with pytest.raises(ValueError, match="elbow_joint"):
+        solver.solve(robot, state, "base_link", "tool0", pose)
     missing = {n: v for n, v in seed.items() if n != "elbow_joint"}
     with pytest.raises(Exception, match="elbow_joint"):
         solver.solve(robot, missing, "base_link", "tool0", pose)
@@ -157,6 +174,11 @@ def test_fast_path_keeps_every_validation(load):
     nan_pose[1, 3] = math.nan
     with pytest.raises(InvalidTarget, match="NaN"):
         solver.solve(robot, seed, "base_link", "tool0", nan_pose)
+    # Two bad arguments: the target is checked first, as on the general path.
+    with pytest.raises(InvalidTarget, match="NaN"):
+        solver.solve(robot, bad, "base_link", "tool0", nan_pose)
+    with pytest.raises(InvalidTarget, match="NaN"):
+        solver.solve(robot, state, "base_link", "tool0", nan_pose)
     skewed = pose.copy()
     skewed[0, 0] += 0.1
     with pytest.raises(InvalidTarget, match="orthonormal"):
