@@ -13,10 +13,10 @@ checks models, operating mode and return delay time, and copies present into
 goal position; torque is never enabled unless asked. Leaving the context turns
 torque off when ``torque_off_on_exit`` (the default).
 
-Pipelining (``pipeline=True``, or ``"auto"``, what ``hilbot run`` uses): the cycle is read state ->
-compute -> write goals, and without it the bus idles while the host works: the hop
-to the bus thread, decoding, the hop back and the loop's own work, about 0.3-0.5 ms
-a cycle, which at 1 Mbps is a fifth of a cycle. With it, while goals are streamed,
+Pipelining (``pipeline=True``; ``hilbot run`` uses ``"auto"``): a cycle is read state,
+compute, write goals, and without pipelining the bus idles while the host works (the
+hop to the bus thread, decoding, the hop back, the loop's own work: 0.3-0.5 ms a
+cycle, a fifth of a 6-servo cycle at 1 Mbps). With it, while goals are streamed,
 ``read()`` first queues the next cycle's read and then returns the state of the read
 it queued one call earlier, so the bus thread goes from one transaction to the next
 without waiting for the loop. Bus order stays read, write, read, write; every write
