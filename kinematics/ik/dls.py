@@ -39,8 +39,7 @@ which computes the same floats.
 from __future__ import annotations
 
 import math
-import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -64,7 +63,6 @@ from hilbot.kinematics.ik.target import OrientationKind, Target, _parse_transfor
 
 Array = NDArray[np.float64]
 _INF = math.inf
-_le = operator.le
 _F64 = np.dtype(np.float64)
 # Options for ranking configurations (``task_costs``): nothing is iterated.
 _RANK = SolveOptions(1, 1.0, 1.0, False, False, None)
@@ -277,8 +275,8 @@ class DLSSolver(Solver):
         # One sum: NaN and inf propagate (a finite sum that overflows goes the long way).
         if not math.isfinite(sum(q0)):
             return None
-        lo, hi = plan.lower, plan.upper
-        if not (all(map(_le, lo, q0)) and all(map(_le, q0, hi))):
+        inside = plan.inside
+        if not inside(q0):
             return None  # clipped into the limits by the general path
         x, y, z = tgt.point
         bx, by, bz = plan.base
@@ -302,7 +300,7 @@ class DLSSolver(Solver):
                 and status is not Status.TIMEOUT
             ):
                 q, iterations, ev, status = run.polish(q, iterations, ev, status, tgt)
-        if not (all(map(_le, lo, q)) and all(map(_le, q, hi))):
+        if not inside(q):
             return None  # never on scalar chains (pinned coordinates are clipped); to be safe
         residual, orientation = ev.position, ev.orientation
         reached = residual <= options.tolerance and (
@@ -342,13 +340,12 @@ class _Plan:
         "ctx",
         "fused",
         "info",
-        "lower",
+        "inside",
         "names",
         "reach",
         "robot",
         "run",
         "shape",
-        "upper",
     )
 
     def __init__(self, robot: Any, chain: Any, info: ChainInfo, ctx: Context | None) -> None:
@@ -358,8 +355,7 @@ class _Plan:
         self.ctx = ctx
         self.names = info.names
         self.shape = (info.dof,)
-        self.lower = info.lower_list
-        self.upper = info.upper_list
+        self.inside = _inside(info.lower_list, info.upper_list)
         base = info.base_origin.tolist()
         self.base: tuple[float, float, float] = (base[0], base[1], base[2])
         self.reach = info.reach
@@ -367,6 +363,21 @@ class _Plan:
         self.run: _Run | None = None
         # The fused iteration per orientation kind (``None``: the general loop).
         self.fused: dict[OrientationKind, FusedStep | None] = {}
+
+
+def _inside(lower: list[float], upper: list[float]) -> Callable[[list[float]], bool]:
+    """``q -> lower <= q <= upper`` for every coordinate (``False`` for NaN), as one function.
+
+    Chained comparisons on the bounds baked in as defaults: a third of the cost of
+    ``all(map(operator.le, ...))`` twice for a handful of joints.
+    """
+    n = len(lower)
+    args = ", ".join(f"l{i}=lower[{i}], u{i}=upper[{i}]" for i in range(n))
+    test = " and ".join(f"l{i} <= q[{i}] <= u{i}" for i in range(n)) or "True"
+    namespace: dict[str, Any] = {"lower": lower, "upper": upper}
+    exec(f"def inside(q, {args}):\n    return {test}\n", namespace)
+    inside: Callable[[list[float]], bool] = namespace["inside"]
+    return inside
 
 
 class _Run:
