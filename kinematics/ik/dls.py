@@ -34,6 +34,13 @@ Jacobian, error, damped step and active set as straight-line float code); the
 rare cases it does not cover (a rejected step, a rotation error near half a
 turn, a matrix that is not positive definite) hand over to the general loop,
 which computes the same floats.
+
+``DLSSolver.solve`` keeps the fixed per-call work small for a control loop: a
+(robot, source, target) solved before has a ``_Plan`` (names, a generated limits
+check, reach, the cached ``_Run`` and fused iteration) found with one dict
+lookup, and a call with the previous options, a dict, flat array or joint-state
+seed, limits respected and no ``max_delta`` runs on Python floats from it. Any
+other call, or anything unusual on the way, takes ``Solver.solve`` from the start.
 """
 
 from __future__ import annotations
