@@ -10,13 +10,10 @@ folded and zero terms dropped (URDF frames are mostly axis-aligned, so most
 terms vanish), and compiled with ``compile``/``exec``. The source holds only
 numbers from the URDF formatted with ``repr``, never user text.
 
-The same generated function serves two evaluators:
-
-- ``ScalarKernel.fk_jacobian`` on Python floats: for one small chain this beats
-  numpy's per-call overhead on 4x4 arrays several times over, which is what
-  keeps a warm-started solve within tens of µs;
-- ``ScalarKernel.fk_jacobian_batch`` on (B,) arrays (structure of arrays), so
-  the batch axis is the one numpy vectorises over.
+``ScalarKernel.fk_jacobian`` evaluates it on Python floats: for one small chain
+this beats numpy's per-call overhead on 4x4 arrays several times over, which is
+what keeps a warm-started solve within tens of µs. (The batched solver generates
+its own batch-last kernel, in ``batch_kernel.py``.)
 
 Results equal ``Chain.fk_jacobian`` to rounding (the tests check 1e-12).
 """
@@ -95,21 +92,6 @@ class ScalarKernel:
         """The target pose at ``q`` as 12 floats (top 3x4 block, row-major)."""
         assert self._fk is not None
         return self._fk(q, math.cos, math.sin)
-
-    def fk_jacobian_batch(self, q: Array) -> tuple[Array, Array]:
-        """Poses (B, 4, 4) and Jacobians (B, 6, dof) for configurations ``q`` (B, dof)."""
-        assert self._fkj is not None
-        batch = q.shape[0]
-        pose12, columns = self._fkj(list(q.T), np.cos, np.sin)
-        pose = np.zeros((batch, 4, 4))
-        for k, value in enumerate(pose12):
-            pose[:, k // 4, k % 4] = value
-        pose[:, 3, 3] = 1.0
-        jac = np.empty((batch, 6, self.dof))
-        for c, column in enumerate(columns):
-            for r, value in enumerate(column):
-                jac[:, r, c] = value
-        return pose, jac
 
 
 def _align(axis: Array) -> Array:

@@ -21,8 +21,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 StepFunction = Callable[[list[list[float]], list[float], float, float, list[float]], list[float]]
 
 
@@ -45,20 +43,9 @@ def dls_step(m: int, n: int, *, preferred: bool = True) -> StepFunction:
     return step
 
 
-def dls_step_arrays(m: int, n: int) -> Callable[..., list[Any]]:
-    """The same step on a batch axis: every float becomes a (B,) array.
-
-    ``f(columns, e, lam2, w, z)`` with ``columns[k][i]`` and ``e[i]`` (B,) arrays (for
-    example ``J.transpose(2, 1, 0)`` and ``e.T`` of (B, m, n) and (B, m) arrays) and
-    ``lam2`` (B,); ``z`` is ignored. Returns ``n`` (B,) arrays. Straight-line code on
-    arrays avoids the per-matrix overhead of a batched ``numpy.linalg.solve``.
-    """
-    return _compiled(m, n, False, True)
-
-
 @functools.cache
-def _compiled(m: int, n: int, preferred: bool, arrays: bool = False) -> Callable[..., Any]:
-    namespace: dict[str, Any] = {"sqrt": np.sqrt if arrays else math.sqrt}
+def _compiled(m: int, n: int, preferred: bool) -> Callable[..., Any]:
+    namespace: dict[str, Any] = {"sqrt": math.sqrt}
     source = _source(m, n, preferred)
     exec(compile(source, f"<hilbot dls {m}x{n}>", "exec"), namespace)
     return namespace["f"]  # type: ignore[no-any-return]
