@@ -42,6 +42,7 @@ from hilbot.driver.config import load_config
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher, TeleopSettings, serve
+from hilbot.driver.teleop.bridge import NO_DELAY
 
 PREFIX = "hilbot/omx"
 JOINT = "joint1"
@@ -60,7 +61,10 @@ def mosquitto():
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         conf = Path(tmp) / "mosquitto.conf"
-        conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+        conf.write_text(
+            f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+            "set_tcp_nodelay true\n"  # as docs/teleop.md advises: no Nagle delay on sends
+        )
         process = subprocess.Popen(
             [binary, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -124,8 +128,8 @@ async def mqtt_round_trip(port: int, samples: int) -> list[float]:
     payload = json.dumps({"seq": 1, "positions": {JOINT: 0.1}, "sender": "x" * 12}).encode()
     out: list[float] = []
     async with (
-        aiomqtt.Client("127.0.0.1", port) as sub,
-        aiomqtt.Client("127.0.0.1", port) as pub,
+        aiomqtt.Client("127.0.0.1", port, socket_options=NO_DELAY) as sub,
+        aiomqtt.Client("127.0.0.1", port, socket_options=NO_DELAY) as pub,
     ):
         await sub.subscribe("bench/rtt")
         messages = aiter(sub.messages)

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.typing import NDArray
 
+from hilbot.driver.teleop.bridge import NO_DELAY
 from hilbot.driver.teleop.client import MqttClient
 from hilbot.driver.teleop.settings import TeleopSettings
 from hilbot.driver.teleop.topics import Topics
@@ -94,6 +95,7 @@ class TeleopPublisher:
             keepalive=settings.keepalive_s,
             timeout=5.0,
             logger=self._logger,
+            socket_options=NO_DELAY,
             **tls,
         )
         await client.__aenter__()
