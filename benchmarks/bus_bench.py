@@ -317,14 +317,14 @@ def main() -> None:
             f"fast-read cycle took {wall:.2f} ms of wall time while both processes together "
             f"used {c_fast + v_fast:.2f} ms of CPU (ours {c_fast:.2f}, the simulated bus "
             f"{v_fast:.2f}) and the wire needs {wire10.cycle_time * 1e3:.2f} ms; the rest is "
-            "waiting for a core on the shared machine (each cycle wakes each process at least "
-            "twice)."
+            "wake-up latency: each cycle wakes each process at least twice, through a pty, on "
+            "a virtual machine whose host is shared."
         )
 
     def stall_row(name: str, ok: float, missing: float) -> str:
         return f"| {name} | {ok:.2f} | {missing:.2f} | {missing - ok:.2f} |"
 
-    body = f"""Machine shared with other busy jobs (2 cores): medians of {reps} runs of {n} cycles.
+    body = f"""A 2-core virtual machine on a shared host: medians of {reps} runs of {n} cycles.
 Both processes ran at {scheduling()} (a robot gives its bus driver priority too); load
 average {load:.1f} on 2 cores when the run started.
 The virtual bus runs in its own process (`hilbot sim-bus`, 6 x XM430-W350, Return Delay

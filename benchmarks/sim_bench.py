@@ -163,7 +163,7 @@ def main() -> None:
     wire = f"{med['wire_cycle_ms']:.2f} ms -> {med['wire_rate']:.0f} Hz"
     rate = f"{med['rate']:.0f} Hz ({100 * med['rate'] / med['wire_rate']:.0f} % of the wire limit)"
     late = f"{med['late_ms']:.3f} ms median, {med['late_p90_ms']:.3f} ms p90"
-    body = f"""Machine shared with other busy jobs (2 cores, load average {os.getloadavg()[0]:.1f}
+    body = f"""A 2-core virtual machine on a shared host (load average {os.getloadavg()[0]:.1f}
 at the start of the run): medians; the numpy no-op gives the scale of this machine's
 slowness at the time (about 0.5-1 µs on an idle one).
 
