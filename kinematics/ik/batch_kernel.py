@@ -21,14 +21,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.joint import JointType
+from hilbot.kinematics.ik.kernel import Axis, Step, Value, fold_chain
 
 Array = NDArray[np.float64]
-Value = float | str  # a folded constant or the name of a generated variable
 _EPS = 1e-15
 _FLOATS_MAX = 16  # up to this many items, evaluate on Python floats item by item
-_Step = tuple[Array, bool, int, float, float]  # F (3, 4), prismatic, column, mult, offset
-_Axis = tuple[bool, int, float, list[Value], list[Value]]  # prismatic, column, mult, z, origin
 
 
 class BatchKernel:
@@ -36,7 +33,7 @@ class BatchKernel:
 
     def __init__(self, chain: Any) -> None:
         self.dof = int(chain.dof)
-        steps, tip = _fold(chain)
+        steps, tip = fold_chain(chain)
         # One plain revolute joint per column: the linear rows are one vectorised cross
         # product of the axes with (tip - origin) instead of straight-line code per joint.
         motions = [(col, mult, offset, prismatic) for _, prismatic, col, mult, offset in steps]
@@ -68,43 +65,6 @@ class BatchKernel:
                 np.multiply(z[j], d[k], out=jac[i])
                 jac[i] -= z[k] * d[j]
         return pose, jac
-
-
-def _align(axis: Array) -> Array:
-    """A 4x4 rotation whose z column is ``axis``."""
-    a = np.asarray(axis, dtype=np.float64)
-    a = a / np.linalg.norm(a)
-    if abs(abs(a[2]) - 1.0) < _EPS:
-        out = np.eye(4)
-        if a[2] < 0:
-            out[:3, :3] = np.diag([1.0, -1.0, -1.0])
-        return out
-    helper = np.array([1.0, 0.0, 0.0]) if abs(a[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-    x = np.cross(helper, a)
-    x /= np.linalg.norm(x)
-    out = np.eye(4)
-    out[:3, :3] = np.column_stack((x, np.cross(a, x), a))
-    return out
-
-
-def _fold(chain: Any) -> tuple[list[_Step], Array]:
-    """Constant transforms and elementary z-motions of the chain, in order."""
-    start = {name: i for i, (name, k) in enumerate(chain.jacobian_columns) if k == 0}
-    steps: list[_Step] = []
-    pending = np.eye(4)
-    for joint in chain.path:
-        pending = pending @ joint.origin
-        if joint.type is JointType.FIXED:
-            continue
-        align = _align(joint.axis)
-        mimic = chain.robot.leader(joint.name)
-        leader = joint.name if mimic is None else mimic.joint
-        mult = 1.0 if mimic is None else float(mimic.multiplier)
-        offset = 0.0 if mimic is None else float(mimic.offset)
-        prismatic = joint.type is JointType.PRISMATIC
-        steps.append(((pending @ align)[:3], prismatic, start[leader], mult, offset))
-        pending = align.T
-    return steps, pending[:3]
 
 
 class _Emitter:
@@ -177,7 +137,7 @@ def _compose(em: _Emitter, r: list[Value], p: list[Value], f: Array) -> None:
 
 
 def _generate(
-    steps: list[_Step], tip: Array, dof: int, *, crossed: bool, scalar: bool = False
+    steps: list[Step], tip: Array, dof: int, *, crossed: bool, scalar: bool = False
 ) -> str:
     """Source of ``f(q, cos, sin, pose, jac, origin)`` filling (12, B) and (6, dof, B) buffers.
 
@@ -189,7 +149,7 @@ def _generate(
     em = _Emitter()
     r: list[Value] = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
     p: list[Value] = [0.0, 0.0, 0.0]
-    axes: list[_Axis] = []
+    axes: list[Axis] = []
     for f, prismatic, col, mult, offset in steps:
         _compose(em, r, p, f)
         value = f"q[{col}]"
@@ -226,7 +186,7 @@ def _generate(
     return "def f(q, cos, sin, pose, jac, origin):\n" + "\n".join([*em.lines, *out]) + "\n"
 
 
-def _jacobian(em: _Emitter, axes: list[_Axis], tip: list[Value], dof: int) -> list[list[Value]]:
+def _jacobian(em: _Emitter, axes: list[Axis], tip: list[Value], dof: int) -> list[list[Value]]:
     terms: list[list[list[tuple[float, Value, Value]]]] = [
         [[] for _ in range(6)] for _ in range(dof)
     ]

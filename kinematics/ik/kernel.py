@@ -56,9 +56,9 @@ class ScalarKernel:
         self.source = ""
         self._fkj: Callable[..., tuple[list[Any], list[list[Any]]]] | None = None
         self._fk: Callable[..., list[Any]] | None = None
-        self._folded: tuple[list[_Step], Array] | None = None
+        self._folded: tuple[list[Step], Array] | None = None
         if self.supported:
-            steps, tip = self._folded = _fold(chain)
+            steps, tip = self._folded = fold_chain(chain)
             self.source = _generate(steps, tip, self.dof, jacobian=True)
             self._fkj = _compile(self.source)
             self._fk = _compile(_generate(steps, tip, self.dof, jacobian=False))
@@ -111,14 +111,14 @@ def _align(axis: Array) -> Array:
     return out
 
 
-_Step = tuple[Array, bool, int, float, float]  # F (3, 4), prismatic, column, mult, offset
-_Axis = tuple[bool, int, float, list[Value], list[Value]]  # prismatic, column, mult, z, origin
+Step = tuple[Array, bool, int, float, float]  # F (3, 4), prismatic, column, mult, offset
+Axis = tuple[bool, int, float, list[Value], list[Value]]  # prismatic, column, mult, z, origin
 
 
-def _fold(chain: Any) -> tuple[list[_Step], Array]:
+def fold_chain(chain: Any) -> tuple[list[Step], Array]:
     """Constant transforms and elementary z-motions of the chain, in order."""
     start = {name: i for i, (name, k) in enumerate(chain.jacobian_columns) if k == 0}
-    steps: list[_Step] = []
+    steps: list[Step] = []
     pending = np.eye(4)
     for joint in chain.path:
         pending = pending @ joint.origin
@@ -197,12 +197,12 @@ def _compose(em: _Emitter, r: list[Value], p: list[Value], f: Array) -> None:
     ]
 
 
-def _pose(steps: list[_Step], tip: Array) -> tuple[_Emitter, list[Value], list[_Axis]]:
+def _pose(steps: list[Step], tip: Array) -> tuple[_Emitter, list[Value], list[Axis]]:
     """Emit the pose of the chain; return the emitter, the 12 pose entries and the axes."""
     em = _Emitter()
     r: list[Value] = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
     p: list[Value] = [0.0, 0.0, 0.0]
-    axes: list[_Axis] = []
+    axes: list[Axis] = []
     for f, prismatic, col, mult, offset in steps:
         _compose(em, r, p, f)
         value = f"q[{col}]"
@@ -224,7 +224,7 @@ def _pose(steps: list[_Step], tip: Array) -> tuple[_Emitter, list[Value], list[_
 
 
 def _expressions(
-    steps: list[_Step], tip: Array, dof: int
+    steps: list[Step], tip: Array, dof: int
 ) -> tuple[list[str], list[str], list[list[str]]]:
     """Lines, pose entries and Jacobian columns (see ``ScalarKernel.expressions``)."""
     em, pose, axes = _pose(steps, tip)
@@ -239,7 +239,7 @@ def _expressions(
     )
 
 
-def _generate(steps: list[_Step], tip: Array, dof: int, *, jacobian: bool) -> str:
+def _generate(steps: list[Step], tip: Array, dof: int, *, jacobian: bool) -> str:
     """Python source of ``f(q, cos, sin)`` returning the pose (and Jacobian columns)."""
     if not jacobian:
         em, pose, _ = _pose(steps, tip)
@@ -253,7 +253,7 @@ def _generate(steps: list[_Step], tip: Array, dof: int, *, jacobian: bool) -> st
 
 def _jacobian(
     em: _Emitter,
-    axes: list[_Axis],
+    axes: list[Axis],
     tip: list[Value],
     dof: int,
 ) -> list[list[Value]]:
