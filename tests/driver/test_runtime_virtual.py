@@ -1,13 +1,18 @@
 """The full loop through the real DynamixelBackend, against the virtual bus on a pty.
 
 The virtual bus serves the real protocol (wire timing, control tables, servo dynamics)
-in-process; the runtime, its precise ticker and the real backend run unchanged.
+in-process; the runtime, its precise ticker and the real backend run unchanged. Every
+test runs twice: plain, and with the backend pipelined (``pipeline=True``: while goals
+stream, the state returned is the one read a cycle earlier, the next read being queued
+before the cycle's write), which must change none of the outcomes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 
+import numpy as np
 import pytest
 
 from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
@@ -26,21 +31,29 @@ def config(make_config):
     return make_config("openmanipulator_x", chains=[], rate_hz=RATE)
 
 
-@contextlib.asynccontextmanager
-async def running(config):
-    async with running_virtual_bus(
-        config.servo_specs(), baudrate=1_000_000, initial_positions=dict(config.home)
-    ) as vbus:
-        backend = dynamixel_backend(config, {"main": vbus.port}, margin_ms=VIRTUAL_MARGIN_MS)
-        async with Runtime(config, backend) as rt:
-            yield vbus, rt
+@pytest.fixture(params=[False, True], ids=["plain", "pipelined"])
+def running(request):
+    """``running(config)``: the virtual bus and a runtime on it, pipelined or not."""
+
+    @contextlib.asynccontextmanager
+    async def run(config):
+        async with running_virtual_bus(
+            config.servo_specs(), baudrate=1_000_000, initial_positions=dict(config.home)
+        ) as vbus:
+            backend = dynamixel_backend(
+                config, {"main": vbus.port}, margin_ms=VIRTUAL_MARGIN_MS, pipeline=request.param
+            )
+            async with Runtime(config, backend) as rt:
+                yield vbus, rt
+
+    return run
 
 
 def torque(vbus, servo_id):
     return vbus.register(servo_id, RegisterName.TORQUE_ENABLE)
 
 
-async def test_tracks_targets_without_a_start_jump_and_shuts_down_torque(config):
+async def test_tracks_targets_without_a_start_jump_and_shuts_down_torque(config, running):
     async with running(config) as (vbus, rt):
         start = rt.state().joints.positions()
         await rt.wait_cycles(5)
@@ -60,7 +73,34 @@ async def test_tracks_targets_without_a_start_jump_and_shuts_down_torque(config)
     assert all(torque(vbus, i) == 0 for i in range(11, 16))
 
 
-async def test_servo_overload_disarms_and_reboot_recovers(config):
+async def test_hostile_targets_stay_inside_the_limits_and_the_max_delta(config, running):
+    rng = np.random.default_rng(11)
+    seen: list[tuple[np.ndarray, bool]] = []
+    async with running(config) as (_vbus, rt):
+        rt.add_cycle_listener(lambda r: seen.append((r.command.copy(), r.written)))
+        await rt.command(Command.ENABLE)
+        names = rt.joint_names
+        for i in range(150):
+            values = rng.normal(0.0, 3.0, len(names))
+            if i % 7 == 0:
+                values *= 1e6
+            rt.set_joint_targets(dict(zip(names, values, strict=True)))
+            await rt.wait_cycles(1)
+        lower, upper = rt.limits.lower, rt.limits.upper
+        bound = rt.safety.step_bound
+        last = next(c for c, w in reversed(seen) if w)
+        await rt.wait_cycles(3)
+        state = rt.state()
+        assert state.mode is Mode.ARMED
+    written = [c for c, w in seen if w]
+    assert len(written) > 100
+    for prev, cmd in itertools.pairwise(written):
+        assert np.all(cmd >= lower) and np.all(cmd <= upper)
+        assert np.all(np.abs(cmd - prev) <= bound + 1e-12)
+    assert np.all(np.isfinite(last))
+
+
+async def test_servo_overload_disarms_and_reboot_recovers(config, running):
     async with running(config) as (vbus, rt):
         await rt.command(Command.ENABLE)
         await rt.wait_cycles(3)
@@ -80,7 +120,7 @@ async def test_servo_overload_disarms_and_reboot_recovers(config):
         assert rt.mode is Mode.ARMED
 
 
-async def test_lost_replies_mid_run_are_survived_and_reported(config):
+async def test_lost_replies_mid_run_are_survived_and_reported(config, running):
     async with running(config) as (vbus, rt):
         await rt.command(Command.ENABLE)
         await rt.wait_cycles(3)
