@@ -17,6 +17,7 @@ from hilbot.kinematics.ik.base import SolveOptions
 from hilbot.kinematics.ik.batch_kernel import BatchKernel
 from hilbot.kinematics.ik.batch_step import damped
 from hilbot.kinematics.ik.context import Context
+from hilbot.kinematics.ik.context import _rotation_error as rotation_error_floats
 from hilbot.kinematics.ik.dls import DLSSolver
 from hilbot.kinematics.ik.residual import axis_error, rotation_error
 from hilbot.kinematics.ik.solution import Status
@@ -465,30 +466,18 @@ def _full_errors(pose: Array, point: Array, target: Array) -> tuple[Array, Array
 
 
 def _full_errors_floats(pose: Array, point: Array, target: Array) -> tuple[Array, Array, Array]:
-    """``_full_errors`` item by item on Python floats (cheaper for a few items)."""
+    """``_full_errors`` item by item on Python floats (cheaper for a few items).
+
+    The rotation error is the single solver's scalar one (numpy near a half turn).
+    """
     rows: list[list[float]] = []
     for p, x, t in zip(pose.tolist(), point.tolist(), target.tolist(), strict=True):
-        (p00, p01, p02, px), (p10, p11, p12, py), (p20, p21, p22, pz) = p[:3]
-        (t00, t01, t02), (t10, t11, t12), (t20, t21, t22) = t
-        ex, ey, ez = x[0] - px, x[1] - py, x[2] - pz
-        trace = (
-            t00 * p00 + t01 * p01 + t02 * p02
-            + t10 * p10 + t11 * p11 + t12 * p12
-            + t20 * p20 + t21 * p21 + t22 * p22
-        )  # fmt: skip
-        vx = (t20 * p10 + t21 * p11 + t22 * p12) - (t10 * p20 + t11 * p21 + t12 * p22)
-        vy = (t00 * p20 + t01 * p21 + t02 * p22) - (t20 * p00 + t21 * p01 + t22 * p02)
-        vz = (t10 * p00 + t11 * p01 + t12 * p02) - (t00 * p10 + t01 * p11 + t02 * p12)
-        s2 = math.sqrt(vx * vx + vy * vy + vz * vz)
-        angle = math.atan2(0.5 * s2, 0.5 * (trace - 1.0))
-        k = angle / s2 if s2 > 1e-12 else 0.5
-        distance = math.sqrt(ex * ex + ey * ey + ez * ez)
-        rows.append([ex, ey, ez, vx * k, vy * k, vz * k, distance, angle])
+        flat = p[0] + p[1] + p[2]  # the top 3x4 block, row-major
+        rx, ry, rz, angle = rotation_error_floats((*t[0], *t[1], *t[2]), flat)
+        ex, ey, ez = x[0] - flat[3], x[1] - flat[7], x[2] - flat[11]
+        rows.append([ex, ey, ez, rx, ry, rz, math.sqrt(ex * ex + ey * ey + ez * ez), angle])
     out = np.array(rows).reshape(-1, 8)
-    e, res, angles = out[:, :6].copy(), out[:, 6].copy(), out[:, 7].copy()
-    for b in np.flatnonzero(angles >= math.pi - 1e-4):  # near pi: the scalar path
-        e[b, 3:], angles[b] = rotation_error(target[b], pose[b, :3, :3])
-    return e, res, angles
+    return out[:, :6].copy(), out[:, 6].copy(), out[:, 7].copy()
 
 
 def _axis_errors(axis: Array, z: Array) -> tuple[Array, Array]:
