@@ -19,7 +19,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from hilbot.driver.chains import ChainRunner, limited_robot
 from hilbot.driver.config import EstopAction, RobotConfig
-from hilbot.driver.errors import DriverError, LimitViolation, RuntimeStateError
+from hilbot.driver.errors import DriverError, LimitViolation, RuntimeStateError, UnknownChain
 from hilbot.driver.gc_pacer import GcPacer
 from hilbot.driver.safety import Mode, ModeMachine, SafetyLayer, effective_limits
 from hilbot.driver.state import Command, CycleRecord, Fault, FaultKind, RuntimeState
@@ -246,6 +246,37 @@ class Runtime:
             InvalidTarget: a value that is not a finite number.
         """
         self._targets.set_joints(positions)
+        self._home = None
+
+    def clear_target(self, chain: str) -> None:
+        """Drop the pose target of ``chain``: from the next cycle its joints hold the command.
+
+        The chain stays where its last command put it (no motion, no jump), and its
+        stream no longer counts for the watchdog. Joint targets of the chain's joints,
+        which its pose target overrode, are dropped too, so they cannot take over and
+        move the chain. Like ``set_target``, it ends a ``home`` move. A later
+        ``set_target`` resumes tracking.
+
+        Raises:
+            UnknownChain: no chain of that name.
+        """
+        runner = self._chains.get(chain)
+        if runner is None:
+            raise UnknownChain(chain, self.chains)
+        self._targets.clear_pose(chain)
+        self._targets.clear_joints(runner.joints)
+        self._home = None
+
+    def clear_joint_targets(self, joints: Iterable[str] | None = None) -> None:
+        """Drop the joint targets of ``joints`` (all when ``None``); those joints hold.
+
+        A joint that a chain with a pose target drives keeps following that chain.
+        Like ``set_joint_targets``, it ends a ``home`` move.
+
+        Raises:
+            UnknownJoint: a joint the robot does not drive (nothing is cleared).
+        """
+        self._targets.clear_joints(joints)
         self._home = None
 
     async def command(self, cmd: Command | str) -> None:

@@ -8,7 +8,7 @@ new target from the one it already solved.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -152,6 +152,38 @@ class TargetSlots:
         if previous is not None:
             values = {**previous.value, **values}
         self._store(JOINTS, values)
+
+    def clear_pose(self, chain: str) -> None:
+        """Forget the pose target of ``chain`` (its joints then hold the last command).
+
+        Raises:
+            UnknownChain: no chain of that name.
+        """
+        if chain not in self._chains:
+            raise UnknownChain(chain, self._chains)
+        self._slots[chain] = None
+
+    def clear_joints(self, joints: Iterable[str] | None = None) -> None:
+        """Forget the joint targets of ``joints`` (all of them when ``None``).
+
+        The others keep their value and their receive time, so the watchdog still
+        sees how old they are.
+
+        Raises:
+            UnknownJoint: a joint the robot does not drive (nothing is cleared).
+        """
+        if joints is None:
+            self._slots[JOINTS] = None
+            return
+        names = [joints] if isinstance(joints, str) else list(joints)
+        for joint in names:
+            if joint not in self._joints:
+                raise UnknownJoint(joint, self._joints)
+        previous = self._slots[JOINTS]
+        if previous is None:
+            return
+        kept = {j: v for j, v in previous.value.items() if j not in names}
+        self._slots[JOINTS] = previous._replace(value=kept) if kept else None
 
     def _store(self, name: str, value: object) -> None:
         self._seq += 1

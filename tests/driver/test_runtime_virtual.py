@@ -133,3 +133,30 @@ async def test_lost_replies_mid_run_are_survived_and_reported(config, running):
         assert state.stats.bus_errors >= 1
         assert any(f.kind is FaultKind.BUS for f in state.fault_log)
         assert not state.faults
+
+
+async def test_clear_target_holds_the_goal_on_the_bus(make_config, running):
+    config = make_config("openmanipulator_x", rate_hz=RATE, safety={"watchdog_timeout": 5.0})
+    seen: list[tuple[np.ndarray, bool]] = []
+    async with running(config) as (vbus, rt):
+        rt.add_cycle_listener(lambda r: seen.append((r.command.copy(), r.written)))
+        await rt.command(Command.ENABLE)
+        await rt.wait_cycles(2)
+        goal = dict(rt.state().command)
+        goal.update(joint1=goal["joint1"] + 0.8)
+        chain = rt.robot.path_between("link1", "end_effector_link")
+        rt.set_target("arm", chain.fk(chain.q_from(goal))[:3, 3])
+        await rt.wait_cycles(8)
+        assert np.abs(seen[-1][0] - seen[-2][0]).max() > 1e-3  # still stepping
+        rt.clear_target("arm")
+        since = len(seen)
+        await rt.wait_cycles(2)
+        goals = [vbus.register(i, RegisterName.GOAL_POSITION) for i in range(11, 16)]
+        await rt.wait_cycles(30)
+        assert [vbus.register(i, RegisterName.GOAL_POSITION) for i in range(11, 16)] == goals
+        held = seen[since:]
+        assert all(w for _, w in held)
+        for cmd, _ in held:
+            np.testing.assert_array_equal(cmd, held[0][0])
+        np.testing.assert_allclose(held[0][0], seen[since - 1][0], atol=0.0)  # no jump
+        assert rt.mode is Mode.ARMED and not rt.state().watchdog_tripped
