@@ -191,7 +191,12 @@ def test_bad_urdf(text: str, element: str, name: str | None, problem: str) -> No
     err = info.value
     assert (err.element, err.name) == (element, name)
     assert problem in err.problem
-    assert problem in str(err)
+    # The message names the element (its tag, and its name when it has one) and the problem.
+    message = str(err)
+    assert message.startswith(f"URDF <{element}")
+    if name is not None:
+        assert f"name={name!r}" in message
+    assert problem in message
     assert isinstance(err, KinematicsError) and isinstance(err, ValueError)
 
 
@@ -239,6 +244,20 @@ def test_not_an_ancestor_carries_the_common_ancestor(source: str, target: str, c
     err = info.value
     assert (err.source, err.target, err.common_ancestor) == (source, target, common)
     assert f"source_link={common!r}" in str(err)
+
+
+def test_error_classes_are_distinct_under_one_root() -> None:
+    classes = [UrdfError, UnknownLink, UnknownJoint, NotAnAncestor]
+    for cls in classes:
+        assert issubclass(cls, KinematicsError)
+        assert not any(issubclass(cls, other) for other in classes if other is not cls)
+    r = load_urdf(BRANCHED)
+    with pytest.raises(KinematicsError) as info:  # one except clause catches all of them
+        r.path_between("c", "d")
+    assert type(info.value) is NotAnAncestor
+    with pytest.raises(KinematicsError) as info:
+        r.path_between("a", "nope")
+    assert type(info.value) is UnknownLink
 
 
 def test_unknown_joint_carries_name() -> None:
