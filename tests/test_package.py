@@ -4,6 +4,7 @@ import importlib
 import runpy
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import hilbot
 from hilbot.driver.cli import COMMANDS, build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["hilbot.kinematics", "hilbot.hal", "hilbot.sim", "hilbot.driver", "hilbot.configs"]
+TOP_LEVEL = ("kinematics", "hal", "sim", "driver", "configs")
 
 
 def _setup_packages() -> dict[str, str]:
@@ -72,3 +73,25 @@ def test_every_command_module_has_the_interface():
             continue
         assert callable(module.add_arguments)
         assert callable(module.run)
+
+
+def test_layout_never_gives_a_second_copy_of_a_subpackage():
+    # The root package lives in src/hilbot: a top-level hilbot/ would shadow the installed
+    # one when running from the repository root. Tests are imported by importlib, without a
+    # conftest at the root or __init__.py in tests/, so pytest never puts the repository root
+    # on sys.path and `import driver` cannot give a second copy of hilbot.driver.
+    assert (ROOT / "src" / "hilbot" / "__init__.py").is_file()
+    assert not (ROOT / "hilbot").exists()
+    assert not (ROOT / "conftest.py").exists()
+    assert not list((ROOT / "tests").rglob("__init__.py"))
+    assert (ROOT / "configs" / "__init__.py").is_file()  # importable as hilbot.configs
+    pytest_options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+    assert pytest_options["ini_options"]["testpaths"] == ["tests"]
+    assert "--import-mode=importlib" in pytest_options["ini_options"]["addopts"]
+    ignored = (ROOT / ".gitignore").read_text().split()
+    assert "build/" in ignored and "*.egg-info/" in ignored
+
+
+def test_no_test_imported_a_top_level_folder_as_its_own_package():
+    # Every test module is imported at collection, before this runs.
+    assert [name for name in TOP_LEVEL if name in sys.modules] == []
