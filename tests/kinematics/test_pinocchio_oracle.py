@@ -85,7 +85,7 @@ def test_fk_and_jacobians_match_pinocchio(name: str) -> None:
             jacs[i, k] = pin.getFrameJacobian(model, data, fid, pin.LOCAL_WORLD_ALIGNED)
 
     # Robot.fk: every link from the root, from a name -> value mapping.
-    for i in range(0, N, 5):
+    for i in range(N):
         positions = {n: (v[i, 0] if v.shape[1] == 1 else v[i]) for n, v in values.items()}
         fk = robot.fk(positions)
         got = np.array([fk[link] for link in links])
@@ -105,20 +105,31 @@ def test_fk_and_jacobians_match_pinocchio(name: str) -> None:
             if mimic is not None and (mimic.joint, 0) in chain.jacobian_columns:
                 col = chain.jacobian_columns.index((mimic.joint, 0))
                 select[v_index[follower], col] += mimic.multiplier
+        want_j = jacs[:, k] @ select
         t, j = chain.fk_jacobian_batch(q)
         np.testing.assert_allclose(t, poses[:, k], rtol=0, atol=TOL, err_msg=link)
-        np.testing.assert_allclose(j, jacs[:, k] @ select, rtol=0, atol=TOL, err_msg=link)
-        for i in range(0, N, 25):  # the single-call (generated) path
-            t0, j0 = chain.fk_jacobian(q[i])
-            np.testing.assert_allclose(t0, poses[i, k], rtol=0, atol=TOL)
-            np.testing.assert_allclose(j0, jacs[i, k] @ select, rtol=0, atol=TOL)
-            np.testing.assert_allclose(chain.fk(q[i]), poses[i, k], rtol=0, atol=TOL)
-            if len(chain.links) > 2:  # an intermediate link of the chain
-                middle = chain.links[len(chain.links) // 2]
-                m = links.index(middle)
-                j_mid = chain.jacobian_at(middle, q[i])
-                np.testing.assert_allclose(j_mid, jacs[i, m] @ select, rtol=0, atol=TOL)
-                np.testing.assert_allclose(chain.link_poses(q[i])[middle], poses[i, m], atol=TOL)
+        np.testing.assert_allclose(j, want_j, rtol=0, atol=TOL, err_msg=link)
+        # The single-call (generated) path, on every configuration too.
+        single = [chain.fk_jacobian(q[i]) for i in range(N)]
+        single_t = np.array([pose for pose, _ in single])
+        single_j = np.array([jac for _, jac in single])
+        np.testing.assert_allclose(single_t, poses[:, k], rtol=0, atol=TOL, err_msg=link)
+        np.testing.assert_allclose(single_j, want_j, rtol=0, atol=TOL, err_msg=link)
+        fk_only = np.array([chain.fk(q[i]) for i in range(N)])
+        np.testing.assert_allclose(fk_only, poses[:, k], rtol=0, atol=TOL, err_msg=link)
+        on_chain = [links.index(name) for name in chain.links]
+        middle = chain.links[len(chain.links) // 2]  # an intermediate link when there is one
+        m = links.index(middle)
+        for i in range(0, N, 25):
+            got = chain.link_poses(q[i])
+            np.testing.assert_allclose(
+                np.array([got[name] for name in chain.links]),
+                poses[i, on_chain],
+                rtol=0,
+                atol=TOL,
+            )
+            j_mid = chain.jacobian_at(middle, q[i])
+            np.testing.assert_allclose(j_mid, jacs[i, m] @ select, rtol=0, atol=TOL)
 
 
 @pytest.mark.parametrize(
