@@ -148,7 +148,9 @@ class Robot:
             mimic = self._leaders.get(joint.name)
             value: object
             if mimic is not None:
-                value = mimic.multiplier * float(given.get(mimic.joint, 0.0)) + mimic.offset  # type: ignore[arg-type]
+                lead = given.get(mimic.joint, 0.0)  # in any form the leader itself accepts
+                lead_value = float(coordinates(self._joints[mimic.joint], lead)[0])
+                value = mimic.multiplier * lead_value + mimic.offset
             elif joint.type is JointType.FIXED or joint.name not in given:
                 value = np.zeros(joint.type.dof)
             else:

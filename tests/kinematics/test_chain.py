@@ -240,6 +240,16 @@ def test_degenerate_chains(exotic):
     assert set(fixed.link_poses([])) == {"wrist", "tip"}
 
 
+def test_robot_fk_takes_a_leader_in_any_scalar_form(exotic):
+    # A mimic follower reads its leader's value as the leader itself does: a float, a numpy
+    # scalar, or a (1,) array.
+    want = exotic.fk({"lead": 0.3, "side_joint": -0.2})
+    for lead in (np.float64(0.3), np.array(0.3), np.array([0.3]), [0.3]):
+        got = exotic.fk({"lead": lead, "side_joint": np.array([-0.2])})
+        for link in ("finger_b", "wrist", "tip"):
+            np.testing.assert_array_equal(got[link], want[link])
+
+
 def test_robot_fk_defaults_and_limits(exotic):
     fk = exotic.fk({})
     assert set(fk) == set(exotic.links)
