@@ -44,6 +44,18 @@ CASES = {
         "j1",
         "missing <child>",
     ),
+    "parent without link attribute": (
+        robot('<joint name="j1" type="fixed"><parent/><child link="b"/></joint>', GOOD[1]),
+        "joint",
+        "j1",
+        "<parent> has no 'link' attribute",
+    ),
+    "child without link attribute": (
+        robot('<joint name="j1" type="fixed"><parent link="a"/><child/></joint>', GOOD[1]),
+        "joint",
+        "j1",
+        "<child> has no 'link' attribute",
+    ),
     "undefined parent link": (
         robot(joint("j1", "nope", "b"), joint("j2", "b", "c")),
         "joint",
@@ -113,6 +125,24 @@ CASES = {
         "limit",
         "j1",
         "missing required attribute 'velocity'",
+    ),
+    "missing effort": (
+        robot(joint("j1", "a", "b", extra='<limit lower="0" upper="1" velocity="1"/>'), GOOD[1]),
+        "limit",
+        "j1",
+        "missing required attribute 'effort'",
+    ),
+    "non-numeric mimic multiplier": (
+        robot(GOOD[0], joint("j2", "b", "c", extra=LIMIT + '<mimic joint="j1" multiplier="x"/>')),
+        "mimic",
+        "j2",
+        "multiplier='x' is not numeric",
+    ),
+    "zero planar axis": (
+        robot(joint("j1", "a", "b", kind="planar", extra='<axis xyz="0 0 0"/>'), GOOD[1]),
+        "axis",
+        "j1",
+        "is zero",
     ),
     "missing limit": (
         robot(joint("j1", "a", "b", kind="prismatic", extra=""), GOOD[1]),
