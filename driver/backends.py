@@ -241,6 +241,10 @@ async def virtual_buses(
             path,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            # Its own process group: Ctrl+C at a terminal signals the foreground group, and
+            # the virtual servos must outlive it until the runtime has turned torque off
+            # (the ``finally`` below ends the child).
+            process_group=0,
         )
         try:
             try:

@@ -2,8 +2,9 @@
 
 The robot starts disarmed (torque as found, goal = present). ``--enable`` arms it;
 targets come from ``--trajectory``, from MQTT teleop (an embedded broker unless
-``--mqtt URL`` or ``--no-mqtt``), or from the Python API. Ctrl+C (SIGINT) or
-SIGTERM stops it: the robot holds and torque goes off (per the config).
+``--mqtt URL`` or ``--no-mqtt``), or from the Python API. Ctrl+C (SIGINT), SIGTERM
+or SIGHUP (the terminal closed) stops it: the robot holds and torque goes off (per
+the config).
 """
 
 from __future__ import annotations
@@ -157,7 +158,9 @@ async def _main(
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is None:
+            continue
         with contextlib.suppress(NotImplementedError):  # not on Windows
             loop.add_signal_handler(sig, stop.set)
     async with build(config, args.backend) as backend, Runtime(config, backend) as runtime:
