@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
+from hilbot.driver.errors import RuntimeStateError
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.safety import Mode
 from hilbot.driver.state import Command, FaultKind
@@ -160,3 +161,67 @@ async def test_clear_target_holds_the_goal_on_the_bus(make_config, running):
             np.testing.assert_array_equal(cmd, held[0][0])
         np.testing.assert_allclose(held[0][0], seen[since - 1][0], atol=0.0)  # no jump
         assert rt.mode is Mode.ARMED and not rt.state().watchdog_tripped
+
+
+def goals(vbus):
+    return [vbus.register(i, RegisterName.GOAL_POSITION) for i in range(11, 16)]
+
+
+async def test_watchdog_trips_and_holds(make_config, running):
+    config = make_config(
+        "openmanipulator_x", chains=[], rate_hz=RATE, safety={"watchdog_timeout": 0.1}
+    )
+    async with running(config) as (vbus, rt):
+        await rt.command(Command.ENABLE)
+        start = rt.state().command["joint1"]
+        rt.set_joint_targets({"joint1": start + 2.0})  # far: ~0.5 s at the velocity limit
+        await rt.wait_cycles(int(0.3 * RATE))
+        state = rt.state()
+        assert state.watchdog_tripped and state.stats.watchdog_trips == 1
+        held = state.command["joint1"]
+        assert start < held < start + 2.0
+        on_bus = goals(vbus)
+        await rt.wait_cycles(20)
+        assert rt.state().command["joint1"] == held
+        assert goals(vbus) == on_bus  # the servos are told to hold, cycle after cycle
+        assert rt.mode is Mode.ARMED
+
+
+async def test_estop_latches_and_holds_until_reset(config, running):
+    async with running(config) as (vbus, rt):
+        await rt.command(Command.ENABLE)
+        start = rt.state().command["joint1"]
+        for _ in range(10):
+            rt.set_joint_targets({"joint1": start + 1.0})
+            await rt.wait_cycles(1)
+        present = rt.state().joints.positions()["joint1"]
+        await rt.command(Command.ESTOP)
+        # The hold pose is where the arm is (measured), not where it was heading: the
+        # command steps back to it (within the max delta) and stays.
+        await rt.wait_cycles(5)
+        assert rt.state().command["joint1"] == pytest.approx(present, abs=0.02)
+        on_bus = goals(vbus)
+        for _ in range(20):
+            rt.set_joint_targets({"joint1": start - 1.0})  # ignored while latched
+            await rt.wait_cycles(1)
+        assert rt.mode is Mode.ESTOPPED
+        assert goals(vbus) == on_bus
+        assert all(torque(vbus, i) == 1 for i in range(11, 16))  # estop_action: hold
+        with pytest.raises(RuntimeStateError):
+            await rt.command(Command.ENABLE)
+        await rt.command(Command.RESET)
+        assert rt.mode is Mode.DISARMED
+        assert all(torque(vbus, i) == 0 for i in range(11, 16))
+
+
+async def test_estop_torque_off(make_config, running):
+    config = make_config(
+        "openmanipulator_x", chains=[], rate_hz=RATE, safety={"estop_action": "torque_off"}
+    )
+    async with running(config) as (vbus, rt):
+        await rt.command(Command.ENABLE)
+        await rt.wait_cycles(2)
+        await rt.command(Command.ESTOP)
+        assert all(torque(vbus, i) == 0 for i in range(11, 16))
+        await rt.wait_cycles(5)
+        assert rt.mode is Mode.ESTOPPED
