@@ -1,12 +1,20 @@
-"""`hilbot run` end to end, in-process: sim backend, trajectories, stats, errors."""
+"""`hilbot run` end to end: sim and virtual backends, trajectories, stats, status line, errors."""
 
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
+import sys
 
 import yaml
 
 from hilbot.driver.cli import main
+from hilbot.driver.commands.run import status_text
+from hilbot.driver.safety import Mode
+from hilbot.driver.state import Fault, FaultKind, RuntimeState
+from hilbot.driver.stats import LoopStats
 
 
 def test_run_sim_with_a_trajectory_writes_stats(tmp_path, capsys):
@@ -94,3 +102,61 @@ def test_run_on_the_virtual_bus_through_the_real_backend(tmp_path):
     assert code == 0
     data = json.loads(stats.read_text())
     assert data["mode"] == "armed" and data["cycles"] > 10
+
+
+def test_run_with_a_pose_trajectory_reports_ik_time(tmp_path):
+    traj = tmp_path / "reach.csv"
+    traj.write_text("t,x,y,z\n0,0.20,0.00,0.15\n0.5,0.20,0.05,0.15\n")
+    stats = tmp_path / "stats.json"
+    args = ["run", "--no-mqtt", "--enable", "--trajectory", str(traj), "--duration", "1.0"]
+    assert main([*args, "--stats", str(stats)]) == 0
+    data = json.loads(stats.read_text())
+    assert data["ik_time_s"]["max"] > 0.0  # the chain was solved on real time
+    for key in ("rate", "lateness_s", "cycle_time_s", "overhead_s", "overruns", "bus_errors"):
+        assert key in data
+
+
+def test_live_status_line_on_a_terminal():
+    # stderr on a pseudo-terminal, as at a shell: the line is redrawn in place.
+    controller, terminal = pty.openpty()
+    args = [sys.executable, "-m", "hilbot", "run", "--no-mqtt", "--enable", "--duration", "1.5"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=terminal)
+    os.close(terminal)
+    out, _ = proc.communicate(timeout=60)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the terminal's other end is closed: all read
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(controller)
+    screen = b"".join(chunks).decode()
+    assert proc.returncode == 0
+    lines = [line for line in screen.split("\r\x1b[K") if "Hz" in line]
+    assert len(lines) >= 2  # refreshed while running
+    assert all("armed" in line and "late p50" in line and "faults: none" in line for line in lines)
+    assert "armed" in out.decode()  # the final summary on stdout
+
+
+def test_status_text_shows_mode_watchdog_and_faults():
+    state = RuntimeState(
+        mode=Mode.FAULTED,
+        joints=None,
+        command={},
+        poses={},
+        faults=(Fault(0.0, FaultKind.HARDWARE, "joint2", "overload"),),
+        fault_log=(),
+        clamps=(),
+        clamp_counts={},
+        watchdog_tripped=True,
+        homing=False,
+        stats=LoopStats(target_rate=200.0, rate=199.5, overruns=3, bus_errors=2),
+    )
+    text = status_text(state)
+    assert text.startswith("faulted")
+    assert "watchdog-hold" in text and "199.5/200 Hz" in text
+    assert "overruns 3" in text and "bus errors 2" in text
+    assert "faults: joint2: overload" in text

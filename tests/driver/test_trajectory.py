@@ -119,3 +119,34 @@ async def test_play_refuses_an_unknown_chain(clock):
     async with Runtime(config, sim_backend(config, clock=clock), clock=clock) as rt:
         with pytest.raises(TrajectoryError, match="unknown chain 'leg'"):
             await play(traj, rt, clock=clock)
+
+
+async def test_play_a_pose_trajectory_tracks_it_through_ik(clock):
+    config = load_config("openmanipulator_x")
+    async with Runtime(config, sim_backend(config, clock=clock), clock=clock) as rt:
+        await rt.command(Command.ENABLE)
+        await rt.wait_cycles(2)
+        start = rt.state().poses["arm"][:3, 3].copy()
+        # The end is the tool position of a nearby configuration: reachable.
+        goal = dict(rt.state().command)
+        goal.update(joint1=goal["joint1"] + 0.4, joint2=goal["joint2"] + 0.2)
+        chain = rt.robot.path_between("link1", "end_effector_link")
+        end = chain.fk(chain.q_from(goal))[:3, 3]
+        traj = from_mapping(
+            {
+                "kind": "pose",
+                "chain": "arm",
+                "waypoints": [
+                    {"t": 0.0, "position": start.tolist()},
+                    {"t": 1.0, "position": end.tolist()},
+                ],
+            }
+        )
+        seen = []
+        rt.add_cycle_listener(lambda r: "arm" in r.targets and seen.append(r.ik.get("arm")))
+        await play(traj, rt, clock=clock)
+        await rt.wait_cycles(40)
+        state = rt.state()
+    assert np.linalg.norm(state.poses["arm"][:3, 3] - end) < 2e-3
+    assert len(seen) > 150  # the chain was fed (and solved) all along
+    assert state.stats.ik_failures <= 3
