@@ -46,16 +46,26 @@ def test_real_servo_ids_and_models():
     shadows = {s.id: (s.shadow_of, s.joint) for s in wx.servos if s.shadow_of is not None}
     assert shadows == {3: (2, "shoulder"), 5: (4, "elbow")}
     assert len(wx.joint_names) == 7
+    # Interbotix wx250s: XM430-W350 up to the wrist angle, XL430-W250 wrist rotate and gripper.
+    assert [s.model for s in wx.servos] == ["XM430-W350"] * 7 + ["XL430-W250"] * 2
     follower = load_config("koch_v1_1_follower")
+    assert [s.id for s in follower.servos] == list(range(1, 7))
     assert [s.model for s in follower.servos] == ["XL430-W250"] * 2 + ["XL330-M288"] * 4
     leader = load_config("koch_v1_1_leader")
+    assert [s.id for s in leader.servos] == list(range(1, 7))
     assert {s.model for s in leader.servos} == {"XL330-M077"}
     assert leader.safety.estop_action is EstopAction.TORQUE_OFF
     hexapod = load_config("hexapod")
-    assert len(hexapod.servos) == 18 and hexapod.buses[0].protocol == 1
+    assert [s.id for s in hexapod.servos] == list(range(1, 19)) and hexapod.buses[0].protocol == 1
     assert {s.model for s in hexapod.servos} == {"AX-12A"}
+    assert len(hexapod.chains) == 6
     bimanual = load_config("bimanual")
     assert len(bimanual.buses) == 2 and bimanual.chain_names == ("left", "right")
+    for side in ("left", "right"):
+        arm = [(s.id, s.model) for s in bimanual.servos if s.bus == side]
+        assert arm == [(i, "XM430-W350") for i in range(1, 7)]
+    for name in SHIPPED:
+        assert {b.baudrate for b in load_config(name).buses} == {1_000_000}
 
 
 def test_unknown_name_lists_the_shipped_robots():
@@ -255,3 +265,13 @@ def test_field_path_rendering():
     err = ConfigError(None, ("servos", 2, "id"), "duplicate")
     assert err.field == "servos[2].id"
     assert str(err) == "servos[2].id: duplicate"
+
+
+def test_unlimited_joint_without_soft_limits_fails_at_load(config_data_of, write_yaml):
+    # The WidowX gripper is a continuous joint in the URDF; the servo reaches one turn.
+    data = config_data_of("widowx_250s")
+    data["safety"]["soft_limits"] = {}
+    with pytest.raises(ConfigError) as err:
+        load_config(write_yaml(data))
+    assert err.value.loc == ("safety", "soft_limits", "gripper")
+    assert "unlimited" in str(err.value) and "give soft limits" in str(err.value)
