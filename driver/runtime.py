@@ -135,6 +135,7 @@ class Runtime:
         self._bus_failing_since: float | None = None
         self._watchdog_tripped = False
         self._torque_off_pending = False  # a fault disarmed the robot: torque off next cycle
+        self._torque_off_failing = False  # that torque-off failed (logged once)
         self._hardware_faulted = False  # some joint reported a hardware error last read
         self._listeners: list[CycleListener] = []
         self._record = CycleRecord(desired=np.zeros(n), command=np.zeros(n))
@@ -496,7 +497,7 @@ class Runtime:
             and (FaultKind.BUS, None) not in self._active_faults
         ):
             self._report(FaultKind.BUS, None, f"bus down for {BUS_FAULT_TIME} s: {err}")
-            self._modes.fault()
+            self._fault()
 
     def _fault(self) -> None:
         """Disarm after a fault: mode faulted, targets dropped, torque off at the next cycle."""
@@ -506,12 +507,17 @@ class Runtime:
         self._torque_off_pending = self._modes.mode is Mode.FAULTED
 
     async def _torque_off_after_fault(self) -> None:
+        """Turn torque off after a fault; retried every cycle until the bus takes it."""
         try:
             await self._backend.set_torque(False)
         except BUS_ERRORS as err:
-            self._log.error("fault: could not disable torque yet: %s", err)
+            if not self._torque_off_failing:  # once per fault, not once per cycle
+                self._torque_off_failing = True
+                self._log.error("fault: could not disable torque yet (retrying): %s", err)
             return
         self._torque_off_pending = False
+        self._torque_off_failing = False
+        self._log.info("fault: torque off")
 
     def _bus_ok(self) -> None:
         self._bus_failing_since = None

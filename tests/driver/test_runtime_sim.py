@@ -273,6 +273,16 @@ async def test_bus_down_faults(sim_factory, clock, joints_config):
         state = rt.state()
         assert state.mode is Mode.FAULTED
         assert any(f.kind is FaultKind.BUS for f in state.faults)
+        rt.set_joint_targets({"joint2": 0.5})  # ignored: faulted
+        # The simulated sync write fails while a servo is missing; torque-off is retried
+        # every cycle and goes through as soon as the bus answers again.
+        backend.fault("joint1").replug()
+        await rt.wait_cycles(5)
+        assert not backend.model.torque_enabled.any()
+        assert rt.mode is Mode.FAULTED and not rt.state().faults  # the bus is back; latched
+        await rt.command(Command.RESET)
+        await rt.command(Command.ENABLE)
+        assert rt.mode is Mode.ARMED and backend.model.torque_enabled.all()
 
 
 async def test_enable_refused_far_outside_limits(sim_factory, clock, joints_config):

@@ -225,3 +225,26 @@ async def test_estop_torque_off(make_config, running):
         assert all(torque(vbus, i) == 0 for i in range(11, 16))
         await rt.wait_cycles(5)
         assert rt.mode is Mode.ESTOPPED
+
+
+async def test_bus_down_faults_and_turns_torque_off(config, running):
+    async with running(config) as (vbus, rt):
+        await rt.command(Command.ENABLE)
+        await rt.wait_cycles(3)
+        vbus.fault(13).drop_rate = 1.0  # servo 13 hears everything, answers nothing
+        for _ in range(int(2.0 * RATE)):
+            await rt.wait_cycles(1)
+            if rt.mode is Mode.FAULTED:
+                break
+        await rt.wait_cycles(3)
+        state = rt.state()
+        assert state.mode is Mode.FAULTED
+        assert any(f.kind is FaultKind.BUS for f in state.faults)
+        # The torque-off sync write reaches every servo; only its read-back fails (13).
+        assert all(torque(vbus, i) == 0 for i in range(11, 16))
+        vbus.fault(13).drop_rate = 0.0
+        await rt.wait_cycles(5)
+        assert not rt.state().faults and rt.mode is Mode.FAULTED
+        await rt.command(Command.RESET)
+        await rt.command(Command.ENABLE)
+        assert rt.mode is Mode.ARMED
