@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hilbot.driver.backends import sim_backend
-from hilbot.driver.errors import UnknownChain, UnknownJoint
+from hilbot.driver.errors import InvalidTarget, UnknownChain, UnknownJoint
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.state import Command, CycleRecord
+from hilbot.driver.ticker import ManualClock
 
 
 class Recorder:
@@ -193,3 +198,54 @@ async def test_clear_target_ends_a_home_move(arm, clock):
         assert not rt.state().homing
         _assert_held(rec, since)
         assert rt.state().command["joint1"] > 0.1  # stopped short of home (0.0)
+
+
+coordinate = st.one_of(
+    st.floats(-0.4, 0.4),  # around the arm, reachable or not
+    st.floats(-1e6, 1e6),  # absurdly far
+    st.sampled_from([float("nan"), float("inf")]),  # refused at the API
+)
+action = st.one_of(
+    st.tuples(st.just("pose"), st.tuples(coordinate, coordinate, coordinate)),
+    st.tuples(
+        st.just("joints"),
+        st.dictionaries(st.sampled_from(["joint1", "joint2", "joint3", "joint4"]), coordinate),
+    ),
+    st.tuples(st.just("clear"), st.sampled_from(["arm", "joints", "joint2"])),
+)
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=st.lists(st.tuples(action, st.integers(1, 4)), min_size=5, max_size=40))
+def test_property_pose_joint_and_clear_mix_never_writes_an_unsafe_command(steps, arm):
+    """Pose targets through IK, joint targets and clears in any order: every write is safe."""
+
+    async def scenario() -> tuple[list[np.ndarray], tuple[np.ndarray, ...]]:
+        clock = ManualClock(0.0)
+        seen: list[np.ndarray] = []
+        async with Runtime(arm, sim_backend(arm, clock=clock), clock=clock) as rt:
+            rt.add_cycle_listener(lambda r: r.written and seen.append(r.command.copy()))
+            await rt.command(Command.ENABLE)
+            for (kind, value), cycles in steps:
+                with contextlib.suppress(InvalidTarget):
+                    if kind == "pose":
+                        rt.set_target("arm", value)
+                    elif kind == "joints" and value:
+                        rt.set_joint_targets(value)
+                    elif value == "arm":
+                        rt.clear_target("arm")
+                    elif value == "joints":
+                        rt.clear_joint_targets()
+                    elif kind == "clear":
+                        rt.clear_joint_targets([value])
+                await rt.wait_cycles(cycles)
+            bounds = (rt.limits.lower, rt.limits.upper, rt.safety.step_bound)
+        return seen, bounds
+
+    written, (lower, upper, bound) = asyncio.run(scenario())
+    assert written
+    for prev, cmd in itertools.pairwise(written):
+        assert np.all(cmd >= lower) and np.all(cmd <= upper)
+        assert np.all(np.abs(cmd - prev) <= bound + 1e-12)
