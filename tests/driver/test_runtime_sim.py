@@ -189,19 +189,22 @@ async def test_estop_torque_off(sim_factory, clock, joints_config):
         assert rt.mode is Mode.ESTOPPED
 
 
-async def test_servo_fault_disarms_and_reboot_recovers(sim_factory, clock, joints_config):
+@pytest.mark.parametrize(
+    "flag", [HardwareErrorFlags.OVERLOAD, HardwareErrorFlags.OVERHEATING], ids=lambda f: f.name
+)
+async def test_servo_fault_disarms_and_reboot_recovers(flag, sim_factory, clock, joints_config):
     config = joints_config()
     backend = sim_factory(config)
     async with Runtime(config, backend, clock=clock) as rt:
         await rt.command(Command.ENABLE)
         await rt.wait_cycles(5)
-        backend.fault("joint2").hardware_error = HardwareErrorFlags.OVERLOAD
+        backend.fault("joint2").hardware_error = flag
         await rt.wait_cycles(5)
         state = rt.state()
         assert state.mode is Mode.FAULTED
         (fault,) = state.faults
         assert (fault.kind, fault.joint) == (FaultKind.HARDWARE, "joint2")
-        assert "overload" in fault.detail
+        assert flag.describe() in fault.detail
         assert not backend.model.torque_enabled.any()  # disarmed: every servo, not just joint2
         with pytest.raises(RuntimeStateError):
             await rt.command(Command.ENABLE)
@@ -213,6 +216,24 @@ async def test_servo_fault_disarms_and_reboot_recovers(sim_factory, clock, joint
         assert rt.mode is Mode.DISARMED and not rt.state().faults
         await rt.command(Command.ENABLE)
         assert rt.mode is Mode.ARMED
+
+
+async def test_input_voltage_error_is_reported_without_disarming(sim_factory, clock, joints_config):
+    config = joints_config()
+    backend = sim_factory(config)
+    async with Runtime(config, backend, clock=clock) as rt:
+        await rt.command(Command.ENABLE)
+        backend.fault("joint3").hardware_error = HardwareErrorFlags.INPUT_VOLTAGE
+        await rt.wait_cycles(5)
+        state = rt.state()
+        assert state.mode is Mode.ARMED  # the firmware does not shut down on it either
+        (fault,) = state.faults
+        assert (fault.joint, fault.detail) == ("joint3", "input voltage")
+        await rt.wait_cycles(20)
+        assert rt.mode is Mode.ARMED and len(rt.state().faults) == 1  # latched, reported once
+        await rt.command(Command.DISABLE)
+        await rt.command(Command.REBOOT)  # clears the latched bit
+        assert not rt.state().faults
 
 
 async def test_shutdown_disables_torque(sim_factory, clock, joints_config):
