@@ -81,6 +81,11 @@ def run(args: argparse.Namespace) -> int:
     from hilbot.driver.ticker import enable_realtime
     from hilbot.hal.errors import HalError
 
+    if getattr(args, "demo", None) is not None and args.no_mqtt:
+        print("hilbot run: --demo publishes through MQTT; drop --no-mqtt", file=sys.stderr)
+        return 2
+    if args.trajectory is not None and not args.enable:
+        log.warning("--trajectory without --enable: the robot stays disarmed and does not move")
     if args.realtime and not enable_realtime():
         log.warning("--realtime: SCHED_FIFO not permitted here (needs root or CAP_SYS_NICE)")
     try:

@@ -160,3 +160,15 @@ def test_status_text_shows_mode_watchdog_and_faults():
     assert "watchdog-hold" in text and "199.5/200 Hz" in text
     assert "overruns 3" in text and "bus errors 2" in text
     assert "faults: joint2: overload" in text
+
+
+def test_demo_without_mqtt_is_refused(capsys):
+    assert main(["run", "--no-mqtt", "--demo", "circle", "--duration", "0.1"]) == 2
+    assert "--demo" in capsys.readouterr().err
+
+
+def test_trajectory_without_enable_warns(tmp_path, caplog):
+    traj = tmp_path / "t.csv"
+    traj.write_text("t,joint1\n0,0\n0.1,0.1\n")
+    assert main(["run", "--no-mqtt", "--trajectory", str(traj)]) == 0
+    assert "without --enable" in caplog.text
