@@ -27,6 +27,8 @@ def load_urdf(path_or_xml: str | os.PathLike[str]) -> Robot:
     """
     if isinstance(path_or_xml, str) and path_or_xml.lstrip().startswith("<"):
         text = path_or_xml
+    elif isinstance(path_or_xml, str) and not path_or_xml.strip():
+        raise UrdfError("robot", None, "empty input: expected a URDF file path or URDF text")
     else:
         text = Path(path_or_xml).read_text(encoding="utf-8-sig")
     try:

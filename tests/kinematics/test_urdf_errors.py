@@ -248,6 +248,12 @@ def test_file_path_is_read(tmp_path) -> None:
     assert load_urdf(str(path)).movable_joints == ("j1", "j2")
 
 
+@pytest.mark.parametrize("text", ["", "   \n"])
+def test_empty_input_is_a_urdf_error(text: str) -> None:
+    with pytest.raises(UrdfError, match="empty input"):
+        load_urdf(text)
+
+
 BRANCHED = robot(
     joint("j1", "a", "b"), joint("j2", "b", "c"), joint("j3", "b", "d"), links="a b c d"
 )
