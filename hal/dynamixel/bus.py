@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dynamixel_sdk as sdk
@@ -96,6 +97,7 @@ class DynamixelBus:
         self.counters = BusCounters()
         self.return_delay = 0.0  # [s] the slowest servo's return delay time
         self.byte_time = 10.0 / baudrate
+        self._plans: dict[tuple[ReadMethod, tuple[tuple[int, int, int], ...]], _ReadPlan] = {}
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -264,11 +266,13 @@ class DynamixelBus:
         )
 
     def _send(self, packet: P.InstructionPacket) -> None:
-        wire = P.encode_instruction(packet)
+        self._send_bytes(P.encode_instruction(packet), packet.instruction.name)
+
+    def _send_bytes(self, wire: bytes, instruction: str) -> None:
         self.port.clearPort()
         self.counters.transactions += 1
         if self.port.writePort(wire) != len(wire):
-            raise CommError(None, packet.instruction.name, CommResult.TX_FAIL)
+            raise CommError(None, instruction, CommResult.TX_FAIL)
 
     def _drain(self) -> None:
         """Discard bytes left over from a failed transaction before the next one.
@@ -330,22 +334,14 @@ class DynamixelBus:
     def _transact(
         self, method: ReadMethod, reads: Sequence[tuple[int, int, int]]
     ) -> tuple[dict[int, ServoReply], set[int]]:
-        packet = read_packet(self.protocol, method, reads)
-        self._send(packet)
-        fast = method in (ReadMethod.FAST_SYNC_READ, ReadMethod.FAST_BULK_READ)
-        n = len(reads)
-        if fast:
-            reply_bytes = 8 + sum(r[2] + 4 for r in reads)
-            delays = 1
-        else:
-            reply_bytes = sum((11 if self.protocol == 2 else 6) + r[2] for r in reads)
-            delays = n
+        plan = self._read_plan(method, reads)
+        self._send_bytes(plan.wire, plan.name)
         wait = (
-            reply_bytes * self.byte_time
-            + delays * self.return_delay
+            plan.reply_bytes * self.byte_time
+            + plan.delays * self.return_delay
             + (self.port.latency_ms + self.port.margin_ms) / 1000.0
         )
-        collector = ReplyCollector(self.protocol, reads, fast=fast, counters=self.counters)
+        collector = ReplyCollector(self.protocol, reads, fast=plan.fast, counters=self.counters)
         # From when the instruction, and a sync write queued before it, left the adapter.
         deadline = max(time.monotonic(), self.port.tx_until) + wait
         while not collector.complete:
@@ -354,3 +350,39 @@ class DynamixelBus:
                 break
             collector.feed(chunk)
         return collector.finish()
+
+    def _read_plan(self, method: ReadMethod, reads: Sequence[tuple[int, int, int]]) -> _ReadPlan:
+        """The encoded instruction and reply size of a group read, built once per read set."""
+        key = (method, tuple(reads))
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        packet = read_packet(self.protocol, method, reads)
+        fast = method in (ReadMethod.FAST_SYNC_READ, ReadMethod.FAST_BULK_READ)
+        if fast:
+            reply_bytes, delays = 8 + sum(r[2] + 4 for r in reads), 1
+        else:
+            header = 11 if self.protocol == 2 else 6
+            reply_bytes, delays = sum(header + r[2] for r in reads), len(reads)
+        plan = _ReadPlan(
+            P.encode_instruction(packet), packet.instruction.name, fast, reply_bytes, delays
+        )
+        if len(self._plans) >= _MAX_PLANS:  # reads of changing id sets (retries): start over
+            self._plans.clear()
+        self._plans[key] = plan
+        return plan
+
+
+@dataclass(frozen=True, slots=True)
+class _ReadPlan:
+    """What a group read sends and expects back; independent of baud rate and delays."""
+
+    wire: bytes  # the encoded instruction packet
+    name: str  # its instruction, for errors
+    fast: bool  # one fast-read reply rather than one status per servo
+    reply_bytes: int  # size of the complete reply [bytes]
+    delays: int  # return delays the reply includes (one per status packet)
+
+
+#: Group-read plans kept per bus: the cycle's read, the temperature read, and retries.
+_MAX_PLANS = 32

@@ -6,7 +6,10 @@ See :mod:`hilbot.hal.dynamixel.protocol` for the wire format.
 from __future__ import annotations
 
 import enum
+import struct
 from dataclasses import dataclass
+
+import numpy as np
 
 from hilbot.hal.backend import HardwareErrorFlags
 
@@ -213,11 +216,32 @@ def _crc_table() -> tuple[int, ...]:
 CRC_TABLE = _crc_table()
 
 
-def crc16(data: bytes, crc: int = 0) -> int:
+def _crc_pair_table() -> list[int]:
+    """``CRC_TABLE`` applied twice: entry ``w`` is the CRC update for the 16-bit word ``w``.
+
+    A 16-bit CRC fed two bytes ``b0 b1`` from state ``crc`` becomes
+    ``table[crc ^ (b0 << 8 | b1)]``, so the per-byte Python loop runs half as often
+    (built with numpy in about a millisecond; 65536 entries).
+    """
+    byte = np.array(CRC_TABLE, dtype=np.uint32)
+    word = np.arange(1 << 16, dtype=np.uint32)
+    high = byte[word >> 8]
+    pair: list[int] = (((high << 8) ^ byte[(high >> 8) ^ (word & 0xFF)]) & 0xFFFF).tolist()
+    return pair
+
+
+_CRC_PAIRS = _crc_pair_table()
+
+
+def crc16(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     """CRC-16/BUYPASS (poly 0x8005, init 0) of ``data``, continuing from ``crc``."""
-    table = CRC_TABLE
-    for byte in data:
-        crc = ((crc << 8) ^ table[((crc >> 8) ^ byte) & 0xFF]) & 0xFFFF
+    n = len(data)
+    start = n & 1
+    if start:
+        crc = ((crc << 8) ^ CRC_TABLE[((crc >> 8) ^ data[0]) & 0xFF]) & 0xFFFF
+    table = _CRC_PAIRS
+    for word in struct.unpack_from(f">{n >> 1}H", data, start):
+        crc = table[crc ^ word]
     return crc
 
 

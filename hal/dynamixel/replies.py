@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from hilbot.hal.backend import BusCounters
 from hilbot.hal.dynamixel import protocol as P
+from hilbot.hal.dynamixel.packets import crc16
 from hilbot.hal.dynamixel.timing import ReadMethod
 from hilbot.hal.errors import ServoError
 
@@ -36,9 +37,26 @@ def describe_error(protocol: int, error: int) -> str:
     return P.Protocol1Error(int(code)).name or "none"
 
 
+#: ERR bits that reject the instruction (``StatusPacket.error_code`` non-zero): in 2.0 the
+#: 7-bit error code (bit 7 is the hardware alert); in 1.0 every bit but the hardware ones.
+_COMMAND_BITS = {
+    2: 0x7F,
+    1: int(
+        P.Protocol1Error.ANGLE_LIMIT
+        | P.Protocol1Error.RANGE
+        | P.Protocol1Error.CHECKSUM
+        | P.Protocol1Error.INSTRUCTION
+    ),
+}
+
+
+_STUFFED = b"\xff\xff\xfd"  # a payload holding this was (or should have been) byte-stuffed
+_FAST_HEAD = P.HEADER_2 + bytes((P.BROADCAST_ID,))
+
+
 def command_failed(protocol: int, error: int) -> bool:
     """True when ERR says the instruction was rejected (not merely a hardware alert)."""
-    return bool(int(P.StatusPacket(protocol, 0, error).error_code))
+    return bool(error & _COMMAND_BITS[protocol])
 
 
 class ReplyCollector:
@@ -62,6 +80,18 @@ class ReplyCollector:
         self.replies: dict[int, ServoReply] = {}
         self.corrupt: set[int] = set()
         self._decoder = P.PacketDecoder(protocol, P.PacketKind.STATUS)
+        # Size of the whole, well-formed reply (2.0, one packet per servo or one fast
+        # packet): when it arrives in one chunk, as it usually does, feed() checks it in
+        # place instead of framing packet by packet (see _take_whole).
+        self._whole = 0
+        if (
+            protocol == 2
+            and len(self.lengths) == len(self.reads)
+            and sum(r[2] + 4 for r in self.reads) + 1 <= P.MAX_LENGTH_2
+        ):
+            n = len(self.reads)
+            data = sum(r[2] for r in self.reads)
+            self._whole = 8 + data + 4 * n if fast else 11 * n + data
 
     @property
     def complete(self) -> bool:
@@ -76,6 +106,9 @@ class ReplyCollector:
         Raises:
             ServoError: a servo answered with a command error.
         """
+        whole = len(data) == self._whole and not self._decoder.pending and not self.replies
+        if whole and (self._take_fast(data) if self.fast else self._take_sync(data)):
+            return
         for item in self._decoder.feed(data):
             if isinstance(item, P.DecodeError):
                 self._corrupt(item)
@@ -93,6 +126,53 @@ class ReplyCollector:
                 if self.lengths.get(part.id) == len(part.data):
                     self.replies[part.id] = ServoReply(part.id, part.data, part.error)
         return self.replies, self.corrupt
+
+    def _take_sync(self, data: bytes) -> bool:
+        """Accept ``data`` if it is exactly one valid, unstuffed status per servo, in order.
+
+        Returns False, having changed nothing, for anything else (a CRC error, a
+        command error, stuffing, another id or length): the packet decoder then
+        handles those bytes, so the result is the same either way, only cheaper here.
+        """
+        replies: dict[int, ServoReply] = {}
+        view = memoryview(data)
+        at = 0
+        for servo_id, _, n in self.reads:
+            end = at + 11 + n
+            body = data[at + 8 : end - 2]  # ERR and the data
+            if (
+                data[at : at + 4] != P.HEADER_2
+                or data[at + 4] != servo_id
+                or data[at + 5] | data[at + 6] << 8 != n + 4
+                or data[at + 7] != P.Instruction.STATUS
+                or body[0] & _COMMAND_BITS[2]
+                or _STUFFED in body
+                or crc16(view[at : end - 2]) != data[end - 2] | data[end - 1] << 8
+            ):
+                return False
+            replies[servo_id] = ServoReply(servo_id, body[1:], body[0])
+            at = end
+        self.replies = replies
+        return True
+
+    def _take_fast(self, data: bytes) -> bool:
+        """Accept ``data`` if it is exactly the full, valid fast-read reply (as ``_take_sync``)."""
+        if (
+            data[:5] != _FAST_HEAD
+            or data[5] | data[6] << 8 != len(data) - 7
+            or data[7] != P.Instruction.STATUS
+            or crc16(memoryview(data)[:-2]) != data[-2] | data[-1] << 8
+        ):
+            return False
+        replies: dict[int, ServoReply] = {}
+        at = 8
+        for servo_id, _, n in self.reads:
+            if data[at + 1] != servo_id:
+                return False
+            replies[servo_id] = ServoReply(servo_id, data[at + 2 : at + 2 + n], data[at])
+            at += n + 4
+        self.replies = replies
+        return True
 
     def _corrupt(self, item: P.DecodeError) -> None:
         self.counters.crc_errors += 1

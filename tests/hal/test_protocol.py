@@ -173,6 +173,23 @@ def test_crc_of_the_emanual_example():
     assert crc16(hx("FF FF FD 00 01 03 00 01")) == 0x4E19
 
 
+def _crc_bitwise(data: bytes, crc: int = 0) -> int:
+    """CRC-16/BUYPASS one bit at a time, straight from its definition (poly 0x8005)."""
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x8005) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+@given(data=st.binary(max_size=300), start=st.integers(0, 0xFFFF), cut=st.integers(0, 300))
+def test_crc_matches_the_bitwise_definition_and_continues_across_chunks(data, start, cut):
+    assert crc16(data, start) == _crc_bitwise(data, start)
+    assert crc16(data[cut:], crc16(data[:cut], start)) == crc16(data, start)
+    assert crc16(bytearray(data), start) == crc16(memoryview(data), start) == crc16(data, start)
+
+
 def test_fast_sync_read_reply_matches_the_emanual():
     assert encode_fast_status(FAST_PARTS) == FAST_REPLY
     (packet,) = PacketDecoder(2, PacketKind.STATUS).feed(FAST_REPLY)

@@ -1,15 +1,24 @@
 """ReplyCollector: sorting the bytes after a group read, without any I/O."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hilbot.hal.backend import BusCounters
 from hilbot.hal.dynamixel.protocol import (
     FastStatusPart,
     StatusPacket,
+    crc16,
     encode_fast_status,
     encode_status,
 )
-from hilbot.hal.dynamixel.replies import ReplyCollector, ServoReply, plain, read_packet
+from hilbot.hal.dynamixel.replies import (
+    ReplyCollector,
+    ServoReply,
+    command_failed,
+    plain,
+    read_packet,
+)
 from hilbot.hal.dynamixel.timing import ReadMethod
 from hilbot.hal.errors import ServoError
 
@@ -72,3 +81,84 @@ def test_read_packets_and_plain_retries():
     assert read_packet(1, ReadMethod.READ_EACH, READS[:1]).id == 1
     assert plain(ReadMethod.FAST_BULK_READ) is ReadMethod.BULK_READ
     assert plain(ReadMethod.READ_EACH) is ReadMethod.READ_EACH
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_command_failed_is_a_non_zero_error_code_for_every_err_byte(protocol):
+    for error in range(256):
+        expected = bool(int(StatusPacket(protocol, 1, error).error_code))
+        assert command_failed(protocol, error) is expected, hex(error)
+
+
+def _outcome(fast, reads, chunks):
+    counters = BusCounters()
+    c = ReplyCollector(2, reads, fast=fast, counters=counters)
+    try:
+        for chunk in chunks:
+            c.feed(chunk)
+        got = ("done", c.finish(), c.complete)
+    except ServoError as exc:
+        got = ("servo error", exc.servo_id, exc.error, dict(c.replies))
+    return got, counters
+
+
+@st.composite
+def group_replies(draw):
+    """A group read and the bytes that answer it: valid, or with one thing wrong."""
+    ids = draw(st.lists(st.integers(1, 20), min_size=1, max_size=6, unique=True))
+    reads = [(i, 132, draw(st.integers(1, 6))) for i in ids]
+    fast = draw(st.booleans())
+    flaws = ["none", "flipped byte", "cut short", "other id", "stuffing", "sent unstuffed"]
+    flaw = draw(st.sampled_from(flaws))
+    errors = (
+        st.sampled_from([0, 0x80]) if flaw != "none" else st.sampled_from([0, 0x80, 0x07, 0x81])
+    )
+    payloads = []
+    for i, _, n in reads:
+        data = draw(st.binary(min_size=n, max_size=n))
+        payloads.append((i, draw(errors), data))
+    k = draw(st.integers(0, len(payloads) - 1))
+    i, err, data = payloads[k]
+    if flaw == "other id":
+        payloads[k] = (21, err, data)
+    elif flaw in ("stuffing", "sent unstuffed"):
+        payloads[k] = (i, err, (data + b"\xff\xff\xfd\xfd")[-len(data) - 4 :])
+        reads[k] = (i, 132, len(payloads[k][2]))
+    if fast:
+        wire = bytearray(encode_fast_status([FastStatusPart(*p) for p in payloads]))
+    else:
+        wire = bytearray(b"".join(encode_status(StatusPacket(2, *p)) for p in payloads))
+    if flaw == "sent unstuffed" and not fast:  # a servo that forgot to stuff FF FF FD
+        frames = [encode_status(StatusPacket(2, *p)) for p in payloads]
+        i, err, data = payloads[k]
+        body = bytes((i, len(data) + 4, 0, 0x55, err)) + data
+        frames[k] = (
+            b"\xff\xff\xfd\x00" + body + crc16(b"\xff\xff\xfd\x00" + body).to_bytes(2, "little")
+        )
+        wire = bytearray(b"".join(frames))
+    if flaw == "flipped byte":
+        wire[draw(st.integers(0, len(wire) - 1))] ^= draw(st.integers(1, 255))
+    elif flaw == "cut short":
+        del wire[draw(st.integers(0, len(wire) - 1)) :]
+    return fast, reads, bytes(wire)
+
+
+@settings(max_examples=400)
+@given(group_replies())
+def test_a_reply_in_one_chunk_sorts_as_one_framed_packet_by_packet(case):
+    # one chunk takes the in-place check where it applies; a first byte on its own
+    # forces the packet decoder for the rest
+    fast, reads, wire = case
+    assert _outcome(fast, reads, [wire]) == _outcome(fast, reads, [wire[:1], wire[1:]])
+
+
+def test_a_whole_valid_reply_in_one_chunk_is_taken_without_framing():
+    reads = [(i, 132, 4) for i in range(1, 7)]
+    wire = b"".join(status(i, bytes((i, 0, 0, 0)), error=0x80 * (i == 3)) for i in range(1, 7))
+    c = ReplyCollector(2, reads, fast=False, counters=BusCounters())
+    c.feed(wire)
+    assert c.complete
+    assert c.finish() == (
+        {i: ServoReply(i, bytes((i, 0, 0, 0)), 0x80 * (i == 3)) for i in range(1, 7)},
+        set(),
+    )
