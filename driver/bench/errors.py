@@ -35,7 +35,7 @@ class ScenarioError(BenchError, ValueError):
         self.path = path
         self.problems = tuple(problems)
         where = f"{path}: " if path is not None else ""
-        lines = "; ".join(f"{loc or '<root>'}: {msg}" for loc, msg in self.problems)
+        lines = "; ".join(f"{loc}: {msg}" if loc else msg for loc, msg in self.problems)
         super().__init__(f"{where}invalid scenario: {lines}")
 
 

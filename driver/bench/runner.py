@@ -34,6 +34,7 @@ from hilbot.driver.bench.scenario import (
     check_names,
 )
 from hilbot.driver.bench.segments import StepContext, Target, build_segment
+from hilbot.driver.bench.trace import check_traces
 from hilbot.driver.config import RobotConfig
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.state import Command
@@ -96,15 +97,22 @@ async def run_bench(
     return recording
 
 
-def check_supported(scenario: Scenario, bench: BenchBackend, runtime: Runtime) -> None:
+def check_supported(
+    scenario: Scenario, bench: BenchBackend, runtime: Runtime, base_dir: Path = Path()
+) -> dict[int, float]:
     """Refuse, before anything moves, steps the backend or config cannot perform.
 
+    Returns:
+        The duration [s] of each teleop step (its file sets it), by step index.
+
     Raises:
-        ScenarioError: a joint or chain the robot does not have.
+        ScenarioError: a joint or chain the robot does not have, or a teleop file
+            that cannot be read.
         UnsupportedStep: a fault step without fault injection, or a joint-space step after
             a Cartesian one without a watchdog (the pose target would never be released).
     """
     check_names(scenario, runtime.joint_names, runtime.chains)
+    teleop = check_traces(scenario, base_dir, runtime.chains)
     cartesian_seen = False
     for index, step in enumerate(scenario.steps):
         if isinstance(step, FaultStep) and bench.faults is None:
@@ -121,6 +129,21 @@ def check_supported(scenario: Scenario, bench: BenchBackend, runtime: Runtime) -
                 "a joint-space step after a Cartesian one needs safety.watchdog_timeout "
                 "(the runtime releases a pose target only when it goes stale)",
             )
+    return teleop
+
+
+def planned_duration(scenario: Scenario, runtime: Runtime, teleop: dict[int, float]) -> float:
+    """The scenario's duration [s] on ``runtime``: its steps, teleop files, pose releases."""
+    total = scenario.duration(len(runtime.limits.names)) + sum(teleop.values())
+    release = (runtime.config.safety.watchdog_timeout or 0.0) + 2.5 / runtime.config.rate_hz
+    cartesian_seen = False
+    for step in scenario.steps:
+        if isinstance(step, _CARTESIAN):
+            cartesian_seen = True
+        elif cartesian_seen:
+            total += release
+            cartesian_seen = False
+    return total
 
 
 def _servo_ids(runtime: Runtime) -> dict[str, int]:
@@ -140,7 +163,7 @@ class ScenarioRunner:
     def __init__(
         self, runtime: Runtime, bench: BenchBackend, scenario: Scenario, options: RunOptions
     ) -> None:
-        check_supported(scenario, bench, runtime)
+        teleop = check_supported(scenario, bench, runtime, options.base_dir)
         self.runtime = runtime
         self.bench = bench
         self.scenario = scenario
@@ -157,14 +180,15 @@ class ScenarioRunner:
             clock=options.clock,
             sim=dict(bench.sim),
         )
-        capacity = int(scenario.duration() * self.rate * 1.2) + 64
+        duration = planned_duration(scenario, runtime, teleop)
+        capacity = int(duration * self.rate * 1.2) + 64
         self.recorder = Recorder(runtime, header, capacity=capacity).start()
         self._servo_of = _servo_ids(runtime)
         self._chain_joints = self._chain_joint_names()
         self._pose_active = False
         self._cycles_done = 0
         self._progress = Progress(
-            int(scenario.duration() * self.rate), enabled=None if options.progress else False
+            int(duration * self.rate), enabled=None if options.progress else False
         )
 
     def _chain_joint_names(self) -> dict[str, frozenset[str]]:

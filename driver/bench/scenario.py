@@ -1,7 +1,7 @@
 """Scenario files: a timed list of steps and the thresholds a run must meet.
 
 A scenario is YAML, validated into frozen pydantic models (a bad field fails
-at load with its path, e.g. ``steps.2.radius``)::
+at load with its path, e.g. ``steps.2.cartesian_circle.radius``)::
 
     name: openmanipulator_circle
     description: a 3 cm circle in the horizontal plane
@@ -17,21 +17,52 @@ Durations are in [s], distances in [m], angles in [rad].
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from hilbot.driver.bench.errors import ScenarioError
+from hilbot.driver.safety import Mode
 
 PositiveFloat = Annotated[float, Field(gt=0)]
-Vector3 = tuple[float, float, float]
+
+
+def _three(value: Any) -> Any:
+    if isinstance(value, list | tuple) and len(value) != 3:
+        raise ValueError(f"expected three numbers [x, y, z], got {len(value)}")
+    return value
+
+
+Vector3 = Annotated[tuple[float, float, float], BeforeValidator(_three)]
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _FieldError(ValueError):
+    """A model-level check that is about one field: reported with that field's path."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _norm(vector: Vector3) -> float:
+    return math.sqrt(sum(v * v for v in vector))
 
 
 class HoldStep(_Model):
@@ -58,7 +89,7 @@ class JointSweepStep(_Model):
     """
 
     kind: Literal["joint_sweep"]
-    joints: tuple[str, ...] | None = None
+    joints: tuple[str, ...] | None = Field(default=None, min_length=1)
     amplitude: float = Field(default=0.5, gt=0, le=1)
     period: PositiveFloat = 2.0
     cycles: int = Field(default=1, ge=1)
@@ -102,6 +133,25 @@ class CartesianCircleStep(_Model):
     cycles: int = Field(default=1, ge=1)
     normal: Vector3 = (0.0, 0.0, 1.0)
     towards: Vector3 = (-1.0, 0.0, 0.0)
+
+    @field_validator("normal")
+    @classmethod
+    def _nonzero_normal(cls, normal: Vector3) -> Vector3:
+        if _norm(normal) < 1e-9:
+            raise ValueError("must be a non-zero vector")
+        return normal
+
+    @model_validator(mode="after")
+    def _towards_in_plane(self) -> CartesianCircleStep:
+        n, w = self.normal, self.towards
+        along = sum(a * b for a, b in zip(n, w, strict=True)) / _norm(n)
+        if math.sqrt(max(_norm(w) ** 2 - along**2, 0.0)) < 1e-9 * max(_norm(w), 1.0):
+            raise _FieldError(
+                "towards",
+                f"{list(w)} has no component in the circle's plane (normal {list(n)}): "
+                "give a direction across the normal",
+            )
+        return self
 
 
 class StepResponseStep(_Model):
@@ -205,7 +255,7 @@ class Thresholds(_Model):
     clamp_events_max: int | None = Field(default=None, ge=0)
     faults_max: int | None = Field(default=None, ge=0)
     faults_min: int | None = Field(default=None, ge=0)
-    final_mode: str | None = None
+    final_mode: Mode | None = None
     command_failures_max: int | None = Field(default=0, ge=0)
 
 
@@ -226,9 +276,14 @@ class Scenario(_Model):
     steps: tuple[Step, ...] = Field(min_length=1)
     thresholds: Thresholds = Thresholds()
 
-    def duration(self) -> float:
-        """Return the scripted duration [s] (a teleop step counts as zero: its file sets it)."""
-        return sum(step_duration(step) for step in self.steps)
+    def duration(self, n_joints: int | None = None) -> float:
+        """Return the scripted duration [s] (a teleop step counts as zero: its file sets it).
+
+        Args:
+            n_joints: how many joints a ``joint_sweep`` without ``joints`` sweeps (all
+                of the robot's); one sweep when not given.
+        """
+        return sum(step_duration(step, n_joints) for step in self.steps)
 
     def scaled(self, factor: float) -> Scenario:
         """Return a copy whose timed steps last ``factor`` times as long (short test runs)."""
@@ -248,14 +303,17 @@ def _scale_step(step: Any, factor: float) -> Any:
     return step.model_copy(update=update)
 
 
-def step_duration(step: Any) -> float:
-    """Return the scripted duration [s] of one step (zero for a teleop step)."""
+def step_duration(step: Any, n_joints: int | None = None) -> float:
+    """Return the scripted duration [s] of one step (zero for a teleop step).
+
+    ``n_joints`` is the number of joints a ``joint_sweep`` without ``joints`` sweeps.
+    """
     match step:
         case HoldStep() | MoveJointsStep() | CartesianLineStep() | FaultStep():
             return float(step.duration) * (2.0 if getattr(step, "back", False) else 1.0)
         case JointSweepStep():
-            count = len(step.joints) if (step.sequential and step.joints) else 1
-            return float(step.period * step.cycles * count)
+            swept = len(step.joints) if step.joints else (n_joints or 1)
+            return float(step.period * step.cycles * (swept if step.sequential else 1))
         case CartesianCircleStep():
             return float(step.period * step.cycles)
         case StepResponseStep():
@@ -309,10 +367,66 @@ def parse_scenario(data: Mapping[str, Any], *, path: Path | None = None) -> Scen
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        problems = [
-            (".".join(str(part) for part in err["loc"]), err["msg"]) for err in exc.errors()
-        ]
-        raise ScenarioError(path, problems) from None
+        raise ScenarioError(path, _problems(exc)) from None
+
+
+def _problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """``(field path, message)`` per error, phrased for a person editing the YAML."""
+    errors = exc.errors()
+    bad_steps = any(len(e["loc"]) > 1 and e["loc"][0] == "steps" for e in errors)
+    problems: list[tuple[str, str]] = []
+    for err in errors:
+        loc = [str(part) for part in err["loc"]]
+        message = err["msg"]
+        if loc == ["steps"] and err["type"] == "too_short" and bad_steps:
+            continue  # pydantic's echo of the bad steps: "at least 1 item after validation"
+        ctx = err.get("ctx") or {}
+        cause = ctx.get("error")
+        if isinstance(cause, _FieldError):
+            loc, message = [*loc, cause.field], cause.message
+        elif isinstance(cause, ValueError):
+            message = str(cause)  # without pydantic's "Value error, " prefix
+        elif err["type"] == "union_tag_invalid":
+            loc, message = [*loc, "kind"], f"unknown step kind {ctx.get('tag')!r}; {_KINDS}"
+        elif err["type"] == "union_tag_not_found":
+            loc, message = [*loc, "kind"], f"every step needs a kind; {_KINDS}"
+        elif err["type"] == "extra_forbidden":
+            known = _known_fields(loc[:-1])
+            if known:
+                message = f"unknown field; known: {', '.join(known)}"
+        problems.append((".".join(loc), message))
+    return problems
+
+
+_STEP_MODELS: dict[str, type[BaseModel]] = {
+    get_args(model.model_fields["kind"].annotation)[0]: model
+    for model in (
+        HoldStep,
+        MoveJointsStep,
+        JointSweepStep,
+        CartesianLineStep,
+        CartesianCircleStep,
+        StepResponseStep,
+        TeleopStep,
+        CommandStep,
+        FaultStep,
+    )
+}
+
+
+_KINDS = f"known: {', '.join(_STEP_MODELS)}"
+
+
+def _known_fields(parent: Sequence[str]) -> list[str]:
+    """The fields of the model at ``parent`` (a pydantic error location), if it is one."""
+    model: type[BaseModel] | None = None
+    if not parent:
+        model = Scenario
+    elif list(parent) == ["thresholds"]:
+        model = Thresholds
+    elif len(parent) == 3 and parent[0] == "steps":
+        model = _STEP_MODELS.get(parent[2])
+    return [] if model is None else [f for f in model.model_fields if f != "kind"]
 
 
 def shipped_scenarios() -> tuple[str, ...]:
@@ -354,7 +468,18 @@ def load_scenario(path: str | Path) -> Scenario:
     except OSError as exc:
         raise ScenarioError(path, [("", f"cannot read the file: {exc.strerror}")]) from exc
     except yaml.YAMLError as exc:
-        raise ScenarioError(path, [("", f"not valid YAML: {exc}")]) from exc
+        raise ScenarioError(path, [("", f"not valid YAML: {_yaml_problem(exc)}")]) from exc
     if not isinstance(data, Mapping):
         raise ScenarioError(path, [("", "expected a mapping with 'name' and 'steps'")])
     return parse_scenario(data, path=path)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """The parser's problem and where it is, on one line (``line 3, column 5: ...``)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or problem is None:
+        return " ".join(str(exc).split())
+    context = getattr(exc, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}"
+    return f"{where}: {problem}" + (f" ({context})" if context else "")

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.driver.bench.errors import ScenarioError
+from hilbot.driver.bench.errors import RecordingError, ScenarioError
 from hilbot.driver.bench.recording import Recording
-from hilbot.driver.bench.scenario import TeleopStep
+from hilbot.driver.bench.scenario import Scenario, TeleopStep
 from hilbot.driver.bench.segment import Segment, StepContext, Target
 
 
@@ -33,21 +34,54 @@ class Trace(Segment):
 
 def load_trace(step: TeleopStep, ctx: StepContext) -> Trace:
     """Read a teleop trace (CSV ``t,chain,x,y,z`` or a recording ``.npz``)."""
+    chain, times, points = _read(step, ctx.base_dir, ctx.ee)
+    if step.relative:
+        points = points - points[0] + ctx.ee[chain]
+    return Trace(chain, times, points, step.speed)
+
+
+def check_traces(
+    scenario: Scenario, base_dir: Path, chains: Collection[str], *, path: Path | None = None
+) -> dict[int, float]:
+    """Read every teleop step's file before anything moves.
+
+    Returns:
+        The duration [s] of each teleop step, by step index.
+
+    Raises:
+        ScenarioError: a file that is missing or malformed, or a chain the robot does
+            not have, with the step's field path (``steps.2.teleop.file``).
+    """
+    durations: dict[int, float] = {}
+    for index, step in enumerate(scenario.steps):
+        if not isinstance(step, TeleopStep):
+            continue
+        try:
+            _, times, _ = _read(step, base_dir, chains)
+        except ScenarioError as exc:
+            where = f"{exc.path.name}: " if exc.path is not None else ""
+            problems = [(f"steps.{index}.{loc}", f"{where}{msg}") for loc, msg in exc.problems]
+            raise ScenarioError(path, problems) from None
+        durations[index] = float(times[-1] - times[0]) / step.speed
+    return durations
+
+
+def _read(
+    step: TeleopStep, base_dir: Path, chains: Collection[str]
+) -> tuple[str, NDArray[np.float64], NDArray[np.float64]]:
     path = Path(step.file)
     if not path.is_absolute():
-        path = ctx.base_dir / path
+        path = base_dir / path
     if path.suffix == ".npz":
         chain, times, points = _trace_from_recording(path, step.chain)
     else:
         chain, times, points = _trace_from_csv(path, step.chain)
-    if chain not in ctx.ee:
-        known = ", ".join(ctx.ee)
+    if chain not in chains:
+        known = ", ".join(chains)
         raise ScenarioError(path, [("teleop.chain", f"unknown chain {chain!r}; known: {known}")])
     if times.size < 2 or np.any(np.diff(times) < 0):
         raise ScenarioError(path, [("teleop.file", "needs two or more samples in time order")])
-    if step.relative:
-        points = points - points[0] + ctx.ee[chain]
-    return Trace(chain, times, points, step.speed)
+    return chain, times, points
 
 
 def _trace_from_csv(
@@ -73,7 +107,10 @@ def _trace_from_csv(
 def _trace_from_recording(
     path: Path, chain: str | None
 ) -> tuple[str, NDArray[np.float64], NDArray[np.float64]]:
-    recording = Recording.load(path)
+    try:
+        recording = Recording.load(path)
+    except RecordingError as exc:
+        raise ScenarioError(path, [("teleop.file", exc.reason)]) from exc
     names = recording.header.chain_names
     if not names:
         raise ScenarioError(path, [("teleop.file", "the recording has no chains")])

@@ -39,7 +39,8 @@ def test_every_shipped_scenario_validates():
             "steps.0.cartesian_circle.radius",
             "greater than 0",
         ),
-        ([{"kind": "teleport", "duration": 1}], "steps.0", "kind"),
+        ([{"kind": "teleport", "duration": 1}], "steps.0.kind", "unknown step kind 'teleport'"),
+        ([{"duration": 1}], "steps.0.kind", "every step needs a kind; known: hold, move_joints"),
         (
             [
                 {"kind": "hold", "duration": 1},
@@ -48,10 +49,58 @@ def test_every_shipped_scenario_validates():
             "steps.1.cartesian_line",
             "exactly one of 'offset'",
         ),
-        ([{"kind": "hold", "duration": 1, "speed": 3}], "steps.0.hold.speed", "Extra inputs"),
+        (
+            [{"kind": "hold", "duration": 1, "speed": 3}],
+            "steps.0.hold.speed",
+            "unknown field; known: duration",
+        ),
         ([{"kind": "fault", "action": "explode", "joint": "j"}], "steps.0.fault.action", "drop"),
+        (
+            [{"kind": "cartesian_line", "chain": "arm", "offset": [0.1, 0], "duration": 1}],
+            "steps.0.cartesian_line.offset",
+            "expected three numbers [x, y, z], got 2",
+        ),
+        (
+            [
+                {
+                    "kind": "cartesian_circle",
+                    "chain": "a",
+                    "radius": 1,
+                    "period": 1,
+                    "normal": [0] * 3,
+                }
+            ],
+            "steps.0.cartesian_circle.normal",
+            "must be a non-zero vector",
+        ),
+        (
+            [
+                {
+                    "kind": "cartesian_circle",
+                    "chain": "a",
+                    "radius": 1,
+                    "period": 1,
+                    "normal": [0, 0, 1],
+                    "towards": [0, 0, -2],
+                }
+            ],
+            "steps.0.cartesian_circle.towards",
+            "no component in the circle's plane",
+        ),
+        ([{"kind": "joint_sweep", "joints": []}], "steps.0.joint_sweep.joints", "at least 1"),
     ],
-    ids=["negative-radius", "unknown-kind", "line-without-goal", "extra-field", "bad-fault"],
+    ids=[
+        "negative-radius",
+        "unknown-kind",
+        "no-kind",
+        "line-without-goal",
+        "extra-field",
+        "bad-fault",
+        "two-numbers",
+        "zero-normal",
+        "towards-along-normal",
+        "sweep-of-nothing",
+    ],
 )
 def test_bad_fields_are_reported_with_their_path(steps, field, words):
     with pytest.raises(ScenarioError) as info:
@@ -60,6 +109,30 @@ def test_bad_fields_are_reported_with_their_path(steps, field, words):
     assert field in fields, fields
     message = dict(info.value.problems)[field]
     assert words in message
+    # One bad step is reported once, not echoed as "steps: at least 1 item" too.
+    assert "steps" not in fields
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "field", "words"),
+    [
+        ({"ee_rms": 0.1}, "thresholds.ee_rms", "unknown field; known: ee_rms_max, ee_max_max"),
+        ({"final_mode": "disarmd"}, "thresholds.final_mode", "'disarmed', 'armed'"),
+    ],
+)
+def test_bad_thresholds_name_the_field_and_the_choices(thresholds, field, words):
+    steps = [{"kind": "hold", "duration": 1}]
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(_scenario(*steps, thresholds=thresholds))
+    assert words in dict(info.value.problems)[field]
+
+
+def test_a_yaml_syntax_error_gives_its_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nsteps:\n  - {kind: hold, duration: 1\n")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(bad)
+    assert str(info.value).startswith(f"{bad}: invalid scenario: not valid YAML: line 4, column 1:")
 
 
 def test_bad_threshold_and_empty_steps(tmp_path):
@@ -130,6 +203,9 @@ def test_sweep_stays_inside_the_limits_with_margin():
     assert values[:, 1].max() <= 0.6 - 0.05 + 1e-9  # b starts 0.1 from its upper limit
     assert values[:, 1].max() == pytest.approx(0.55, abs=1e-3)
     assert sweep.duration == pytest.approx(2.0)
+    # Without ``joints`` every joint is swept, one after the other: the plan counts them all.
+    scenario = parse_scenario(_scenario(step.model_dump()))
+    assert scenario.duration(n_joints=2) == pytest.approx(sweep.duration)
 
 
 def test_line_goes_there_and_back_and_joint_path_reaches_home():
