@@ -21,11 +21,11 @@ from typing import NamedTuple, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot.kinematics._emit import Emitter, Term, Value
 from hilbot.kinematics._program import FREE, PRIS, REV, Program
 
 Array = NDArray[np.float64]
-Sym = float | str
-Term = tuple[float, Sym, Sym]
+Sym = Value
 PoseKernel = Callable[[Array], Array]
 JacobianKernel = Callable[[Array], tuple[Array, Array]]
 
@@ -39,70 +39,16 @@ def _snap(x: float) -> float:
     return float(x)
 
 
-class _Emitter:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.count = 0
-        self.known: dict[str, str] = {}  # expression -> name (common subexpressions)
-
-    def let(self, expr: str, prefix: str = "t") -> str:
-        name = self.known.get(expr)
-        if name is None:
-            name = self.known[expr] = f"{prefix}{self.count}"
-            self.count += 1
-            self.lines.append(f"    {name} = {expr}")
-        return name
-
-    def combo(self, terms: Sequence[Term], const: float = 0.0) -> Sym:
-        """Emit ``const + sum(k * a * b)``, folding constants; return a name or a float.
-
-        A name may carry a leading ``-`` (a negated variable costs no operation).
-        """
-        parts: list[tuple[float, str]] = []
-        for k, a, b in terms:
-            if isinstance(a, float) and isinstance(b, float):
-                const += k * a * b
-                continue
-            coef, names = k, list[str]()
-            for x in (a, b):
-                if isinstance(x, float):
-                    coef *= x
-                elif x.startswith("-"):
-                    coef, names = -coef, [*names, x[1:]]
-                else:
-                    names.append(x)
-            if coef != 0.0:
-                parts.append((coef, "*".join(sorted(names))))
-        if not parts:
-            return const
-        if len(parts) == 1 and abs(parts[0][0]) == 1.0 and const == 0.0 and "*" not in parts[0][1]:
-            return parts[0][1] if parts[0][0] == 1.0 else "-" + parts[0][1]
-        expr = ""
-        for coef, var in parts:
-            if coef == 1.0:
-                expr += f" + {var}"
-            elif coef == -1.0:
-                expr += f" - {var}"
-            elif coef < 0.0:
-                expr += f" - {-coef!r}*{var}"
-            else:
-                expr += f" + {coef!r}*{var}"
-        if const != 0.0:
-            expr += f" + {const!r}" if const > 0.0 else f" - {-const!r}"
-        expr = expr[3:] if expr.startswith(" + ") else "-" + expr[3:]
-        return self.let(expr)
-
-
 def _rigid_times_const(
-    em: _Emitter, rot: list[list[Sym]], pos: list[Sym], c: Array
+    em: Emitter, rot: list[list[Sym]], pos: list[Sym], c: Array
 ) -> tuple[list[list[Sym]], list[Sym]]:
     """Symbolic ``[rot pos] @ c`` for a numeric 4 x 4 ``c``."""
     new_rot = [
-        [em.combo([(1.0, rot[i][k], _snap(c[k, j])) for k in range(3)]) for j in range(3)]
+        [em.combine([(1.0, rot[i][k], _snap(c[k, j])) for k in range(3)]) for j in range(3)]
         for i in range(3)
     ]
     new_pos = [
-        em.combo([(1.0, rot[i][k], _snap(c[k, 3])) for k in range(3)] + [(1.0, pos[i], 1.0)])
+        em.combine([(1.0, rot[i][k], _snap(c[k, 3])) for k in range(3)] + [(1.0, pos[i], 1.0)])
         for i in range(3)
     ]
     return new_rot, new_pos
@@ -147,7 +93,7 @@ def _drives(p: Program) -> dict[int, tuple[int, float, float]]:
 
 
 def _emit_motion(
-    em: _Emitter, kind: int, drive: tuple[int, float, float], rot: list[list[Sym]],
+    em: Emitter, kind: int, drive: tuple[int, float, float], rot: list[list[Sym]],
     pos: list[Sym],
 ) -> tuple[list[list[Sym]], list[Sym]]:  # fmt: skip
     """Symbolic ``[rot pos] @ M(q)`` for one elementary motion."""
@@ -158,22 +104,22 @@ def _emit_motion(
         m = [r[0:3], r[3:6], r[6:9]]
         t = [f"q{col}", f"q{col + 1}", f"q{col + 2}"]
         new_rot = [
-            [em.combo([(1.0, rot[i][k], m[k][j]) for k in range(3)]) for j in range(3)]
+            [em.combine([(1.0, rot[i][k], m[k][j]) for k in range(3)]) for j in range(3)]
             for i in range(3)
         ]
         new_pos = [
-            em.combo([(1.0, rot[i][k], t[k]) for k in range(3)] + [(1.0, pos[i], 1.0)])
+            em.combine([(1.0, rot[i][k], t[k]) for k in range(3)] + [(1.0, pos[i], 1.0)])
             for i in range(3)
         ]
         return new_rot, new_pos
-    value = em.combo([(mult, f"q{col}", 1.0)], offset)
+    value = em.combine([(mult, f"q{col}", 1.0), (offset, 1.0, 1.0)])
     if kind == REV:
-        c = em.let(f"_cos({_sym(value)})", "c")
-        s = em.let(f"_sin({_sym(value)})", "s")
-        x = [em.combo([(1.0, c, rot[i][0]), (1.0, s, rot[i][1])]) for i in range(3)]
-        y = [em.combo([(1.0, c, rot[i][1]), (-1.0, s, rot[i][0])]) for i in range(3)]
+        c = em.assign(f"_cos({_sym(value)})")
+        s = em.assign(f"_sin({_sym(value)})")
+        x = [em.combine([(1.0, c, rot[i][0]), (1.0, s, rot[i][1])]) for i in range(3)]
+        y = [em.combine([(1.0, c, rot[i][1]), (-1.0, s, rot[i][0])]) for i in range(3)]
         return [[x[i], y[i], rot[i][2]] for i in range(3)], pos
-    return rot, [em.combo([(1.0, pos[i], 1.0), (1.0, value, rot[i][2])]) for i in range(3)]
+    return rot, [em.combine([(1.0, pos[i], 1.0), (1.0, value, rot[i][2])]) for i in range(3)]
 
 
 def pose_kernel(
@@ -202,7 +148,7 @@ def _generate(
     p: Program, targets: Sequence[tuple[int, Array]], with_jacobian: bool, stacked: bool
 ) -> Callable[[Array], object]:
     """Emit, compile and return the kernel (see :func:`pose_kernel`, :func:`jacobian_kernel`)."""
-    em = _Emitter()
+    em = Emitter()
     rot: list[list[Sym]] = [[float(i == j) for j in range(3)] for i in range(3)]
     pos: list[Sym] = [0.0, 0.0, 0.0]
     running = {-1: (rot, pos)}
@@ -255,17 +201,17 @@ def _generate(
     return fn
 
 
-def _moment(em: _Emitter, axis: list[Sym], d: list[Sym]) -> list[Sym]:
+def _moment(em: Emitter, axis: list[Sym], d: list[Sym]) -> list[Sym]:
     """Symbolic ``cross(axis, d)``."""
     return [
-        em.combo(
+        em.combine(
             [(1.0, axis[(i + 1) % 3], d[(i + 2) % 3]), (-1.0, axis[(i + 2) % 3], d[(i + 1) % 3])]
         )
         for i in range(3)
     ]
 
 
-def _jacobian(em: _Emitter, dof: int, frames: list[_Frame], target: list[Sym]) -> list[Sym]:
+def _jacobian(em: Emitter, dof: int, frames: list[_Frame], target: list[Sym]) -> list[Sym]:
     """Symbolic Jacobian entries (row-major 6 x dof) from each element's frame."""
     columns: list[list[list[Term]]] = [[[] for _ in range(6)] for _ in range(dof)]
     zero: list[Sym] = [0.0, 0.0, 0.0]
@@ -273,7 +219,7 @@ def _jacobian(em: _Emitter, dof: int, frames: list[_Frame], target: list[Sym]) -
         if f.kind == PRIS:
             contributions = [(f.col, [*f.axes[2], *zero])]
         else:
-            d = [em.combo([(1.0, target[i], 1.0), (-1.0, f.origin[i], 1.0)]) for i in range(3)]
+            d = [em.combine([(1.0, target[i], 1.0), (-1.0, f.origin[i], 1.0)]) for i in range(3)]
             spins = f.axes if f.kind == FREE else [f.axes[2]]
             first = f.col + 3 if f.kind == FREE else f.col
             contributions = [(first + k, [*_moment(em, a, d), *a]) for k, a in enumerate(spins)]
@@ -282,4 +228,4 @@ def _jacobian(em: _Emitter, dof: int, frames: list[_Frame], target: list[Sym]) -
         for col, values in contributions:
             for row, value in enumerate(values):
                 columns[col][row].append((f.mult, value, 1.0))
-    return [em.combo(columns[c][row]) for row in range(6) for c in range(dof)]
+    return [em.combine(columns[c][row]) for row in range(6) for c in range(dof)]

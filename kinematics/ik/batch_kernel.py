@@ -15,13 +15,14 @@ Results equal ``Chain.fk_jacobian`` to rounding.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.kernel import Axis, Step, Value, fold_chain
+from hilbot.kinematics._emit import Emitter, Value
+from hilbot.kinematics.ik.kernel import Step, emit_jacobian, emit_pose, fold_chain
 
 Array = NDArray[np.float64]
 _EPS = 1e-15
@@ -67,75 +68,6 @@ class BatchKernel:
         return pose, jac
 
 
-class _Emitter:
-    """Straight-line code with constant folding over sums of ``coef * a * b``.
-
-    A name may carry a leading ``-``: negation is folded into the coefficients of
-    the expressions that use it, so it never costs an array operation.
-    """
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self._count = 0
-
-    def combine(self, terms: Sequence[tuple[float, Value, Value]]) -> Value:
-        """``sum(coef * a * b)``: a folded constant or a (possibly negated) name."""
-        constant = 0.0
-        parts: list[tuple[float, str]] = []
-        for coef, a, b in terms:
-            names: list[str] = []
-            for x in (a, b):
-                if isinstance(x, float):
-                    coef *= x
-                elif x.startswith("-"):
-                    coef, names = -coef, [*names, x[1:]]
-                else:
-                    names.append(x)
-            if abs(coef) < _EPS:
-                continue
-            if names:
-                parts.append((coef, "*".join(names)))
-            else:
-                constant += coef
-        if not parts:
-            return constant
-        sign = ""
-        if all(coef < 0.0 for coef, _ in parts):  # emit the negated sum, return "-name"
-            sign, constant = "-", -constant
-            parts = [(-coef, product) for coef, product in parts]
-        alias = len(parts) == 1 and parts[0][0] == 1.0 and parts[0][1].isidentifier()
-        if alias and abs(constant) < _EPS:
-            return sign + parts[0][1]  # reuse the name
-        parts.sort(key=lambda part: part[0] < 0.0)  # a positive term first: no unary minus
-        expression = ""
-        for coef, product in parts:
-            term = product if abs(coef) == 1.0 else f"{abs(coef)!r}*{product}"
-            expression += f" {'-' if coef < 0.0 else '+'} {term}"
-        if abs(constant) >= _EPS:
-            expression += f" {'-' if constant < 0.0 else '+'} {abs(constant)!r}"
-        return sign + self.assign(expression[3:])
-
-    def assign(self, expression: str) -> str:
-        """Emit ``v<n> = expression`` and return the new name."""
-        self._count += 1
-        name = f"v{self._count}"
-        self.lines.append(f"    {name} = {expression}")
-        return name
-
-
-def _compose(em: _Emitter, r: list[Value], p: list[Value], f: Array) -> None:
-    """``(r, p) <- (r, p) @ f`` in place, ``f`` a constant (3, 4) block."""
-    p[:] = [
-        em.combine([(float(f[k, 3]), r[3 * i + k], 1.0) for k in range(3)] + [(1.0, p[i], 1.0)])
-        for i in range(3)
-    ]
-    r[:] = [
-        em.combine([(float(f[k, j]), r[3 * i + k], 1.0) for k in range(3)])
-        for i in range(3)
-        for j in range(3)
-    ]
-
-
 def _generate(
     steps: list[Step], tip: Array, dof: int, *, crossed: bool, scalar: bool = False
 ) -> str:
@@ -146,28 +78,11 @@ def _generate(
     ``scalar``, the source is of ``g(q, cos, sin)`` on floats, returning the 12 pose
     entries and then the Jacobian row by row as one list.
     """
-    em = _Emitter()
-    r: list[Value] = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
-    p: list[Value] = [0.0, 0.0, 0.0]
-    axes: list[Axis] = []
-    for f, prismatic, col, mult, offset in steps:
-        _compose(em, r, p, f)
-        value = f"q[{col}]"
-        if mult != 1.0 or offset != 0.0:  # a mimic follower
-            value = em.assign(f"{mult!r}*q[{col}]+{offset!r}")
-        axes.append((prismatic, col, mult, [r[2], r[5], r[8]], list(p)))
-        if prismatic:
-            p[:] = [em.combine([(1.0, p[i], 1.0), (1.0, r[3 * i + 2], value)]) for i in range(3)]
-            continue
-        c, s = em.assign(f"cos({value})"), em.assign(f"sin({value})")
-        for i in range(3):
-            a, b = r[3 * i], r[3 * i + 1]
-            r[3 * i] = em.combine([(1.0, a, c), (1.0, b, s)])
-            r[3 * i + 1] = em.combine([(1.0, b, c), (-1.0, a, s)])
-    _compose(em, r, p, tip)
-    pose = [*r[0:3], p[0], *r[3:6], p[1], *r[6:9], p[2]]
+    em = Emitter()
+    pose, axes = emit_pose(em, steps, tip)
+    tip_position = [pose[3], pose[7], pose[11]]
     if scalar:
-        columns = _jacobian(em, axes, p, dof)
+        columns = emit_jacobian(em, axes, tip_position, dof)
         values = [*pose, *(columns[col][row] for row in range(6) for col in range(dof))]
         listing = ", ".join(repr(v) if isinstance(v, float) else v for v in values)
         return "def g(q, cos, sin):\n" + "\n".join([*em.lines, f"    return [{listing}]"]) + "\n"
@@ -177,31 +92,13 @@ def _generate(
             out += [_store(f"jac[{3 + i}, {col}]", z[i]) for i in range(3)]
             out += [_store(f"origin[{i}, {col}]", origin[i]) for i in range(3)]
     else:
-        columns = _jacobian(em, axes, p, dof)
+        columns = emit_jacobian(em, axes, tip_position, dof)
         out += [
             _store(f"jac[{row}, {col}]", v)
             for col, column in enumerate(columns)
             for row, v in enumerate(column)
         ]
     return "def f(q, cos, sin, pose, jac, origin):\n" + "\n".join([*em.lines, *out]) + "\n"
-
-
-def _jacobian(em: _Emitter, axes: list[Axis], tip: list[Value], dof: int) -> list[list[Value]]:
-    terms: list[list[list[tuple[float, Value, Value]]]] = [
-        [[] for _ in range(6)] for _ in range(dof)
-    ]
-    for prismatic, col, mult, z, origin in axes:
-        if prismatic:
-            for i in range(3):
-                terms[col][i].append((mult, z[i], 1.0))
-            continue
-        d = [em.combine([(1.0, tip[i], 1.0), (-1.0, origin[i], 1.0)]) for i in range(3)]
-        for i in range(3):
-            j, k = (i + 1) % 3, (i + 2) % 3
-            terms[col][i].append((mult, z[j], d[k]))
-            terms[col][i].append((-mult, z[k], d[j]))
-            terms[col][3 + i].append((mult, z[i], 1.0))
-    return [[em.combine(t) for t in column] for column in terms]
 
 
 def _store(target: str, value: Value) -> str:

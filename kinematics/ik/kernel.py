@@ -27,11 +27,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot.kinematics._emit import Emitter, Term, Value
 from hilbot.kinematics.joint import JointType
 
 Array = NDArray[np.float64]
-Value = float | str  # a folded constant or the name of a generated variable
-Term = tuple[float, str | None, str | None]  # coefficient * a * b
 _EPS = 1e-15
 #: The line of ``ScalarKernel.expressions`` after which only Jacobian terms are computed.
 POSE_DONE = "    # pose done"
@@ -80,9 +79,11 @@ class ScalarKernel:
         Returns:
             ``(lines, pose, columns)``: statements (indented 4 spaces, reading ``q[k]``
             and calling ``cos``/``sin``; they assign only names ``v<n>``), the 12 pose
-            entries and ``dof`` columns of 6 Jacobian entries, each a Python literal or
-            the name of a variable the lines assign. The pose is complete at the
-            comment line ``POSE_DONE``; the lines after it only serve the Jacobian.
+            entries and ``dof`` columns of 6 Jacobian entries, each a Python literal, the
+            name of a variable the lines assign, or such a name negated in parentheses
+            (``(-v3)``: negation is folded, not computed, where it can be). The pose is
+            complete at the comment line ``POSE_DONE``; the lines after it only serve the
+            Jacobian.
         """
         assert self._folded is not None
         steps, tip = self._folded
@@ -135,92 +136,63 @@ def fold_chain(chain: Any) -> tuple[list[Step], Array]:
     return steps, pending[:3]
 
 
-class _Emitter:
-    """Straight-line code with constant folding over linear combinations of products."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self._count = 0
-
-    def combine(self, terms: list[Term]) -> Value:
-        """``sum(coef * a * b)``: a folded constant or the name of a new variable."""
-        constant = 0.0
-        parts: list[str] = []
-        for coef, a, b in terms:
-            if abs(coef) < _EPS:
-                continue
-            names = [n for n in (a, b) if n is not None]
-            if not names:
-                constant += coef
-                continue
-            product = "*".join(names)
-            if coef == 1.0:
-                parts.append(f"+{product}")
-            elif coef == -1.0:
-                parts.append(f"-{product}")
-            else:
-                parts.append(f"+{coef!r}*{product}")
-        if not parts:
-            return constant
-        if abs(constant) >= _EPS:
-            parts.append(f"+{constant!r}")
-        elif len(parts) == 1 and parts[0][1:].isidentifier() and parts[0][0] == "+":
-            return parts[0][1:]  # an alias: reuse the name
-        return self.assign("".join(parts).lstrip("+"))
-
-    def assign(self, expression: str) -> str:
-        """Emit ``v<n> = expression`` and return the new name."""
-        self._count += 1
-        name = f"v{self._count}"
-        self.lines.append(f"    {name} = {expression}")
-        return name
-
-
-def _scaled(value: Value, coef: float) -> Term:
-    return (coef * value, None, None) if isinstance(value, float) else (coef, value, None)
-
-
-def _product(value: Value, var: str, coef: float = 1.0) -> Term:
-    return (coef * value, var, None) if isinstance(value, float) else (coef, value, var)
-
-
-def _compose(em: _Emitter, r: list[Value], p: list[Value], f: Array) -> None:
+def _compose(em: Emitter, r: list[Value], p: list[Value], f: Array) -> None:
     """``(r, p) <- (r, p) @ f`` in place, ``f`` a constant (3, 4) block."""
     p[:] = [
-        em.combine([_scaled(r[3 * i + k], float(f[k, 3])) for k in range(3)] + [_scaled(p[i], 1.0)])
+        em.combine([(float(f[k, 3]), r[3 * i + k], 1.0) for k in range(3)] + [(1.0, p[i], 1.0)])
         for i in range(3)
     ]
     r[:] = [
-        em.combine([_scaled(r[3 * i + k], float(f[k, j])) for k in range(3)])
+        em.combine([(float(f[k, j]), r[3 * i + k], 1.0) for k in range(3)])
         for i in range(3)
         for j in range(3)
     ]
 
 
-def _pose(steps: list[Step], tip: Array) -> tuple[_Emitter, list[Value], list[Axis]]:
-    """Emit the pose of the chain; return the emitter, the 12 pose entries and the axes."""
-    em = _Emitter()
+def emit_pose(em: Emitter, steps: list[Step], tip: Array) -> tuple[list[Value], list[Axis]]:
+    """Emit the pose of the folded chain: its 12 entries (top 3x4, row-major) and the axes."""
     r: list[Value] = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
     p: list[Value] = [0.0, 0.0, 0.0]
     axes: list[Axis] = []
     for f, prismatic, col, mult, offset in steps:
         _compose(em, r, p, f)
         value = f"q[{col}]"
-        if mult != 1.0 or offset != 0.0:
+        if mult != 1.0 or offset != 0.0:  # a mimic follower
             value = em.assign(f"{mult!r}*q[{col}]+{offset!r}")
         axes.append((prismatic, col, mult, [r[2], r[5], r[8]], list(p)))
         if prismatic:
-            p[:] = [
-                em.combine([_scaled(p[i], 1.0), _product(r[3 * i + 2], value)]) for i in range(3)
-            ]
+            p[:] = [em.combine([(1.0, p[i], 1.0), (1.0, r[3 * i + 2], value)]) for i in range(3)]
             continue
         c, s = em.assign(f"cos({value})"), em.assign(f"sin({value})")
         for i in range(3):
             a, b = r[3 * i], r[3 * i + 1]
-            r[3 * i] = em.combine([_product(a, c), _product(b, s)])
-            r[3 * i + 1] = em.combine([_product(b, c), _product(a, s, -1.0)])
+            r[3 * i] = em.combine([(1.0, a, c), (1.0, b, s)])
+            r[3 * i + 1] = em.combine([(1.0, b, c), (-1.0, a, s)])
     _compose(em, r, p, tip)
-    return em, [*r[0:3], p[0], *r[3:6], p[1], *r[6:9], p[2]], axes
+    return [*r[0:3], p[0], *r[3:6], p[1], *r[6:9], p[2]], axes
+
+
+def emit_jacobian(em: Emitter, axes: list[Axis], tip: list[Value], dof: int) -> list[list[Value]]:
+    """Emit the geometric Jacobian (``dof`` columns, linear rows first) of ``emit_pose``'s axes."""
+    terms: list[list[list[Term]]] = [[[] for _ in range(6)] for _ in range(dof)]
+    for prismatic, col, mult, z, origin in axes:
+        if prismatic:
+            for i in range(3):
+                terms[col][i].append((mult, z[i], 1.0))
+            continue
+        d = [em.combine([(1.0, tip[i], 1.0), (-1.0, origin[i], 1.0)]) for i in range(3)]
+        for i in range(3):
+            j, k = (i + 1) % 3, (i + 2) % 3
+            terms[col][i].append((mult, z[j], d[k]))
+            terms[col][i].append((-mult, z[k], d[j]))
+            terms[col][3 + i].append((mult, z[i], 1.0))
+    return [[em.combine(t) for t in column] for column in terms]
+
+
+def _pose(steps: list[Step], tip: Array) -> tuple[Emitter, list[Value], list[Axis]]:
+    em = Emitter()
+    pose, axes = emit_pose(em, steps, tip)
+    return em, pose, axes
 
 
 def _expressions(
@@ -230,7 +202,7 @@ def _expressions(
     em, pose, axes = _pose(steps, tip)
     tip_position = [pose[3], pose[7], pose[11]]
     pose_lines = len(em.lines)
-    columns = _jacobian(em, axes, tip_position, dof)
+    columns = emit_jacobian(em, axes, tip_position, dof)
     # The pose needs only the first ``pose_lines`` lines; a marker comment splits them.
     return (
         [*em.lines[:pose_lines], POSE_DONE, *em.lines[pose_lines:]],
@@ -251,35 +223,11 @@ def _generate(steps: list[Step], tip: Array, dof: int, *, jacobian: bool) -> str
     return "def f(q, cos, sin):\n" + "\n".join(body) + "\n"
 
 
-def _jacobian(
-    em: _Emitter,
-    axes: list[Axis],
-    tip: list[Value],
-    dof: int,
-) -> list[list[Value]]:
-    terms: list[list[list[Term]]] = [[[] for _ in range(6)] for _ in range(dof)]
-    for prismatic, col, mult, z, origin in axes:
-        if prismatic:
-            for i in range(3):
-                terms[col][i].append(_scaled(z[i], mult))
-            continue
-        d = [em.combine([_scaled(tip[i], 1.0), _scaled(origin[i], -1.0)]) for i in range(3)]
-        for i in range(3):
-            j, k = (i + 1) % 3, (i + 2) % 3
-            terms[col][i].append(_cross_term(z[j], d[k], mult))
-            terms[col][i].append(_cross_term(z[k], d[j], -mult))
-            terms[col][3 + i].append(_scaled(z[i], mult))
-    return [[em.combine(t) for t in column] for column in terms]
-
-
-def _cross_term(a: Value, b: Value, coef: float) -> Term:
-    if isinstance(a, float):
-        return _scaled(b, coef * a)
-    return _product(b, a, coef) if isinstance(b, str) else _scaled(a, coef * b)
-
-
 def _literal(value: Value) -> str:
-    return repr(float(value)) if isinstance(value, float) else value
+    """A constant's ``repr``, a name, or a negated name in parentheses (``(-v3)``)."""
+    if isinstance(value, float):
+        return repr(value)
+    return f"({value})" if value.startswith("-") else value
 
 
 def _compile(source: str) -> Callable[..., Any]:
