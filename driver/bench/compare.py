@@ -25,6 +25,7 @@ class CommandDiff:
     max_abs: float
     joints_differing: list[str]
     length_mismatch: bool
+    written_in_one: int = 0  # cycles where one run wrote a command and the other did not
 
     @property
     def identical(self) -> bool:
@@ -50,6 +51,7 @@ def compare_commands(a: Recording, b: Recording, *, atol: float = 1e-9) -> Comma
     delta = np.abs(np.where(nan_a | nan_b, 0.0, ca - cb))
     differs = (nan_a != nan_b) | (delta > atol)
     rows = np.flatnonzero(differs.any(axis=1))
+    one_sided = int(np.count_nonzero((nan_a != nan_b).any(axis=1)))
     return CommandDiff(
         cycles_compared=n,
         cycles_differing=int(rows.size),
@@ -57,6 +59,7 @@ def compare_commands(a: Recording, b: Recording, *, atol: float = 1e-9) -> Comma
         max_abs=float(delta.max()) if delta.size else 0.0,
         joints_differing=[names[j] for j in np.flatnonzero(differs.any(axis=0)).tolist()],
         length_mismatch=a.n_cycles != b.n_cycles,
+        written_in_one=one_sided,
     )
 
 
@@ -69,7 +72,8 @@ class BackendComparison:
     cycles: int
     measured_diff: list[ErrorStats]  # per joint [rad]
     ee_diff: list[ErrorStats]  # per chain [m]
-    commands: CommandDiff
+    commands: CommandDiff  # cycle by cycle (meaningful when both ran on a fake clock)
+    command_diff: list[ErrorStats]  # per joint [rad], at equal times
     summary_a: dict[str, Any]
     summary_b: dict[str, Any]
 
@@ -111,6 +115,7 @@ def compare_runs(a: Recording, b: Recording) -> BackendComparison:
     names, ia, ib = _common_joints(a, b)
     qb = _on_time_base(a, b, b["q_measured"][:, ib])
     dq = qb - a["q_measured"][:, ia]
+    dc = _on_time_base(a, b, b["q_command"][:, ib]) - a["q_command"][:, ia]
     chains = [c for c in a.header.chain_names if c in b.header.chain_names]
     ee = []
     for chain in chains:
@@ -125,6 +130,7 @@ def compare_runs(a: Recording, b: Recording) -> BackendComparison:
         measured_diff=[_stats(name, dq[:, j]) for j, name in enumerate(names)],
         ee_diff=ee,
         commands=compare_commands(a, b, atol=1e-6),
+        command_diff=[_stats(name, dc[:, j]) for j, name in enumerate(names)],
         summary_a={"timing": asdict(report_a.timing), "final_mode": report_a.final_mode},
         summary_b={"timing": asdict(report_b.timing), "final_mode": report_b.final_mode},
     )

@@ -12,9 +12,11 @@ the hardware did differently from the simulator).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Mapping
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,7 @@ from hilbot.driver.bench.scenario import FaultAction
 from hilbot.driver.config import RobotConfig
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.state import Command
+from hilbot.hal.backend import Backend, JointState
 
 _log = logging.getLogger(__name__)
 
@@ -68,6 +71,42 @@ def _by_cycle(entries: list[dict[str, Any]]) -> Mapping[int, list[dict[str, Any]
     return grouped
 
 
+class _PausingBackend:
+    """The simulator, whose reads let the replay in once while ``pause`` is set.
+
+    On a bus, reading yields to the event loop: a lifecycle command's caller
+    resumes in the middle of the cycle that follows the command, and the targets
+    it sends then still count for that cycle (``hilbot run --enable`` with a
+    trajectory, a bench run on the virtual bus). The simulator never yields, so
+    to replay such a cycle the replay sets ``pause`` and its reads yield once.
+    """
+
+    def __init__(self, inner: Backend) -> None:
+        self._inner = inner
+        self.pause = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def __aenter__(self) -> _PausingBackend:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._inner.__aexit__(exc_type, exc, tb)
+
+    async def read(self) -> JointState:
+        """Read the simulator, yielding to the replay first while paused."""
+        if self.pause:
+            await asyncio.sleep(0)
+        return await self._inner.read()
+
+
 async def replay(recording: Recording, config: RobotConfig, *, progress: bool = True) -> Recording:
     """Replay ``recording`` on the simulator of ``config`` under a fake clock.
 
@@ -80,12 +119,14 @@ async def replay(recording: Recording, config: RobotConfig, *, progress: bool = 
     bench = make_sim_backend(
         config, clock, initial_positions=start, seed=int(header.sim.get("seed", 0))
     )
+    backend = _PausingBackend(bench.backend)
     known = {c.value for c in Command}
     logged = [c for c in header.commands if c["command"] in known]  # not e.g. "shutdown"
     commands = _by_cycle(logged or inferred_commands(recording))
     faults = _by_cycle(header.faults)
+    new_targets = [bool(new.any()) for new in recording["target_new"]]
     bar = Progress(recording.n_cycles, enabled=None if progress else False)
-    async with Runtime(config, bench.backend, clock=clock) as runtime:
+    async with Runtime(config, backend, clock=clock) as runtime:
         replay_header = RecordingHeader(
             joint_names=(),
             chain_names=(),
@@ -104,8 +145,13 @@ async def replay(recording: Recording, config: RobotConfig, *, progress: bool = 
                 cycle = int(recording["cycle"][row])
                 while runtime.stats.cycles < cycle - 1:  # idle cycles before the recording
                     await runtime.wait_cycles(1)
+                if cycle not in commands:  # a command clears the targets itself
+                    _drop_stale_poses(runtime, recording, recorder, row)
+                # Targets new in a command's cycle arrived while it ran (see _PausingBackend).
+                backend.pause = bool(new_targets[row]) and cycle in commands
                 for entry in commands.get(cycle, ()):
                     await _command(runtime, recorder, entry["command"])
+                backend.pause = False
                 if runtime.stats.cycles >= cycle:
                     # A command returns after the cycle that follows it: as in the original
                     # run, nothing new could be sent for this cycle.
@@ -125,6 +171,26 @@ async def replay(recording: Recording, config: RobotConfig, *, progress: bool = 
         finally:
             bar.close()
         return recorder.finish()
+
+
+def _drop_stale_poses(runtime: Runtime, recording: Recording, replayed: Recorder, row: int) -> None:
+    """Drop the pose targets that the original run stopped using in ``row``.
+
+    The runtime drops a pose target that has not been refreshed for the watchdog
+    timeout. In real time that takes fewer cycles when ticks came late or were
+    skipped than on the replay's fake clock, where every cycle is one period; so
+    where the original dropped a target (its slot empty, no new target, no
+    command), the replay drops it in the same cycle.
+    """
+    done = len(replayed.buffer)
+    if row == 0 or done == 0:
+        return
+    before, now = recording["ee_target"][row - 1], recording["ee_target"][row]
+    still = replayed.buffer.arrays["ee_target"][done - 1]
+    for c, chain in enumerate(recording.header.chain_names):
+        dropped = np.isfinite(before[c]).all() and not np.isfinite(now[c]).all()
+        if dropped and not recording["target_new"][row, c] and np.isfinite(still[c]).all():
+            runtime.clear_target(chain)
 
 
 async def _command(runtime: Runtime, recorder: Recorder, name: str) -> None:

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from hilbot.driver.bench.compare import BackendComparison
+    from hilbot.driver.bench.metrics import ErrorStats
     from hilbot.driver.bench.scenario import Scenario
     from hilbot.driver.config import RobotConfig
 
@@ -41,7 +43,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="scenario YAML, or the name of a shipped one (e.g. openmanipulator_circle)",
     )
     choices = ("sim", "virtual", "dynamixel")
-    parser.add_argument("--backend", choices=choices, default="sim", help="default: sim")
+    parser.add_argument(
+        "--backend",
+        choices=choices,
+        default="sim",
+        help="sim: in-process simulator (default); virtual: the virtual Dynamixel bus on a pty; "
+        "dynamixel: the real arm on the config's port (or --port)",
+    )
+    parser.add_argument(
+        "--port", help="serial port of the real arm, overriding the config (single-bus robots)"
+    )
     parser.add_argument(
         "--compare-backend",
         choices=choices,
@@ -81,9 +92,10 @@ def run(args: argparse.Namespace) -> int:
     """Run the bench; 0 passed, 1 thresholds missed, 2 bad input, 3 the run failed."""
     from hilbot.driver.bench.errors import BenchError, RunFailed, ScenarioError, UnsupportedStep
     from hilbot.driver.bench.scenario import check_names, load_scenario, resolve_scenario
+    from hilbot.driver.bench.trace import check_traces
     from hilbot.driver.config import load_config
     from hilbot.driver.errors import DriverError
-    from hilbot.hal.errors import HalError
+    from hilbot.hal.errors import HalError, PortError
 
     if args.clock == "fake" and args.backend != "sim":
         print(
@@ -94,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         config = load_config(args.config)
+        if args.port is not None:
+            config = _with_port(config, args.port)
         scenario_file = resolve_scenario(args.scenario)
         scenario = load_scenario(scenario_file)
         rate = args.rate if args.rate is not None else scenario.rate_hz
@@ -104,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         if args.duration_scale != 1.0:
             scenario = scenario.scaled(args.duration_scale)
         check_names(scenario, config.joint_names, config.chain_names, path=scenario_file)
+        check_traces(scenario, scenario_file.parent, config.chain_names, path=scenario_file)
     except (DriverError, ValueError) as exc:
         print(f"hilbot bench: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -113,6 +128,14 @@ def run(args: argparse.Namespace) -> int:
     except (UnsupportedStep, ScenarioError) as exc:
         print(f"hilbot bench: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except PortError as exc:
+        print(
+            f"hilbot bench: cannot open the serial port {exc.port}: {_reason(exc)}. Connect the "
+            "arm's adapter, or give its port with --port (or in the config's buses); "
+            "`hilbot scan --port PORT` checks that the servos answer there",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     except RunFailed as exc:
         from hilbot.driver.bench.report import write_outputs
 
@@ -125,6 +148,25 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the runtime has already held and disabled torque
         print("hilbot bench: interrupted", file=sys.stderr)
         return 130
+
+
+def _with_port(config: RobotConfig, port: str) -> RobotConfig:
+    from hilbot.driver.errors import ConfigError
+
+    if len(config.buses) != 1:
+        raise ConfigError(None, ("buses",), "--port needs a single-bus robot; edit the config")
+    bus = config.buses[0].model_copy(update={"port": port})
+    return config.model_copy(update={"buses": (bus,)})
+
+
+def _reason(exc: BaseException) -> str:
+    """The operating system's reason behind a port error (``No such file or directory``)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror
+        cause = cause.__cause__ or cause.__context__
+    return str(exc)
 
 
 def _bench(
@@ -172,13 +214,26 @@ def _bench(
         )
         if not args.no_plots:
             plot_comparison(recordings[0], recordings[1], out / "comparison.png")
-        worst = max((s.rms for s in comparison.measured_diff if s.samples), default=float("nan"))
-        print(
-            f"comparison {comparison.backend_a} vs {comparison.backend_b}: measured joint "
-            f"difference rms up to {worst * 1e3:.2f} mrad; commands identical: "
-            f"{comparison.commands.identical}; wrote {out / 'comparison.json'}"
-        )
+        print(_comparison_line(comparison, out))
     return 0 if passed else EXIT_MISSED
+
+
+def _comparison_line(comparison: BackendComparison, out: Path) -> str:
+    """One line: the worst joint and tool-path differences between the two runs."""
+
+    def worst(stats: list[ErrorStats], scale: float, unit: str) -> str:
+        valid = [s for s in stats if s.samples]
+        if not valid:
+            return "n/a"
+        top = max(valid, key=lambda s: s.rms)
+        return f"rms {top.rms * scale:.2f} {unit} ({top.name}), max {top.max * scale:.2f} {unit}"
+
+    return (
+        f"comparison {comparison.backend_b} minus {comparison.backend_a}, at equal times: "
+        f"measured {worst(comparison.measured_diff, 1e3, 'mrad')}; "
+        f"commanded {worst(comparison.command_diff, 1e3, 'mrad')}; "
+        f"tool path {worst(comparison.ee_diff, 1e3, 'mm')}; wrote {out / 'comparison.json'}"
+    )
 
 
 @contextlib.contextmanager

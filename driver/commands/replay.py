@@ -77,11 +77,27 @@ def run(args: argparse.Namespace) -> int:
         if diff.length_mismatch
         else ""
     )
-    first = "" if diff.first_cycle is None else f", first at row {diff.first_cycle}"
+    first = ""
+    if diff.first_cycle is not None:
+        row = diff.first_cycle
+        cycle, t = int(recording["cycle"][row]), float(recording["t"][row] - recording["t"][0])
+        first = f", first at cycle {cycle} ({t:.3f} s in)"
+    one_sided = (
+        f"; {diff.written_in_one} of them wrote no command in one run (a failed bus read or "
+        f"write: {int(recording['bus_errors'][-1])} bus errors in the recording)"
+        if diff.written_in_one
+        else ""
+    )
     print(
         f"commands differ in {diff.cycles_differing} of {diff.cycles_compared} cycles{first}; "
-        f"max |difference| {diff.max_abs:.3g} rad; joints: "
+        f"max |difference| {diff.max_abs:.3g} rad{one_sided}; joints: "
         f"{', '.join(diff.joints_differing) or 'none'}{length}",
         file=sys.stderr,
     )
+    if header.backend != "sim":
+        print(
+            f"(a {header.backend} recording: the simulator does not repeat its bus errors, "
+            "timing or servo behaviour; --atol RAD ignores small differences)",
+            file=sys.stderr,
+        )
     return EXIT_DIFFERENT

@@ -200,3 +200,27 @@ def test_fault_steps_are_refused_on_hardware_before_a_port_opens(tmp_path, capsy
     code = main([*args, "--backend", "dynamixel", "--out", str(tmp_path / "out"), "--quiet"])
     assert code == 2
     assert "step 2 (fault) cannot run on the dynamixel backend" in capsys.readouterr().err
+
+
+def test_a_teleop_file_that_cannot_be_read_is_refused_before_the_run(tmp_path, capsys):
+    scenario = tmp_path / "teleop.yaml"
+    scenario.write_text(
+        "name: teleop\nsteps:\n"
+        "  - {kind: command, command: enable}\n"
+        "  - {kind: teleop, file: missing.csv, chain: arm}\n"
+    )
+    code, out = _bench(tmp_path, scenario)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "steps.1.teleop.file: missing.csv: cannot read: No such file or directory" in err
+    assert not out.exists()
+
+
+def test_a_real_arm_whose_port_does_not_open_is_a_clear_failure(tmp_path, capsys):
+    args = ["bench", "openmanipulator_x", "--scenario", "openmanipulator_circle", "--quiet"]
+    port = str(tmp_path / "ttyUSB9")
+    code = main([*args, "--backend", "dynamixel", "--port", port, "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert f"cannot open the serial port {port}: " in err
+    assert "--port" in err

@@ -11,9 +11,16 @@ import numpy as np
 import pytest
 
 from hilbot.driver.bench.backends import BackendKind, ClockKind
+from hilbot.driver.bench.compare import compare_commands
+from hilbot.driver.bench.replay import replay
 from hilbot.driver.bench.report import write_outputs
 from hilbot.driver.bench.runner import RunOptions, run_bench
-from hilbot.driver.bench.scenario import load_scenario, resolve_scenario, shipped_scenarios
+from hilbot.driver.bench.scenario import (
+    load_scenario,
+    parse_scenario,
+    resolve_scenario,
+    shipped_scenarios,
+)
 from hilbot.driver.cli import main
 from hilbot.driver.config import load_config
 from hilbot.hal.errors import HalError
@@ -89,3 +96,30 @@ def test_compare_sim_with_the_virtual_bus(tmp_path, capsys):
     assert (comparison["backend_a"], comparison["backend_b"]) == ("sim", "virtual")
     assert {s["name"] for s in comparison["measured_diff"]} >= {"joint1", "joint4"}
     assert (out / "sim" / "summary.json").exists() and (out / "virtual" / "summary.json").exists()
+
+
+async def test_a_virtual_bus_run_replays_to_the_same_commands_where_both_wrote(config):
+    # On a bus, a command's caller resumes inside the next cycle (reads yield), so the
+    # targets it sends right after ``enable`` count for that cycle; the replay on the
+    # simulator must put them there too, or every later command is one cycle behind.
+    scenario = parse_scenario(
+        {
+            "name": "line",
+            "steps": [
+                {"kind": "command", "command": "enable"},
+                {"kind": "cartesian_line", "chain": "arm", "offset": [0, 0.02, 0], "duration": 0.4},
+                {"kind": "step", "deltas": {"joint1": 0.1}, "hold": 0.2},
+            ],
+            "thresholds": {"command_failures_max": None},
+        }
+    )
+    options = RunOptions(config_path="openmanipulator_x", progress=False)
+    recording = await _run_virtual(config, scenario, options)
+    again = await replay(recording, config, progress=False)
+    diff = compare_commands(recording, again, atol=0.0)
+    assert diff.cycles_compared == recording.n_cycles
+    # Only cycles whose bus read or write failed in the original (no command written
+    # there; the simulator has no such failure) may differ, and by nothing else.
+    assert diff.cycles_differing == diff.written_in_one, diff
+    assert diff.written_in_one <= int(recording["bus_errors"][-1])
+    assert diff.max_abs == 0.0
