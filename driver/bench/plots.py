@@ -12,12 +12,17 @@ from typing import Any
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from numpy.typing import NDArray
 
-from hilbot.driver.bench.metrics import LATENESS_BINS, ee_errors
+from hilbot.driver.bench.metrics import LATENESS_BINS, ee_errors, fault_events
 from hilbot.driver.bench.recording import Recording
 
 DPI = 80
+MIN_JOINT_SPAN = 0.02  # [rad] joint axes span at least this: one encoder tick is not a swing
+#: Background of the cycles a run spent outside ``armed``, by mode.
+MODE_SHADES = {"disarmed": "0.88", "estopped": "#f6d2a8", "faulted": "#f4b6b6"}
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -38,24 +43,120 @@ def _square_limits(ax: Any, points: NDArray[np.float64]) -> None:
     ax.set_ylim(centre[1] - half, centre[1] + half)
 
 
+def _min_span(ax: Any, span: float) -> None:
+    """Widen the y axis to at least ``span`` around its centre."""
+    low, high = ax.get_ylim()
+    if high - low < span:
+        centre = (low + high) / 2.0
+        ax.set_ylim(centre - span / 2.0, centre + span / 2.0)
+
+
+def _shade_modes(ax: Any, recording: Recording) -> list[str]:
+    """Shade the cycles spent outside ``armed``; return the modes shaded."""
+    t, mode = recording["t"], recording["mode"]
+    shaded = []
+    for index, name in enumerate(recording.header.modes):
+        colour = MODE_SHADES.get(name)
+        where = mode == index
+        if colour is None or not where.any():
+            continue
+        ax.fill_between(
+            t,
+            0,
+            1,
+            where=where,
+            step="post",
+            color=colour,
+            lw=0,
+            transform=ax.get_xaxis_transform(),
+            label=name,
+            zorder=0,
+        )
+        shaded.append(name)
+    return shaded
+
+
+def _injected(recording: Recording) -> list[tuple[str, str, float, float]]:
+    """Injected faults as ``(joint, action, start, end)`` [s] (end: when cleared)."""
+    cycles, t = recording["cycle"], recording["t"]
+    if not t.size:
+        return []
+
+    def time_of(cycle: int) -> float:
+        row = min(int(np.searchsorted(cycles, cycle)), t.size - 1)
+        return float(t[row])
+
+    spans: list[tuple[str, str, float, float]] = []
+    open_: dict[tuple[str, str], float] = {}
+    for entry in recording.header.faults:
+        key = (str(entry.get("joint")), str(entry.get("action")))
+        if entry.get("clear"):
+            if key in open_:
+                spans.append((*key, open_.pop(key), time_of(int(entry["cycle"]))))
+        else:
+            open_[key] = time_of(int(entry["cycle"]))
+    spans += [(*key, start, float(t[-1])) for key, start in open_.items()]
+    return spans
+
+
 def plot_joints(recording: Recording, path: Path) -> Path:
-    """Commanded, target and measured position per joint over time."""
+    """Commanded, target and measured position per joint over time.
+
+    The background shows the mode (unshaded: armed) and, on a joint's axis, the
+    faults injected into it; a vertical red line marks a hardware error it reported.
+    """
     names = recording.header.joint_names
     t = recording["t"]
-    fig = Figure(figsize=(8, 1.6 * max(len(names), 1) + 0.6), layout="constrained")
+    fig = Figure(figsize=(8, 1.6 * max(len(names), 1) + 0.9), layout="constrained")
     axes = fig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
+    injected = _injected(recording)
+    onsets = fault_events(recording)
     for j, (ax, name) in enumerate(zip(axes, names, strict=True)):
+        _shade_modes(ax, recording)
         ax.plot(t, recording["q_target"][:, j], color="0.6", lw=1, ls="--", label="target")
         ax.plot(t, recording["q_command"][:, j], color="C0", lw=1.2, label="commanded")
         ax.plot(t, recording["q_measured"][:, j], color="C1", lw=1, label="measured")
         clamped = np.flatnonzero(recording["clamped"][:, j])
         if clamped.size:
             ax.plot(t[clamped], recording["q_command"][clamped, j], "r.", ms=3, label="clamped")
+        for joint, action, start, end in injected:
+            if joint == name:
+                ax.axvspan(start, max(end, start + 0.01), color="C4", alpha=0.25, lw=0)
+                ax.text(
+                    start,
+                    0.97,
+                    f" {action}",
+                    transform=ax.get_xaxis_transform(),
+                    va="top",
+                    fontsize="x-small",
+                    color="C4",
+                )
+        for event in onsets:
+            if event.joint == name:
+                ax.axvline(event.t, color="C3", lw=1.2)
+                ax.text(
+                    event.t,
+                    0.03,
+                    f" {event.flags}",
+                    transform=ax.get_xaxis_transform(),
+                    fontsize="x-small",
+                    color="C3",
+                )
+        _min_span(ax, MIN_JOINT_SPAN)
         ax.set_ylabel(f"{name}\n[rad]")
         ax.grid(alpha=0.3)
-    axes[0].legend(loc="upper right", fontsize="small", ncols=4)
+    handles, labels = axes[0].get_legend_handles_labels()
+    if injected:
+        handles.append(Patch(color="C4", alpha=0.25))
+        labels.append("fault injected")
+    if onsets:
+        handles.append(Line2D([], [], color="C3", lw=1.2))
+        labels.append("hardware error")
+    fig.legend(
+        handles, labels, loc="outside lower center", fontsize="small", ncols=min(len(labels), 5)
+    )
     axes[-1].set_xlabel("time [s]")
-    fig.suptitle("joints: commanded vs measured")
+    fig.suptitle("joints: target, commanded (after the safety layer) and measured")
     return _save(fig, path)
 
 
@@ -77,6 +178,8 @@ def plot_end_effectors(recording: Recording, path: Path) -> Path:
         for ax, (i, k) in zip(axes[c, :2], ((0, 1), (0, 2)), strict=True):
             ax.plot(target[:, i], target[:, k], color="0.5", ls="--", lw=1, label="target")
             ax.plot(measured[:, i], measured[:, k], color="C1", lw=1, label="measured")
+            first = int(np.argmax(np.all(np.isfinite(measured), axis=1)))
+            ax.plot(measured[first, i], measured[first, k], "o", color="C1", ms=4, label="start")
             ax.set_xlabel(f"{'xyz'[i]} [m]")
             ax.set_ylabel(f"{'xyz'[k]} [m]")
             _square_limits(ax, np.vstack([target[:, [i, k]], measured[:, [i, k]]]))
@@ -85,6 +188,17 @@ def plot_end_effectors(recording: Recording, path: Path) -> Path:
         axes[c, 1].set_title(f"{name}: path (side view)")
         axes[c, 0].legend(fontsize="small")
         axes[c, 2].plot(t, errors[:, c] * 1e3, color="C3", lw=1)
+        if t.size > 1:
+            axes[c, 2].set_xlim(float(t[0]), float(t[-1]))
+        if not np.isfinite(errors[:, c]).any():
+            axes[c, 2].text(
+                0.5,
+                0.5,
+                "no pose target in this run\n(joint-space steps only)",
+                ha="center",
+                va="center",
+                transform=axes[c, 2].transAxes,
+            )
         axes[c, 2].set_xlabel("time [s]")
         axes[c, 2].set_ylabel("error [mm]")
         axes[c, 2].set_title(f"{name}: position error")
@@ -127,6 +241,7 @@ def plot_overview(recording: Recording, path: Path) -> Path:
     j = int(np.nanargmax(np.nanstd(recording["q_command"], axis=0))) if recording.n_cycles else 0
     ax_joint.plot(t, recording["q_command"][:, j], label="commanded")
     ax_joint.plot(t, recording["q_measured"][:, j], label="measured")
+    _min_span(ax_joint, MIN_JOINT_SPAN)
     ax_joint.set_title(f"{recording.header.joint_names[j]}")
     ax_joint.set_xlabel("time [s]")
     ax_joint.set_ylabel("[rad]")
