@@ -297,6 +297,8 @@ class Recording:
             raw = path.read_bytes()
         except OSError as exc:
             raise RecordingError(path, f"cannot read: {exc.strerror}") from exc
+        if not zipfile.is_zipfile(io.BytesIO(raw)):
+            raise RecordingError(path, "not a numpy .npz recording (not a zip archive)")
         try:
             with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
                 arrays = {name: npz[name] for name in npz.files}
