@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import TextIO
+
+
+class _ClearLine(logging.Filter):
+    """Erases the status line before a log record is written to the same stream."""
+
+    def __init__(self, progress: Progress) -> None:
+        super().__init__()
+        self._progress = progress
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self._progress.clear_line()
+        return True
 
 
 class Progress:
@@ -31,6 +44,9 @@ class Progress:
         self._interval = 1.0 / hz
         self._last = -float("inf")
         self._shown = False
+        self._on_line = False  # the status line is on screen (no newline after it yet)
+        self._filter = _ClearLine(self)
+        self._handlers: list[logging.Handler] = []
 
     def update(self, done: int, status: str = "") -> None:
         """Show ``done`` of ``total`` and a short ``status`` (throttled)."""
@@ -43,13 +59,34 @@ class Progress:
         fraction = min(done / self.total, 1.0)
         filled = int(fraction * 20)
         bar = "#" * filled + "-" * (20 - filled)
+        if not self._shown:
+            self._watch_logging()
         self.stream.write(f"\r[{bar}] {fraction * 100:5.1f}% {status}\x1b[K")
         self.stream.flush()
-        self._shown = True
+        self._shown = self._on_line = True
+
+    def clear_line(self) -> None:
+        """Erase the status line (a log record follows); the next update redraws it."""
+        if self._on_line:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._on_line = False
+            self._last = -float("inf")
+
+    def _watch_logging(self) -> None:
+        """Clear the line before log records that go to our stream (they would run into it)."""
+        for handler in logging.getLogger().handlers:
+            if getattr(handler, "stream", None) is self.stream:
+                handler.addFilter(self._filter)
+                self._handlers.append(handler)
 
     def close(self) -> None:
         """End the status line (a newline, if anything was shown)."""
+        for handler in self._handlers:
+            handler.removeFilter(self._filter)
+        self._handlers.clear()
         if self._shown:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._shown = False
+            if self._on_line:
+                self.stream.write("\n")
+                self.stream.flush()
+            self._shown = self._on_line = False

@@ -1,6 +1,7 @@
 """Small pieces: pose-target round trips, teleop traces, the progress line, fault injection."""
 
 import io
+import logging
 
 import numpy as np
 import pytest
@@ -100,6 +101,27 @@ def test_progress_shows_on_a_terminal_only():
     loud.close()
     assert "100.0% step 1/1 hold" in stream.getvalue()
     assert stream.getvalue().endswith("\n")
+
+
+def test_a_log_record_does_not_run_into_the_progress_line():
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        bar = Progress(10, stream=stream, enabled=True)
+        bar.update(3, "step 1/2 hold")
+        logging.getLogger("hilbot.test").warning("watchdog tripped")
+        bar.update(10, "step 2/2 hold")
+        bar.close()
+        logging.getLogger("hilbot.test").warning("after the bar")
+    finally:
+        root.removeHandler(handler)
+    lines = stream.getvalue().split("\n")
+    assert lines[0].endswith("step 1/2 hold\x1b[K\r\x1b[Kwatchdog tripped")
+    assert lines[1].endswith("100.0% step 2/2 hold\x1b[K")
+    assert lines[2] == "after the bar"  # the bar's filter is gone: nothing to erase
+    assert not handler.filters
 
 
 def test_faults_are_set_and_cleared_on_the_servo_record():
