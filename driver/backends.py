@@ -189,10 +189,13 @@ def dynamixel_backend(
 
 
 @contextlib.asynccontextmanager
-async def build_backend(config: RobotConfig, kind: str) -> AsyncIterator[Backend]:
+async def build_backend(
+    config: RobotConfig, kind: str, *, virtual_return_delay: int | None = 0
+) -> AsyncIterator[Backend]:
     """Yield the (not yet entered) backend of ``kind`` for ``config``.
 
-    For ``virtual``, the virtual buses run for as long as the context is open.
+    For ``virtual``, the virtual buses run for as long as the context is open, their
+    servos with ``virtual_return_delay`` as Return Delay Time (see :func:`virtual_buses`).
 
     Raises:
         BackendError: unknown kind.
@@ -202,7 +205,7 @@ async def build_backend(config: RobotConfig, kind: str) -> AsyncIterator[Backend
     elif kind == "dynamixel":
         yield dynamixel_backend(config, pipeline="auto")
     elif kind == "virtual":
-        async with virtual_buses(config) as ports:
+        async with virtual_buses(config, return_delay_time=virtual_return_delay) as ports:
             yield dynamixel_backend(config, ports, margin_ms=VIRTUAL_MARGIN_MS, pipeline="auto")
     else:
         raise BackendError(f"unknown backend {kind!r}; expected sim, virtual or dynamixel")
@@ -210,13 +213,17 @@ async def build_backend(config: RobotConfig, kind: str) -> AsyncIterator[Backend
 
 @contextlib.asynccontextmanager
 async def virtual_buses(
-    config: RobotConfig, *, timeout: float = 20.0
+    config: RobotConfig, *, timeout: float = 20.0, return_delay_time: int | None = 0
 ) -> AsyncIterator[dict[str, str]]:
     """Serve the config's buses as virtual Dynamixel buses in a child process.
 
     The buses run in their own process (``hilbot sim-bus``), like a real device: the
     host's event loop and the simulated servos do not share one interpreter lock.
     Yields ``{bus name: pty path}``; the child is terminated on exit.
+
+    ``return_delay_time`` is every virtual servo's Return Delay Time register (2 µs units).
+    The default, 0, is an arm set up as docs/hardware.md recommends; ``None`` keeps the
+    factory value (250, 500 µs before every reply), as a servo straight from the box has.
 
     Raises:
         BackendError: the child did not report its ports within ``timeout`` seconds.
@@ -239,6 +246,7 @@ async def virtual_buses(
             "hilbot",
             "sim-bus",
             path,
+            *(() if return_delay_time is None else ("--return-delay", str(return_delay_time))),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             # Its own process group: Ctrl+C at a terminal signals the foreground group, and

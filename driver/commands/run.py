@@ -45,6 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "pty, driven by the real Dynamixel backend; dynamixel: the real bus",
     )
     parser.add_argument("--port", help="serial port, overriding the config (single-bus robots)")
+    parser.add_argument(
+        "--virtual-return-delay",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--backend virtual: the virtual servos' Return Delay Time register, in 2 µs units "
+        "(default 0, a set-up arm; 250 is the factory value)",
+    )
     parser.add_argument("--rate", type=float, metavar="HZ", help="loop rate, overriding the config")
     parser.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     parser.add_argument("--enable", action="store_true", help="enable torque (arm) at start")
@@ -168,7 +176,11 @@ async def _main(
             continue
         with contextlib.suppress(NotImplementedError):  # not on Windows
             loop.add_signal_handler(sig, stop.set)
-    async with build(config, args.backend) as backend, Runtime(config, backend) as runtime:
+    backend_options = {"virtual_return_delay": args.virtual_return_delay}
+    async with (
+        build(config, args.backend, **backend_options) as backend,
+        Runtime(config, backend) as runtime,
+    ):
         for listener in extra_listeners(args, runtime):
             runtime.add_cycle_listener(listener)
         if args.enable:
