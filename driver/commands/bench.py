@@ -97,6 +97,13 @@ def run(args: argparse.Namespace) -> int:
     from hilbot.driver.errors import DriverError
     from hilbot.hal.errors import HalError, PortError
 
+    if args.compare_backend is not None and args.compare_backend == args.backend:
+        print(
+            f"hilbot bench: --compare-backend {args.compare_backend} is the --backend already; "
+            "compare with another one (e.g. --backend sim --compare-backend virtual)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     if args.clock == "fake" and args.backend != "sim":
         print(
             f"hilbot bench: --clock fake works with the sim backend only, not {args.backend} "

@@ -138,6 +138,14 @@ def test_cli_refuses_a_fake_clock_on_the_virtual_bus(tmp_path, capsys):
     assert "--clock fake works with the sim backend only" in capsys.readouterr().err
 
 
+def test_cli_refuses_to_compare_a_backend_with_itself(tmp_path, capsys):
+    scenario = _write_scenario(tmp_path, {})
+    code, out = _bench(tmp_path, scenario, "--compare-backend", "sim")
+    assert code == 2
+    assert "--compare-backend sim is the --backend already" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_cli_rejects_unknown_joints_and_chains_before_anything_moves(tmp_path, capsys):
     bad = tmp_path / "names.yaml"
     bad.write_text(
