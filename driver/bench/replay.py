@@ -138,13 +138,14 @@ async def replay(recording: Recording, config: RobotConfig, *, progress: bool = 
             clock=ClockKind.FAKE.value,
             sim=bench.sim,
         )
-        recorder = Recorder(runtime, replay_header, capacity=recording.n_cycles + 16).start()
+        recorder = Recorder(runtime, replay_header, capacity=recording.n_cycles + 16)
         servo_of = {s.joint: s.id for s in config.servos if s.shadow_of is None}
         try:
             for row in range(recording.n_cycles):
                 cycle = int(recording["cycle"][row])
                 while runtime.stats.cycles < cycle - 1:  # idle cycles before the recording
                     await runtime.wait_cycles(1)
+                recorder.start()  # from the recording's first cycle: rows line up with it
                 if cycle not in commands:  # a command clears the targets itself
                     _drop_stale_poses(runtime, recording, recorder, row)
                 # Targets new in a command's cycle arrived while it ran (see _PausingBackend).

@@ -39,6 +39,18 @@ async def test_a_recorded_run_replays_to_identical_commands(config, name, scale,
     assert (again["mode"] == recording["mode"]).all()
 
 
+async def test_a_recording_that_starts_after_idle_cycles_replays_row_for_row(config, tmp_path):
+    # A recorder attached to a runtime that had already run a few cycles: the replay
+    # idles through them, then records from the same cycle, so rows line up.
+    recording = await _record(config, "openmanipulator_step", 0.1, tmp_path)
+    recording.channels["cycle"] = recording["cycle"] + 4
+    recording.header.commands = [{**c, "cycle": c["cycle"] + 4} for c in recording.header.commands]
+    again = await replay(recording, config, progress=False)
+    assert again["cycle"][0] == recording["cycle"][0] == 5
+    diff = compare_commands(recording, again, atol=0.0)
+    assert diff.identical, diff
+
+
 def test_replay_reports_a_changed_target(config, tmp_path, capsys):
     # Sync test: the command line runs its own event loop.
     recording = asyncio.run(_record(config, "openmanipulator_circle", 0.1, tmp_path))
