@@ -91,41 +91,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the bench; 0 passed, 1 thresholds missed, 2 bad input, 3 the run failed."""
     from hilbot.driver.bench.errors import BenchError, RunFailed, ScenarioError, UnsupportedStep
-    from hilbot.driver.bench.scenario import check_names, load_scenario, resolve_scenario
-    from hilbot.driver.bench.trace import check_traces
-    from hilbot.driver.config import load_config
     from hilbot.driver.errors import DriverError
     from hilbot.hal.errors import HalError, PortError
 
-    if args.compare_backend is not None and args.compare_backend == args.backend:
-        print(
-            f"hilbot bench: --compare-backend {args.compare_backend} is the --backend already; "
-            "compare with another one (e.g. --backend sim --compare-backend virtual)",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
-    if args.clock == "fake" and args.backend != "sim":
-        print(
-            f"hilbot bench: --clock fake works with the sim backend only, not {args.backend} "
-            "(a bus runs in real time)",
-            file=sys.stderr,
-        )
+    problem = _option_problem(args)
+    if problem is not None:
+        print(f"hilbot bench: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        config = load_config(args.config)
-        if args.port is not None:
-            config = _with_port(config, args.port)
-        scenario_file = resolve_scenario(args.scenario)
-        scenario = load_scenario(scenario_file)
-        rate = args.rate if args.rate is not None else scenario.rate_hz
-        if rate is not None:
-            if not rate > 0:
-                raise ScenarioError(None, [("--rate", f"must be positive, got {rate}")])
-            config = config.model_copy(update={"rate_hz": rate})
-        if args.duration_scale != 1.0:
-            scenario = scenario.scaled(args.duration_scale)
-        check_names(scenario, config.joint_names, config.chain_names, path=scenario_file)
-        check_traces(scenario, scenario_file.parent, config.chain_names, path=scenario_file)
+        config, scenario, scenario_file = _load_inputs(args)
     except (DriverError, ValueError) as exc:
         print(f"hilbot bench: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -155,6 +129,50 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the runtime has already held and disabled torque
         print("hilbot bench: interrupted", file=sys.stderr)
         return 130
+
+
+def _option_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with a combination of options, if anything."""
+    if args.compare_backend is not None and args.compare_backend == args.backend:
+        return (
+            f"--compare-backend {args.compare_backend} is the --backend already; "
+            "compare with another one (e.g. --backend sim --compare-backend virtual)"
+        )
+    if args.clock == "fake" and args.backend != "sim":
+        return (
+            f"--clock fake works with the sim backend only, not {args.backend} "
+            "(a bus runs in real time)"
+        )
+    return None
+
+
+def _load_inputs(args: argparse.Namespace) -> tuple[RobotConfig, Scenario, Path]:
+    """The config (with --port and the rate applied) and the scenario, checked against it.
+
+    Raises:
+        DriverError: a bad config, or a scenario that does not fit the robot.
+        ValueError: a bad option value.
+    """
+    from hilbot.driver.bench.errors import ScenarioError
+    from hilbot.driver.bench.scenario import check_names, load_scenario, resolve_scenario
+    from hilbot.driver.bench.trace import check_traces
+    from hilbot.driver.config import load_config
+
+    config = load_config(args.config)
+    if args.port is not None:
+        config = _with_port(config, args.port)
+    scenario_file = resolve_scenario(args.scenario)
+    scenario = load_scenario(scenario_file)
+    rate = args.rate if args.rate is not None else scenario.rate_hz
+    if rate is not None:
+        if not rate > 0:
+            raise ScenarioError(None, [("--rate", f"must be positive, got {rate}")])
+        config = config.model_copy(update={"rate_hz": rate})
+    if args.duration_scale != 1.0:
+        scenario = scenario.scaled(args.duration_scale)
+    check_names(scenario, config.joint_names, config.chain_names, path=scenario_file)
+    check_traces(scenario, scenario_file.parent, config.chain_names, path=scenario_file)
+    return config, scenario, scenario_file
 
 
 def _with_port(config: RobotConfig, port: str) -> RobotConfig:
