@@ -145,24 +145,42 @@ async def test_bad_commands_write_nothing(open_bus, backend_for, chain):
             await arm.set_torque(True, ["elbow"])
 
 
-async def test_missing_servo_is_named(open_bus, backend_for, chain):
-    vbus = open_bus(chain("XM430-W350", 2))
+@pytest.mark.parametrize(("protocol", "model"), [(2, "XM430-W350"), (1, "AX-12A")])
+async def test_missing_servo_is_named(open_bus, backend_for, chain, protocol, model):
+    vbus = open_bus(chain(model, 2), protocol=protocol)
     with pytest.raises(StartupError) as err:
-        async with backend_for(vbus, chain("XM430-W350", 3)):
+        async with backend_for(vbus, chain(model, 3), protocol=protocol):
             pass
     assert err.value.servo_id == 3
     assert err.value.problem is StartupProblem.MISSING
     assert "hilbot scan" in str(err.value)
 
 
-async def test_wrong_model_is_named(open_bus, backend_for, chain):
-    vbus = open_bus({1: "XM430-W350", 2: "XL430-W250"})
+@pytest.mark.parametrize(
+    ("protocol", "present", "configured"),
+    [(2, "XL430-W250", "XM430-W350"), (1, "AX-12A", "MX-28")],
+)
+async def test_wrong_model_is_named(open_bus, backend_for, chain, protocol, present, configured):
+    vbus = open_bus({1: configured, 2: present}, protocol=protocol)
     with pytest.raises(StartupError) as err:
-        async with backend_for(vbus, chain("XM430-W350", 2)):
+        async with backend_for(vbus, chain(configured, 2), protocol=protocol):
             pass
     assert err.value.servo_id == 2
     assert err.value.problem is StartupProblem.WRONG_MODEL
-    assert (err.value.expected, err.value.found) == ("XM430-W350", "XL430-W250")
+    assert (err.value.expected, err.value.found) == (configured, present)
+
+
+async def test_unsupported_model_is_named(open_bus, backend_for, chain):
+    servos = chain("AX-12A", 2)
+    vbus = open_bus(servos, protocol=1)
+    vbus.servo(2).memory.set(N.MODEL_NUMBER, 999)  # a model hilbot has no table for
+    with pytest.raises(StartupError) as err:
+        async with backend_for(vbus, servos, protocol=1):
+            pass
+    assert err.value.servo_id == 2
+    assert err.value.problem is StartupProblem.UNSUPPORTED_MODEL
+    assert (err.value.expected, err.value.found) == ("AX-12A", 999)
+    assert vbus.register(1, N.TORQUE_ENABLE) == 0  # nothing was armed
 
 
 async def test_wrong_operating_mode(open_bus, backend_for, chain):

@@ -76,6 +76,13 @@ GOLDEN_2_INSTRUCTIONS = [
         ),
         "FF FF FD 00 FE 11 00 83 74 00 04 00 01 96 00 00 00 02 AA 00 00 00 82 87",
     ),
+    ("reboot id 1", InstructionPacket(2, 1, Ins.REBOOT), "FF FF FD 00 01 03 00 08 2F 4E"),
+    ("action id 1", InstructionPacket(2, 1, Ins.ACTION), "FF FF FD 00 01 03 00 05 02 CE"),
+    (
+        "factory reset all but the id",
+        InstructionPacket(2, 1, Ins.FACTORY_RESET, b"\x01"),
+        "FF FF FD 00 01 04 00 06 01 A1 E6",
+    ),
 ]
 
 GOLDEN_2_STATUS = [
@@ -130,6 +137,13 @@ GOLDEN_1_INSTRUCTIONS = [
         ),
         "FF FF FE 18 83 1E 04 00 10 00 50 01 01 20 02 60 03 02 30 00 70 01 03 20 02 80 03 12",
     ),
+    (
+        "reg write goal position 500",
+        InstructionPacket(1, 1, Ins.REG_WRITE, write_params(1, 0x1E, hx("F4 01"))),
+        "FF FF 01 05 04 1E F4 01 E2",
+    ),
+    ("broadcast action", InstructionPacket(1, BROADCAST_ID, Ins.ACTION), "FF FF FE 02 05 FA"),
+    ("factory reset id 0", InstructionPacket(1, 0, Ins.FACTORY_RESET), "FF FF 00 02 06 F7"),
 ]
 GOLDEN_1_STATUS = [
     ("ping reply", StatusPacket(1, 1, 0), "FF FF 01 02 00 FC"),
