@@ -32,6 +32,19 @@ def test_scan_finds_protocol2_servos_at_their_baud_rate(open_bus, capsys):
     assert all("1000000" in line for line in lines)
 
 
+def test_scan_finds_each_servo_at_the_baud_rate_it_listens_at(open_bus, capsys):
+    vbus = open_bus({1: "XM430-W350", 4: "XL430-W250"})
+    vbus.servo(4).memory.set(N.BAUD_RATE, 1)  # 57 600 bit/s (X series value 1)
+    args = ["scan", "--port", vbus.port, "--baud", "57600,1000000", "--protocol", "2"]
+    assert main([*args, "--margin-ms", "50"]) == 0
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()[1:] if line.strip()]
+    # id, model, model number, firmware, baud rate, protocol; in the order found
+    assert lines == [
+        ["4", "XL430-W250", "1060", "45", "57600", "2.0"],
+        ["1", "XM430-W350", "1020", "45", "1000000", "2.0"],
+    ]
+
+
 def test_scan_protocol1_by_pinging_ids(open_bus, capsys):
     vbus = open_bus({3: "AX-12A"}, protocol=1)
     assert (
@@ -104,7 +117,12 @@ def test_doctor_prints_findings_and_budget(open_bus, capsys):
     assert "--return-delay 0" in out
     assert "position limits 0..4095" in out
     assert "timing budget" in out
-    assert "Hz" in out
+    # fast sync read of current, velocity and position (10 B at 126) from 2 servos:
+    # out 14 + 2 = 16 B and the 14 + 2 x 5 = 24 B sync write; back 8 + 2 x (10 + 4) = 36 B;
+    # 76 B at 10 µs plus one 500 µs return delay (a fast read has one) = 1260 µs
+    assert "fast sync read of 10 B + sync write of 4 B" in out
+    assert "76 B x 10 bit = 760 µs, return delays 500 µs" in out
+    assert "cycle 1260 µs -> at most 794 Hz" in out
 
 
 def test_doctor_flags_a_wrong_model(open_bus, capsys):
