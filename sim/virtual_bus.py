@@ -306,40 +306,52 @@ class VirtualBus:
         poller = select.poll()
         poller.register(self._master, select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)
+        with self.lock:
+            idle = self.model.at_rest()
         while True:
             # While something moves, advance the model every few ms so that answering
             # an instruction never has to integrate a long gap (which would delay it).
-            with self.lock:
-                idle = self.model.at_rest()
             events = dict(poller.poll(None if idle else BACKGROUND_STEP_MS))
+            # The first instruction's bytes were readable by now: time its wire from here,
+            # before the work of reading them. One that came in behind it, before the read,
+            # still starts after the first has left the wire (``_wire_free``), never earlier.
+            arrived = time.monotonic()
             if self._wake_r in events:
                 return
             if self._master not in events:
                 with self.lock:
                     self._advance()
+                    idle = self.model.at_rest()
                 continue
             try:
                 data = os.read(self._master, 4096)
             except OSError:
                 return
-            arrived = time.monotonic()
             for item in decoder.feed(data):
                 if not isinstance(item, InstructionPacket | DecodeError):
                     continue
                 try:
-                    self._answer(item, arrived)
+                    idle = self._answer(item, arrived)
                 except Exception as exc:  # keep serving; tests check bus.errors
                     _log.exception("virtual bus: failed to answer %r", item)
                     self.errors.append(exc)
+                    idle = False
 
-    def _answer(self, item: InstructionPacket | DecodeError, arrived: float) -> None:
+    def _answer(self, item: InstructionPacket | DecodeError, arrived: float) -> bool:
+        """Answer one instruction at its wire time; return whether the model is at rest.
+
+        The model's state is taken before the reply is written, so that once it is
+        written the server thread goes straight back to ``poll`` and frees its CPU for
+        the kernel work that delivers the reply to the host.
+        """
         with self.lock:
             now = self._advance()
             replies = self.handler.handle(item, now)
+            idle = self.model.at_rest()
         if not self.wire_timing:
             if replies:
                 os.write(self._master, b"".join(reply.data for reply in replies))
-            return
+            return idle
         byte_time = BITS_PER_BYTE / self.host_baudrate()
         # The pty delivers the host's bytes at once; on a wire they would take this long.
         done = max(arrived, self._wire_free) + _instruction_size(item) * byte_time
@@ -347,7 +359,7 @@ class VirtualBus:
             # An instruction without reply (sync write, broadcast) still holds the wire:
             # the next instruction's bytes queue behind it, as they would in a real adapter.
             self._wire_free = done
-            return
+            return idle
         data = b"".join(reply.data for reply in replies)
         for reply in replies:
             done += reply.delay + len(reply.data) * byte_time
@@ -356,6 +368,7 @@ class VirtualBus:
         self._sleeper.wait_until(done)
         os.write(self._master, data)
         self._wire_free = done
+        return idle
 
 
 def _raise_priority() -> None:
