@@ -260,7 +260,7 @@ class DynamixelBus:
         """Sync Write ``data[id]`` (``length`` bytes each) at ``address``; no reply."""
         if not data:
             return
-        params = P.sync_write_params(self.protocol, address, length, dict(data))
+        params = P.sync_write_params(self.protocol, address, length, data)
         self._send(
             P.InstructionPacket(self.protocol, P.BROADCAST_ID, P.Instruction.SYNC_WRITE, params)
         )
@@ -306,6 +306,8 @@ class DynamixelBus:
                 self.counters.retries += 1
                 method = plain(method)
             got, corrupt = self._group_attempt(method, pending)
+            if not attempt and len(got) == len(pending):  # the usual cycle: all answered
+                return got
             replies.update(got)
             missing = [r for r in pending if r[0] not in got]
             self.counters.timeouts += sum(1 for r in missing if r[0] not in corrupt)

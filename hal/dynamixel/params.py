@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 
 def _le(value: int, size: int) -> bytes:
@@ -25,7 +25,7 @@ def sync_read_params(address: int, length: int, ids: Iterable[int]) -> bytes:
     return _le(address, 2) + _le(length, 2) + bytes(ids)
 
 
-def sync_write_params(protocol: int, address: int, length: int, data: dict[int, bytes]) -> bytes:
+def sync_write_params(protocol: int, address: int, length: int, data: Mapping[int, bytes]) -> bytes:
     """Parameters of a Sync Write: address, length, then ``id data`` per servo."""
     size = 1 if protocol == 1 else 2
     out = bytearray(_le(address, size) + _le(length, size))
