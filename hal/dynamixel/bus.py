@@ -261,15 +261,16 @@ class DynamixelBus:
         if not data:
             return
         params = P.sync_write_params(self.protocol, address, length, data)
-        self._send(
-            P.InstructionPacket(self.protocol, P.BROADCAST_ID, P.Instruction.SYNC_WRITE, params)
+        packet = P.InstructionPacket(
+            self.protocol, P.BROADCAST_ID, P.Instruction.SYNC_WRITE, params
         )
+        # No reply comes, so stale input is left for the next read's send to drop: the
+        # write goes out without a flush in front of it (it is on the cycle's critical path).
+        self._send_bytes(P.encode_instruction(packet), "SYNC_WRITE", flush=False)
 
-    def _send(self, packet: P.InstructionPacket) -> None:
-        self._send_bytes(P.encode_instruction(packet), packet.instruction.name)
-
-    def _send_bytes(self, wire: bytes, instruction: str) -> None:
-        self.port.clearPort()
+    def _send_bytes(self, wire: bytes, instruction: str, *, flush: bool = True) -> None:
+        if flush:
+            self.port.clearPort()
         self.counters.transactions += 1
         if self.port.writePort(wire) != len(wire):
             raise CommError(None, instruction, CommResult.TX_FAIL)
