@@ -10,8 +10,14 @@ measure, in the same run:
 * the stock dynamixel-sdk (GroupSyncRead / GroupSyncWrite on the stock
   PortHandler), and the same SDK groups on our BlockingPortHandler: rate and CPU
   time per cycle (the stock handler busy-polls while it waits);
+* the floor: a plain blocking pyserial client sending packets encoded in advance and
+  reading the reply without decoding it, i.e. what the pty and the scheduler allow on
+  this machine; each row's share of the wire limit is also given relative to it;
 * the stall a missing servo causes (a sync read of 7 ids where id 7 is absent,
   minus a read of the 6 present ones).
+
+The rows but the backend's run interleaved: one round of ``--cycles`` cycles per row,
+``--reps`` rounds, medians over rounds.
 
 Usage: python benchmarks/bus_bench.py [--cycles 400] [--reps 5] [--sched fifo] [--no-write]
 """
