@@ -286,8 +286,9 @@ def main() -> None:
         f"{work['p99'] / work['p50']:.1f} x its median, and in CPU time (`time.thread_time`, "
         f"which leaves out time without a core) p50 {us(work['cpu_p50'])} µs, p99 "
         f"{us(work['cpu_p99'])} µs, {work['cpu_p99'] / work['cpu_p50']:.1f} x (a CPU-time tail "
-        "as long as the wall-time tail means the core itself ran slower, not that the thread "
-        "waited for it). The runtime's cycle time in the 500 Hz "
+        "as long as the wall-time tail means the time was lost while the thread ran, as far "
+        "as this machine can tell: to the host, not to this machine's own scheduler). "
+        "The runtime's cycle time in the 500 Hz "
         f"row above: p50 {us(rt500['cycle_time_s']['p50'])} µs, p99 "
         f"{us(rt500['cycle_time_s']['p99'])} µs, "
         f"{rt500['cycle_time_s']['p99'] / rt500['cycle_time_s']['p50']:.1f} x.",
