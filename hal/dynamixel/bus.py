@@ -98,6 +98,10 @@ class DynamixelBus:
         self.return_delay = 0.0  # [s] the slowest servo's return delay time
         self.byte_time = 10.0 / baudrate
         self._plans: dict[tuple[ReadMethod, tuple[tuple[int, int, int], ...]], _ReadPlan] = {}
+        #: Called (on this bus's thread) as soon as a group read's reply has fully arrived,
+        #: before it is decoded: the bus is free then, and the backend sends the goal write
+        #: queued behind the read. It must only send; errors it raises end the read.
+        self.on_reply: Callable[[], None] | None = None
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -258,15 +262,26 @@ class DynamixelBus:
 
     def sync_write(self, address: int, length: int, data: Mapping[int, bytes]) -> None:
         """Sync Write ``data[id]`` (``length`` bytes each) at ``address``; no reply."""
-        if not data:
-            return
+        if data:
+            self.send_sync_write(self.sync_write_packet(address, length, data))
+
+    def sync_write_packet(self, address: int, length: int, data: Mapping[int, bytes]) -> bytes:
+        """The encoded Sync Write of ``data[id]`` at ``address`` (pure: any thread may call it).
+
+        The backend encodes goal packets on the caller's side, so that the bus thread
+        only has to send them.
+        """
         params = P.sync_write_params(self.protocol, address, length, data)
         packet = P.InstructionPacket(
             self.protocol, P.BROADCAST_ID, P.Instruction.SYNC_WRITE, params
         )
+        return P.encode_instruction(packet)
+
+    def send_sync_write(self, wire: bytes) -> None:
+        """Send a packet made by :meth:`sync_write_packet`."""
         # No reply comes, so stale input is left for the next read's send to drop: the
         # write goes out without a flush in front of it (it is on the cycle's critical path).
-        self._send_bytes(P.encode_instruction(packet), "SYNC_WRITE", flush=False)
+        self._send_bytes(wire, "SYNC_WRITE", flush=False)
 
     def _send_bytes(self, wire: bytes, instruction: str, *, flush: bool = True) -> None:
         if flush:
@@ -347,10 +362,18 @@ class DynamixelBus:
         collector = ReplyCollector(self.protocol, reads, fast=plan.fast, counters=self.counters)
         # From when the instruction, and a sync write queued before it, left the adapter.
         deadline = max(time.monotonic(), self.port.tx_until) + wait
+        # Once the whole reply is in, the bus is free: packets waiting for that go out
+        # before the reply is decoded (one read per servo is several transactions: no).
+        on_reply = self.on_reply if method is not ReadMethod.READ_EACH else None
+        received = 0
         while not collector.complete:
             chunk = self.port.read_available(deadline - time.monotonic())
             if not chunk:
                 break
+            if on_reply is not None:
+                received += len(chunk)
+                if received == plan.reply_bytes:
+                    on_reply()
             collector.feed(chunk)
         return collector.finish()
 
