@@ -73,7 +73,14 @@ class MultiBackend:
         states = await asyncio.gather(*(b.read() for b in self._backends))
         counters = BusCounters()
         for s in states:
-            for field in ("transactions", "timeouts", "crc_errors", "retries", "servo_errors"):
+            for field in (
+                "transactions",
+                "timeouts",
+                "crc_errors",
+                "retries",
+                "servo_errors",
+                "watchdog_trips",
+            ):
                 setattr(counters, field, getattr(counters, field) + getattr(s.counters, field))
         return JointState(
             names=self._names,
@@ -85,6 +92,7 @@ class MultiBackend:
             timestamp=max(s.timestamp for s in states),
             effort_unit=tuple(u for s in states for u in s.effort_unit),
             counters=counters,
+            bus_watchdog_tripped=tuple(j for s in states for j in s.bus_watchdog_tripped),
         )
 
     def _split(self, joints: Iterable[str]) -> dict[int, list[str]]:
@@ -133,6 +141,13 @@ class MultiBackend:
             arm = getattr(backend, "arm_watchdog", None)
             if arm is not None:
                 await arm(timeout)
+
+    async def disarm_watchdog(self) -> None:
+        """Disarm (and clear a trip of) the servo-side bus watchdog on every bus."""
+        for backend in self._backends:
+            disarm = getattr(backend, "disarm_watchdog", None)
+            if disarm is not None:
+                await disarm()
 
 
 def sim_backend(config: RobotConfig, **options: Any) -> Backend:

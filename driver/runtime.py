@@ -137,6 +137,7 @@ class Runtime:
         self._torque_off_pending = False  # a fault disarmed the robot: torque off next cycle
         self._torque_off_failing = False  # that torque-off failed (logged once)
         self._hardware_faulted = False  # some joint reported a hardware error last read
+        self._bus_watchdog_faulted = False  # some joint's Bus Watchdog read tripped last read
         self._listeners: list[CycleListener] = []
         self._record = CycleRecord(desired=np.zeros(n), command=np.zeros(n))
         self._queue: asyncio.Queue[tuple[Command, asyncio.Future[None]]] = asyncio.Queue()
@@ -379,6 +380,8 @@ class Runtime:
         if state is not None:
             self._state = state
             self._check_hardware(state)
+            if state.bus_watchdog_tripped or self._bus_watchdog_faulted:
+                self._check_bus_watchdog(state)
         if self._torque_off_pending:
             await self._torque_off_after_fault()
         mode = self._modes.mode
@@ -540,6 +543,32 @@ class Runtime:
         if newly and self._modes.mode is not Mode.ESTOPPED:
             self._fault()
 
+    def _check_bus_watchdog(self, state: JointState) -> None:
+        """A tripped servo Bus Watchdog: report it; while armed, disarm (fault).
+
+        The servo has stopped by itself and ignores goals, so tracking must end. Recovery:
+        ``reset`` (torque off), then ``enable``, which clears and re-arms the watchdog and
+        starts from goal = present (no jump).
+        """
+        tripped = state.bus_watchdog_tripped
+        for key in [k for k in self._active_faults if k[0] is FaultKind.BUS_WATCHDOG]:
+            if key[1] not in tripped:
+                del self._active_faults[key]
+        self._bus_watchdog_faulted = bool(tripped)
+        newly = False
+        for joint in tripped:
+            if (FaultKind.BUS_WATCHDOG, joint) in self._active_faults:
+                continue
+            self._report(
+                FaultKind.BUS_WATCHDOG,
+                joint,
+                "servo bus watchdog tripped (no instruction reached it in time): it stopped "
+                "and ignores goals; reset, then enable to clear and re-arm it",
+            )
+            newly = True
+        if newly and self._modes.mode is Mode.ARMED:
+            self._fault()
+
     def _report(
         self, kind: FaultKind, joint: str | None, detail: str, *, active: bool = True
     ) -> None:
@@ -616,9 +645,9 @@ class Runtime:
             )
         self._targets.clear()  # a target sent before enabling must not make the arm jump
         self._home = None
+        await self._arm_bus_watchdog()  # first: a tripped watchdog would refuse the entry goal
         await self._backend.write(dict(zip(self.joint_names, entry.tolist(), strict=True)))
         self._command = entry
-        await self._arm_bus_watchdog()
         await self._backend.set_torque(True)
         self._modes.enable()
 
@@ -631,6 +660,19 @@ class Runtime:
         if disarm is not None:  # clears a watchdog that tripped while the loop was away
             await disarm()
         await arm(timeout)
+
+    async def _clear_bus_watchdog(self) -> None:
+        """Clear a tripped servo Bus Watchdog (torque is off); ``enable`` re-arms it."""
+        state = self._state
+        disarm = getattr(self._backend, "disarm_watchdog", None)
+        if state is None or not state.bus_watchdog_tripped or disarm is None:
+            return
+        await disarm()
+        self._state = await self._backend.read()
+        self._bus_watchdog_faulted = False
+        self._active_faults = {
+            k: f for k, f in self._active_faults.items() if k[0] is not FaultKind.BUS_WATCHDOG
+        }
 
     async def _disable(self) -> None:
         await self._backend.set_torque(False)
@@ -666,6 +708,7 @@ class Runtime:
             self._active_faults.clear()
         if mode in (Mode.ESTOPPED, Mode.FAULTED):
             await self._backend.set_torque(False)
+            await self._clear_bus_watchdog()
         self._modes.reset()
         self._hold = None
 

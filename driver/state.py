@@ -29,6 +29,7 @@ class FaultKind(enum.StrEnum):
     """Where a fault came from."""
 
     HARDWARE = "hardware"  # a servo's hardware-error status (overload, overheating, ...)
+    BUS_WATCHDOG = "bus_watchdog"  # a servo's Bus Watchdog tripped: it stopped, ignores goals
     BUS = "bus"  # reads or writes failing
     IK = "ik"  # a target the solver rejected
     INTERNAL = "internal"  # a bug: the loop caught an unexpected exception

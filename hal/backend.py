@@ -49,18 +49,29 @@ class EffortUnit(enum.StrEnum):
 
 @dataclass(slots=True)
 class BusCounters:
-    """Running totals of bus activity since the backend was opened."""
+    """Running totals of bus activity since the backend was opened.
+
+    ``crc_errors`` counts every corrupt reply: a bad CRC or checksum, or a well-formed
+    packet of the wrong shape (too short, another id). ``watchdog_trips`` counts the
+    servos found with a tripped Bus Watchdog (each trip once).
+    """
 
     transactions: int = 0
     timeouts: int = 0
     crc_errors: int = 0
     retries: int = 0
     servo_errors: int = 0
+    watchdog_trips: int = 0
 
     def copy(self) -> BusCounters:
         """Return a snapshot that later bus activity does not change."""
         return BusCounters(
-            self.transactions, self.timeouts, self.crc_errors, self.retries, self.servo_errors
+            self.transactions,
+            self.timeouts,
+            self.crc_errors,
+            self.retries,
+            self.servo_errors,
+            self.watchdog_trips,
         )
 
 
@@ -69,7 +80,10 @@ class JointState:
     """One read of every joint a backend drives, in SI units.
 
     Arrays are in ``names`` order. ``timestamp`` is ``time.monotonic()`` (or the
-    backend's injected clock) when the read completed.
+    backend's injected clock) when the read completed. ``bus_watchdog_tripped`` names
+    the joints whose servo (or a shadow) reports a tripped Bus Watchdog: it stopped by
+    itself and refuses goal positions until the watchdog is cleared (see
+    ``DynamixelBackend.arm_watchdog``); backends without one leave it empty.
     """
 
     names: tuple[str, ...]
@@ -81,6 +95,7 @@ class JointState:
     timestamp: float  # [s], monotonic
     effort_unit: tuple[EffortUnit, ...] = ()
     counters: BusCounters = field(default_factory=BusCounters)
+    bus_watchdog_tripped: tuple[str, ...] = ()
 
     def positions(self) -> dict[str, float]:
         """Return ``{joint name: position}``."""

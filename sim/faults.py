@@ -4,6 +4,7 @@ Each servo id has one ``ServoFaults`` record. Tests change its fields at any tim
 
     bus.faults(3).drop_rate = 0.5          # half the replies of servo 3 are lost
     bus.faults(3).corrupt_rate = 1.0       # every reply arrives with a bad CRC
+    bus.faults(3).truncate_rate = 1.0      # replies lose their data (valid CRC): a short reply
     bus.faults(3).delay = 0.004            # replies come 4 ms late
     bus.faults(3).unplug()                 # silent until .replug() (a power-up)
     bus.faults(3).brown_out()              # silent until rebooted (a reboot is answered)
@@ -37,6 +38,7 @@ class ReplyFate(enum.Enum):
     DELIVER = "deliver"
     DROP = "drop"
     CORRUPT = "corrupt"
+    TRUNCATE = "truncate"  # the parameters are cut to ``truncate_keep`` bytes, CRC valid
 
 
 def _check_rate(name: str, value: float) -> None:
@@ -52,6 +54,10 @@ class ServoFaults:
         servo_id: the servo these faults apply to.
         drop_rate: fraction of replies that are lost (the caller times out).
         corrupt_rate: fraction of replies sent with a corrupted CRC.
+        truncate_rate: fraction of replies whose parameters are cut short, with a valid
+            CRC (or checksum) over what is left: a short, well-formed reply, as a stale
+            status packet or a confused servo gives.
+        truncate_keep: how many parameter bytes a truncated reply keeps.
         delay: extra reply delay [s], on top of wire time and return delay time.
         hardware_error: error bits to latch on the servo at its next update; the owner
             consumes the field (sets it back to ``NONE``), the bits stay until a reboot.
@@ -64,6 +70,8 @@ class ServoFaults:
     servo_id: int
     drop_rate: float = 0.0
     corrupt_rate: float = 0.0
+    truncate_rate: float = 0.0
+    truncate_keep: int = 0
     delay: float = 0.0
     hardware_error: HardwareErrorFlags = HardwareErrorFlags.NONE
     presence: Presence = Presence.PRESENT
@@ -75,8 +83,10 @@ class ServoFaults:
         self._rng = np.random.default_rng([self.seed, self.servo_id])
 
     def __setattr__(self, name: str, value: object) -> None:
-        if name in ("drop_rate", "corrupt_rate"):
+        if name in ("drop_rate", "corrupt_rate", "truncate_rate"):
             _check_rate(name, float(value))  # type: ignore[arg-type]
+        elif name == "truncate_keep" and not int(value) >= 0:  # type: ignore[call-overload]
+            raise ValueError(f"truncate_keep must be >= 0 bytes, got {value!r}")
         elif name == "delay" and not float(value) >= 0.0:  # type: ignore[arg-type]
             raise ValueError(f"delay must be >= 0 seconds, got {value!r}")
         object.__setattr__(self, name, value)
@@ -117,17 +127,20 @@ class ServoFaults:
         return flags
 
     def reply_fate(self) -> ReplyFate:
-        """Draw what happens to the next reply (drop, corrupt or deliver)."""
+        """Draw what happens to the next reply (drop, corrupt, truncate or deliver)."""
         if self.drop_rate > 0.0 and self._rng.random() < self.drop_rate:
             return ReplyFate.DROP
         if self.corrupt_rate > 0.0 and self._rng.random() < self.corrupt_rate:
             return ReplyFate.CORRUPT
+        if self.truncate_rate > 0.0 and self._rng.random() < self.truncate_rate:
+            return ReplyFate.TRUNCATE
         return ReplyFate.DELIVER
 
     def clear(self) -> None:
         """Remove every injected fault (the servo answers normally again)."""
         self.drop_rate = 0.0
         self.corrupt_rate = 0.0
+        self.truncate_rate = 0.0
         self.delay = 0.0
         self.hardware_error = HardwareErrorFlags.NONE
         self.replug()

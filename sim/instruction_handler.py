@@ -11,7 +11,12 @@ in id order); sync and bulk reads (one status per servo, in the listed order); f
 sync and fast bulk reads (one packet from the broadcast id, each servo appending its
 slice, cut short where a servo does not answer); corrupt instructions answered with
 the CRC error (2.0) or checksum bit (1.0); unknown instructions with the instruction
-error. Injected faults decide per reply whether it is delivered, lost or corrupted.
+error. Injected faults decide per reply whether it is delivered, lost, corrupted or
+truncated (its parameters cut, with a valid CRC).
+
+Every instruction packet a servo receives (its own id, a broadcast, or a group
+instruction that lists it) restarts its Bus Watchdog timer (see ``VirtualServo.heard``);
+a corrupt frame, or a packet for other ids only, does not.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from hilbot.sim.faults import FaultTable, ReplyFate
 from hilbot.sim.virtual_servo import VirtualServo
 
 Ins = Instruction
+_BREAKS_FAST = (ReplyFate.DROP, ReplyFate.TRUNCATE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,19 +107,31 @@ class InstructionHandler:
         return [] if servo is None else [servo]
 
     def _status(self, servo: VirtualServo, error: int, params: bytes = b"") -> Reply | None:
-        data = encode_status(StatusPacket(self.protocol, servo.id, error, params))
-        return self._deliver(servo.id, servo.return_delay, data)
+        packet = StatusPacket(self.protocol, servo.id, error, params)
+        return self._deliver(packet, servo.return_delay)
 
-    def _deliver(self, servo_id: int, delay: float, data: bytes) -> Reply | None:
-        faults = self.faults.get(servo_id)
+    def _deliver(self, packet: StatusPacket, delay: float) -> Reply | None:
+        faults = self.faults.get(packet.id)
         if faults is None:
-            return Reply(data, delay)
+            return Reply(encode_status(packet), delay)
         fate = faults.reply_fate()
         if fate is ReplyFate.DROP:
             return None
+        if fate is ReplyFate.TRUNCATE:
+            packet = StatusPacket(
+                packet.protocol, packet.id, packet.error, packet.params[: faults.truncate_keep]
+            )
+        data = encode_status(packet)
         if fate is ReplyFate.CORRUPT:
             data = _corrupt(data)
         return Reply(data, delay + faults.delay)
+
+    @staticmethod
+    def _hear(servos: Iterable[VirtualServo | None], now: float) -> None:
+        """The servos received an instruction packet (their Bus Watchdog restarts)."""
+        for servo in servos:
+            if servo is not None:
+                servo.heard(now)
 
     # ------------------------------------------------------------------ dispatch
 
@@ -126,7 +144,7 @@ class InstructionHandler:
         self.instructions += 1
         inst = item.instruction
         if inst is Ins.PING:
-            return self._ping(item, online)
+            return self._ping(item, online, now)
         if inst is Ins.REBOOT:
             return self._reboot(item, online)
         if inst in (Ins.SYNC_READ, Ins.FAST_SYNC_READ, Ins.BULK_READ, Ins.FAST_BULK_READ):
@@ -134,7 +152,9 @@ class InstructionHandler:
         if inst in (Ins.SYNC_WRITE, Ins.BULK_WRITE):
             self._group_write(item, online, now)
             return []
-        replies = [self._unicast(item, servo, now) for servo in self._targets(item.id, online)]
+        targets = self._targets(item.id, online)
+        self._hear(targets, now)
+        replies = [self._unicast(item, servo, now) for servo in targets]
         if item.id == BROADCAST_ID:
             return []
         return [r for r in replies if r is not None]
@@ -150,11 +170,14 @@ class InstructionHandler:
         reply = self._status(servo, servo.error_byte(code, int(p1)))
         return [] if reply is None else [reply]
 
-    def _ping(self, item: InstructionPacket, online: dict[int, VirtualServo]) -> list[Reply]:
+    def _ping(
+        self, item: InstructionPacket, online: dict[int, VirtualServo], now: float
+    ) -> list[Reply]:
         if item.id == BROADCAST_ID and self.protocol == 1:
             return []  # Protocol 1.0 has no broadcast ping: servos stay silent
         replies = []
         for servo in self._targets(item.id, online):
+            servo.heard(now)
             params = b""
             if self.protocol == 2:
                 number = servo.spec.model_number.to_bytes(2, "little")
@@ -188,8 +211,7 @@ class InstructionHandler:
         error, params, needed = self._execute(item, servo, now)
         if level < needed:
             return None
-        data = encode_status(StatusPacket(self.protocol, servo_id, error, params))
-        return self._deliver(servo_id, delay, data)
+        return self._deliver(StatusPacket(self.protocol, servo_id, error, params), delay)
 
     def _execute(
         self, item: InstructionPacket, servo: VirtualServo, now: float
@@ -233,6 +255,7 @@ class InstructionHandler:
         for servo_id, address, data in self._write_entries(item):
             servo = online.get(servo_id)
             if servo is not None:
+                servo.heard(now)
                 servo.write(address, data, now)
 
     def _write_entries(self, item: InstructionPacket) -> Iterable[tuple[int, int, bytes]]:
@@ -267,6 +290,7 @@ class InstructionHandler:
         if item.id != BROADCAST_ID:
             return []
         entries = self._read_entries(item)
+        self._hear((online.get(servo_id) for servo_id, _, _ in entries), now)
         if item.instruction in (Ins.FAST_SYNC_READ, Ins.FAST_BULK_READ):
             return self._fast_read(entries, online, now)
         bulk = item.instruction is Ins.BULK_READ
@@ -295,8 +319,10 @@ class InstructionHandler:
             servo = online.get(servo_id)
             faults = self.faults.get(servo_id)
             fate = ReplyFate.DELIVER if faults is None else faults.reply_fate()
-            if servo is None or not servo.spec.has_fast_sync_read or fate is ReplyFate.DROP:
-                complete = False  # the chain breaks: later servos wait in vain for a slice
+            if servo is None or not servo.spec.has_fast_sync_read or fate in _BREAKS_FAST:
+                # The chain breaks: later servos wait in vain for a slice (a truncated
+                # slice ends the reply just as a missing one does).
+                complete = False
                 break
             error, data = servo.read(address, length, now)
             parts.append(FastStatusPart(servo_id, error, data.ljust(length, b"\0")))

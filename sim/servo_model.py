@@ -282,6 +282,18 @@ class ServoModel:
         self.motor_torque[idx] = 0.0
         self.invalidate()
 
+    def stop(self, index: int) -> None:
+        """Stop a servo where it is, without a profile: goal := reference := present position.
+
+        What the X-series firmware does when its Bus Watchdog expires ("Profile
+        Acceleration and Profile Velocity are applied as 0"); torque stays as it was, so
+        the position loop brakes the shaft and holds it.
+        """
+        self.goal[index] = self.position[index]
+        self.reference[index] = self.position[index]
+        self.reference_velocity[index] = 0.0
+        self.invalidate()
+
     def raise_error(self, index: npt.ArrayLike, flags: HardwareErrorFlags) -> None:
         """Latch hardware-error ``flags`` (fault injection), with the firmware's shutdown."""
         idx = np.asarray(index, dtype=np.intp)

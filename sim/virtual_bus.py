@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import select
 import sys
@@ -155,6 +156,7 @@ class VirtualBus:
             for k, ((i, _), spec) in enumerate(zip(pairs, specs, strict=True))
         ]
         self.handler = InstructionHandler(protocol, self.servos, self.faults, self.host_baudrate)
+        self._watchdogs = [s for s in self.servos if s.spec.has_bus_watchdog]
         self._last = clock()
         self._power_cycles: dict[int, int] = {}
         self._master = self._slave = -1
@@ -285,6 +287,7 @@ class VirtualBus:
 
     def _advance(self) -> float:
         now = self._clock()
+        self._expire_watchdogs(now)
         self.model.step(now - self._last)
         self._last = max(self._last, now)
         for faults in self.faults.records():
@@ -299,6 +302,29 @@ class VirtualBus:
                 self._power_cycles[faults.servo_id] = faults.power_cycles
                 servo.reboot()
         return now
+
+    def _expire_watchdogs(self, now: float) -> None:
+        """Trip every Bus Watchdog that expired before ``now``, each at its own deadline.
+
+        The model is stepped to the deadline first, so the servo stops where it was
+        then, however late the next packet (or background step) notices.
+        """
+        while True:
+            due, servo = math.inf, None
+            for candidate in self._watchdogs:
+                deadline = candidate.watchdog_deadline()
+                if deadline < due:
+                    due, servo = deadline, candidate
+            if servo is None or due >= now:
+                return
+            faults = self.faults.get(servo.id)
+            if faults is not None and not faults.answers:
+                servo.heard(now)  # unpowered or hung: no firmware runs the watchdog
+                continue
+            if due > self._last:
+                self.model.step(due - self._last)
+                self._last = due
+            servo.trip_watchdog()
 
     def _serve(self) -> None:
         _raise_priority()

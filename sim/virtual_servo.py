@@ -35,6 +35,13 @@ MX1_CURRENT_UNIT = 0.0045  # [A]
 #: Present PWM full scale on the X series (e-manual, PWM Limit 885 = 100 %).
 PWM_FULL_SCALE = 885
 
+#: Bus Watchdog unit (X series, address 98; e-manual "Bus Watchdog(98)").
+WATCHDOG_UNIT = 0.02  # [s]
+#: The "Goal Value" registers a tripped Bus Watchdog makes read-only (e-manual, same section).
+_GOALS = (N.GOAL_PWM, N.GOAL_CURRENT, N.GOAL_VELOCITY, N.GOAL_POSITION)
+#: What a write refused by a tripped Bus Watchdog answers: the Data Range Error.
+_WATCHDOG_REFUSAL = WriteRefused(WriteFault.RANGE, N.BUS_WATCHDOG)
+
 #: Registers cached by ``VirtualServo._load_config``.
 _CONFIG = (
     N.ID,
@@ -88,6 +95,14 @@ class VirtualServo:
         self._tick_unit = 2.0 * math.pi / spec.ticks_per_rev  # [rad/tick]
         self._velocity_unit = spec.rad_per_s_per_velocity_tick  # [rad/s per tick]
         self.pending_write: tuple[int, bytes] | None = None  # REG_WRITE, waiting for ACTION
+        # Bus Watchdog (X series): armed timeout [s] (0 = off), whether it expired, and
+        # when the last instruction packet for this servo arrived [s, bus clock].
+        self.watchdog_timeout = 0.0
+        self.watchdog_tripped = False
+        self.heard_at = 0.0
+        watchdog = spec.table.get(N.BUS_WATCHDOG)
+        self._watchdog_address = -1 if watchdog is None else watchdog.address  # 1 byte
+        self._goal_bytes = _addresses(spec, _GOALS)
         self._live = self._live_registers()
         self._config_addresses = {
             a
@@ -178,9 +193,7 @@ class VirtualServo:
 
     def write(self, address: int, data: bytes, now: float) -> int:
         """WRITE: apply the data if every rule allows it; return the ERR byte."""
-        checked = self.memory.check_write(
-            address, data, torque_on=self._torque_on(), eeprom_lock=self.protocol == 2
-        )
+        checked = self._check_write(address, data)
         if isinstance(checked, WriteRefused):
             return self._refused(checked)
         self.memory.store(address, data)
@@ -195,9 +208,7 @@ class VirtualServo:
 
     def reg_write(self, address: int, data: bytes, now: float) -> int:
         """REG_WRITE: validate now, apply on ACTION."""
-        checked = self.memory.check_write(
-            address, data, torque_on=self._torque_on(), eeprom_lock=self.protocol == 2
-        )
+        checked = self._check_write(address, data)
         if isinstance(checked, WriteRefused):
             return self._refused(checked)
         self.pending_write = (address, bytes(data))
@@ -216,6 +227,7 @@ class VirtualServo:
         """REBOOT (or power-up): RAM back to defaults, errors cleared, goal = present."""
         self.model.reboot([self.index])
         self.memory.reset(self.id, None, ram_only=True)
+        self.watchdog_timeout, self.watchdog_tripped = 0.0, False  # Bus Watchdog is RAM, 0
         self._load_config()
         self.model.set_profile([self.index], velocity=0.0, acceleration=0.0)
         self.pending_write = None
@@ -228,6 +240,57 @@ class VirtualServo:
         self.memory.reset(servo_id if keep_id else 1, baud if keep_baud else None, ram_only=False)
         self._load_config()
         self.reboot()
+
+    # ------------------------------------------------------------------ bus watchdog
+
+    def heard(self, now: float) -> None:
+        """An instruction packet for this servo arrived at ``now``: its watchdog restarts."""
+        self.heard_at = now
+
+    def watchdog_deadline(self) -> float:
+        """When the Bus Watchdog expires unless an instruction comes [s]; ``inf``: it cannot.
+
+        The watchdog watches only while torque is on, and not once it has tripped.
+        """
+        if not self.watchdog_timeout or self.watchdog_tripped or not self._torque_on():
+            return math.inf
+        return self.heard_at + self.watchdog_timeout
+
+    def trip_watchdog(self) -> None:
+        """The Bus Watchdog expired: stop, Bus Watchdog := -1, goal registers read-only.
+
+        The stop applies no profile (goal := present position, held with torque on);
+        Goal Position reads the present position. Writing 0 to Bus Watchdog clears it.
+        """
+        self.watchdog_tripped = True
+        self.memory.set(N.BUS_WATCHDOG, -1)
+        self.model.stop(self.index)
+        self._reset_goal()
+
+    def _check_write(self, address: int, data: bytes) -> list[tuple[Register, int]] | WriteRefused:
+        if self.watchdog_tripped and self._watchdog_refuses(address, data):
+            return _WATCHDOG_REFUSAL
+        return self.memory.check_write(
+            address, data, torque_on=self._torque_on(), eeprom_lock=self.protocol == 2
+        )
+
+    def _watchdog_refuses(self, address: int, data: bytes) -> bool:
+        """A tripped watchdog refuses goal writes, and any Bus Watchdog value but 0.
+
+        The e-manual makes the goals read-only (Data Range Error) and names writing 0 as
+        the way to clear the trip; what a non-zero write does then is not documented,
+        and here it is refused too (the register keeps reading -1).
+        """
+        if not self._goal_bytes.isdisjoint(range(address, address + len(data))):
+            return True
+        at = self._watchdog_address - address
+        return 0 <= at < len(data) and data[at] != 0
+
+    def _apply_watchdog(self, value: int) -> None:
+        # 0: off, and clears a trip; 1..127: armed, in 20 ms units (a write while tripped
+        # never gets here, see ``_watchdog_refuses``).
+        self.watchdog_timeout = value * WATCHDOG_UNIT if value > 0 else 0.0
+        self.watchdog_tripped = False
 
     # ------------------------------------------------------------------ model binding
 
@@ -288,6 +351,8 @@ class VirtualServo:
             self.memory.set(N.TORQUE_ENABLE, 1 if m.torque_enabled[i] else 0)
         elif name is N.GOAL_POSITION:
             return self._apply_goal(value)
+        elif name is N.BUS_WATCHDOG:
+            self._apply_watchdog(value)
         elif name is N.PROFILE_VELOCITY:
             m.set_profile([i], velocity=value * self._velocity_unit)
         elif name is N.PROFILE_ACCELERATION:
@@ -340,3 +405,11 @@ class VirtualServo:
         """Goal Position := Present Position, as the firmware does at power-up."""
         ticks = int(self.model.present_ticks[self.index]) + self.spec.center_tick
         self.memory.set_if_present(N.GOAL_POSITION, ticks + self._homing)
+
+
+def _addresses(spec: ModelSpec, names: tuple[RegisterName, ...]) -> frozenset[int]:
+    """Every byte address of the registers ``names`` the model has."""
+    table = spec.table
+    return frozenset(
+        a for name in names if name in table for a in range(table[name].address, table[name].end)
+    )

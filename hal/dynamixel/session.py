@@ -2,7 +2,13 @@
 
 A :class:`BusSession` is confined to the backend's one worker thread: every method
 blocks on the bus and none may run on the event loop. It owns the per-servo state
-that cycles update (latched hardware errors, last temperatures).
+that cycles update (latched hardware errors, last temperatures, tripped Bus Watchdogs).
+
+The Bus Watchdog (X series, address 98) is checked off the cycle's hot path: at
+start-up (a trip left by an earlier process) and, while it is armed or tripped, in the
+slow read that comes every ``temperature_every`` cycles, where it costs one 1-byte
+group read. A tripped servo has stopped by itself and silently ignores the goals of
+sync writes, so it must be noticed by reading: the register then reads -1.
 """
 
 from __future__ import annotations
@@ -73,6 +79,10 @@ class BusSession:
         self._effort_units = tuple(layout.primary[j].units.effort_unit for j in layout.joint_names)
         self._slots = tuple((s.id, s) for s in layout.slots)
         self._decoders = tuple((d.slot.id, d) for d in layout.decoders)
+        self._watchdog_slots = tuple(s for s in layout.slots if s.model.has_bus_watchdog)
+        self._watchdog_armed = False
+        self._tripped: set[int] = set()  # ids whose Bus Watchdog reads -1
+        self._tripped_joints: tuple[str, ...] = ()
 
     def faults(self, slot: ServoSlot) -> HardwareErrorFlags:
         """The servo's hardware-error status as last read."""
@@ -94,11 +104,26 @@ class BusSession:
         self.bus.sync_write(self._goal.address, self._goal.size, data)
 
     def set_watchdog(self, slots: Sequence[ServoSlot], value: int) -> None:
-        """Write Bus Watchdog: 0 first (clears a trip), then ``value`` if non-zero."""
+        """Write Bus Watchdog: 0 first (clears a trip), then ``value`` if non-zero; confirm.
+
+        Raises:
+            ServoError: a servo's register does not read ``value`` back.
+        """
         reg = slots[0].model.register(N.BUS_WATCHDOG)
         self.bus.sync_write(reg.address, reg.size, {s.id: reg.encode(0) for s in slots})
         if value:
             self.bus.sync_write(reg.address, reg.size, {s.id: reg.encode(value) for s in slots})
+        # Read back: sync writes have no reply, and a trip left uncleared would make the
+        # servo ignore every goal.
+        got = self.bus.group_read(self._slow_method(), [(s.id, reg.address, 1) for s in slots])
+        for servo_id, reply in got.items():
+            found = reg.decode(reply.data)
+            if found != value:
+                raise ServoError(
+                    servo_id, "WRITE", reply.error, f"Bus Watchdog reads {found}, not {value}"
+                )
+        self._watchdog_armed = value > 0
+        self._set_tripped(self._tripped - {s.id for s in slots})
 
     def open(self) -> None:
         """Open the port, run the start-up checks, choose the read, hold every servo."""
@@ -112,6 +137,8 @@ class BusSession:
         if self._fast_read is not None:
             fast_ok = self._fast_read
         self.method = self._read_method or self.layout.read_method(fast_ok=fast_ok)
+        if self._watchdog_slots:
+            self._read_watchdogs()  # a trip left by an earlier process: the servos ignore goals
         self.hold(self.layout.slots)
         self._log.info(
             "%s: %d servos, %s, %s",
@@ -132,22 +159,65 @@ class BusSession:
         """One cycle's group read, converted to a ``JointState``."""
         replies = self.bus.group_read(self.method, self.layout.reads())
         self._cycles += 1
-        if self.layout.protocol == 2 and (self._cycles - 1) % self.temperature_every == 0:
-            try:
-                self._read_temperatures()
-            except (CommTimeout, CrcError) as exc:
-                # positions are fresh; temperatures keep their last value (counted, logged)
-                self._log.warning("%s: temperature read failed: %s", self.layout.bus.port, exc)
+        if (self._cycles - 1) % self.temperature_every == 0:
+            self._slow_read()
         self._update_faults(replies)
         return self._state(replies)
 
+    def _slow_read(self) -> None:
+        """What is read every ``temperature_every`` cycles: temperatures, Bus Watchdogs.
+
+        A failure here keeps the last values (counted, logged): positions are fresh.
+        """
+        port = self.layout.bus.port
+        if self.layout.protocol == 2:
+            try:
+                self._read_temperatures()
+            except (CommTimeout, CrcError) as exc:
+                self._log.warning("%s: temperature read failed: %s", port, exc)
+        if self._watchdog_armed or self._tripped:
+            try:
+                self._read_watchdogs()
+            except (CommTimeout, CrcError) as exc:
+                self._log.warning("%s: Bus Watchdog read failed: %s", port, exc)
+
+    def _slow_method(self) -> ReadMethod:
+        """The cycle's read method, as a sync read: the slow reads use one register."""
+        method = ReadMethod.SYNC_READ if self.method is ReadMethod.BULK_READ else self.method
+        return ReadMethod.FAST_SYNC_READ if method is ReadMethod.FAST_BULK_READ else method
+
     def _read_temperatures(self) -> None:
         reg = self.layout.register(N.PRESENT_TEMPERATURE)
-        method = ReadMethod.SYNC_READ if self.method is ReadMethod.BULK_READ else self.method
-        method = ReadMethod.FAST_SYNC_READ if method is ReadMethod.FAST_BULK_READ else method
-        got = self.bus.group_read(method, [(i, reg.address, reg.size) for i in self.layout.ids])
+        reads = [(i, reg.address, reg.size) for i in self.layout.ids]
+        got = self.bus.group_read(self._slow_method(), reads)
         for servo_id, reply in got.items():
             self._temperatures[servo_id] = temperature(reg.decode(reply.data))
+
+    def _read_watchdogs(self) -> None:
+        """Read Bus Watchdog (address 98) of every servo that has one; -1 means tripped."""
+        slots = self._watchdog_slots
+        reg = slots[0].model.register(N.BUS_WATCHDOG)
+        reads = [(s.id, reg.address, reg.size) for s in slots]
+        got = self.bus.group_read(self._slow_method(), reads)
+        tripped = {i for i, reply in got.items() if reg.decode(reply.data) < 0}
+        for servo_id in sorted(tripped - self._tripped):
+            self.bus.counters.watchdog_trips += 1
+            self._log.error(
+                "servo %d: its Bus Watchdog tripped (no instruction reached it in time): it "
+                "stopped and ignores goal positions until the watchdog is cleared",
+                servo_id,
+            )
+        self._set_tripped(tripped)
+
+    def _set_tripped(self, tripped: set[int]) -> None:
+        if tripped == self._tripped:
+            return
+        self._tripped = tripped
+        self._tripped_joints = tuple(
+            joint
+            for joint, (primary, shadows) in zip(self.layout.joint_names, self._groups, strict=True)
+            if primary in tripped or not tripped.isdisjoint(shadows)
+        )
 
     def _update_faults(self, replies: Mapping[int, ServoReply]) -> None:
         faults, protocol1 = self._faults, self.layout.protocol == 1
@@ -181,6 +251,7 @@ class BusSession:
             timestamp=self._clock(),
             effort_unit=self._effort_units,
             counters=self.bus.counters.copy(),
+            bus_watchdog_tripped=self._tripped_joints,
         )
 
     def _joint_faults(self) -> tuple[HardwareErrorFlags, ...]:

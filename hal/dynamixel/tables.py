@@ -235,7 +235,8 @@ def _x_series(*, current: bool, current_max: int = 0) -> ControlTable:
         Register(N.POSITION_D_GAIN, 80, 2, RW, RAM, "", 0, 16383),
         Register(N.POSITION_I_GAIN, 82, 2, RW, RAM, "", 0, 16383),
         Register(N.POSITION_P_GAIN, 84, 2, RW, RAM, "", 0, 16383, default=800),
-        Register(N.BUS_WATCHDOG, 98, 1, RW, RAM, "20 ms", -1, 127, S),
+        # The table gives 1 ~ 127; 0 turns it off (and clears a trip); it reads -1 when tripped.
+        Register(N.BUS_WATCHDOG, 98, 1, RW, RAM, "20 ms", 0, 127, S),
         Register(N.GOAL_PWM, 100, 2, RW, RAM, "0.113 %", -885, 885, S),
         Register(N.GOAL_VELOCITY, 104, 4, RW, RAM, "0.229 rev/min", -1023, 1023, S),
         Register(N.PROFILE_ACCELERATION, 108, 4, RW, RAM, "214.577 rev/min²", 0, 32767),
