@@ -9,6 +9,7 @@ Every error carries data, so callers and tests check fields, not messages::
     │   └── CommError              a transaction failed: servo_id, instruction, result
     │       ├── CommTimeout (TimeoutError)  no (complete) status packet within the deadline
     │       └── CrcError           a status packet arrived corrupt
+    │           └── MalformedReply a valid packet of the wrong shape (short, garbled): detail
     ├── ServoError                 the servo answered with error bits: servo_id, instruction, error
     │   └── HardwareFault          the hardware-error status is set: servo_id, flags
     ├── StartupError               start-up checks failed: servo_id, problem, expected, found
@@ -96,6 +97,23 @@ class CrcError(CommError):
         super().__init__(servo_id, instruction, CommResult.RX_CORRUPT)
 
 
+class MalformedReply(CrcError):
+    """A status packet passed its CRC but does not fit the instruction (too short, garbled).
+
+    dynamixel-sdk indexes such a reply without checking it (``IndexError`` out of its
+    ``ping``); the bus turns that into this error. It is a corrupt reply like a CRC
+    error: retried, then raised, and counted in ``BusCounters.crc_errors``.
+
+    Attributes:
+        detail: what was wrong (e.g. the SDK's exception).
+    """
+
+    def __init__(self, servo_id: int | None, instruction: str, detail: str) -> None:
+        super().__init__(servo_id, instruction)
+        self.args = (f"{self.args[0]} (malformed reply: {detail})",)
+        self.detail = detail
+
+
 class ServoError(HalError):
     """A servo answered with error bits set in its status packet.
 
@@ -131,13 +149,17 @@ class HardwareFault(ServoError):
 
 
 class StartupProblem(enum.Enum):
-    """What a start-up check found."""
+    """What a start-up check found.
+
+    A protocol mismatch is not among them: a model configured on a bus of the other
+    protocol is a ``ConfigError`` when the backend is created, and a servo running the
+    other protocol's firmware cannot parse the bus's packets, so it is ``MISSING``.
+    """
 
     MISSING = "missing"  # no answer to ping
     WRONG_MODEL = "wrong model"
     UNSUPPORTED_MODEL = "unsupported model"
     WRONG_MODE = "wrong operating mode"
-    WRONG_PROTOCOL = "wrong protocol"
     NO_STATUS_RETURN = "status return level 0"  # the servo never answers reads
 
 

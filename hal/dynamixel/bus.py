@@ -25,6 +25,7 @@ import dynamixel_sdk as sdk
 
 from hilbot.hal.backend import BusCounters
 from hilbot.hal.dynamixel import protocol as P
+from hilbot.hal.dynamixel import sdk_calls as S
 from hilbot.hal.dynamixel.port import DEFAULT_MARGIN_MS, BlockingPortHandler
 from hilbot.hal.dynamixel.replies import (
     ReplyCollector,
@@ -40,6 +41,7 @@ from hilbot.hal.errors import (
     CommResult,
     CommTimeout,
     CrcError,
+    MalformedReply,
     PortError,
     ServoError,
 )
@@ -168,7 +170,15 @@ class DynamixelBus:
             # the SDK refuses to transmit while this flag is set; an exception raised
             # inside an earlier SDK call (a port error) would leave it set for good
             self.port.is_using = False
-            value, result, error = call()
+            try:
+                # a short or garbled (CRC-valid) reply, which the SDK would index blindly
+                value, result, error = S.guarded(servo_id, instruction, call)
+            except MalformedReply:
+                self.port.is_using = False
+                self.counters.crc_errors += 1
+                if attempt == self.retries:
+                    raise
+                continue
             try:
                 self._check(servo_id, instruction, result)
             except (CommTimeout, CrcError):
@@ -184,8 +194,11 @@ class DynamixelBus:
 
         Raises:
             CommTimeout: no answer (after retries).
+            MalformedReply: a reply without the model number (after retries).
         """
-        value, _ = self._retrying(servo_id, "PING", lambda: self.packets.ping(self.port, servo_id))
+        value, _ = self._retrying(
+            servo_id, "PING", lambda: S.ping(self.packets, self.port, self.protocol, servo_id)
+        )
         assert isinstance(value, int)
         return value
 
@@ -203,20 +216,18 @@ class DynamixelBus:
         """Read ``length`` bytes at ``address``; return ``(data, ERR byte)``.
 
         Raises:
-            CommTimeout, CrcError: no valid answer after retries.
+            CommTimeout, CrcError: no valid answer after retries (``MalformedReply``: a
+                reply with another number of bytes than asked).
             ServoError: the servo rejected the read.
         """
         value, error = self._retrying(
             servo_id,
             "READ",
-            lambda: self.packets.readTxRx(self.port, servo_id, address, length),
+            # checked: the SDK's readTxRx slices past a short reply's data into its CRC
+            lambda: S.read(self.packets, self.port, self.protocol, servo_id, address, length),
         )
-        assert isinstance(value, list)
-        data = bytes(value)
-        if len(data) != length:
-            self.counters.crc_errors += 1
-            raise CrcError(servo_id, "READ")
-        return data, error
+        assert isinstance(value, bytes)
+        return value, error
 
     def write(self, servo_id: int, address: int, data: bytes) -> int:
         """Write ``data`` at ``address`` and wait for the status; return the ERR byte.
@@ -252,7 +263,12 @@ class DynamixelBus:
         if self.protocol == 1:
             raise CommError(None, "PING", CommResult.NOT_AVAILABLE)
         self.counters.transactions += 1
-        found, result = self.packets.broadcastPing(self.port)
+        try:
+            found, result = S.guarded(None, "PING", lambda: self.packets.broadcastPing(self.port))
+        except MalformedReply:
+            self.port.is_using = False
+            self.counters.crc_errors += 1
+            raise
         self.port.is_using = False
         if result not in (sdk.COMM_SUCCESS, sdk.COMM_RX_TIMEOUT):
             self._check(None, "PING", result)

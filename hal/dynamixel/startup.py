@@ -60,8 +60,8 @@ def identify(bus: DynamixelBus, slot: ServoSlot) -> None:
         raise StartupError(
             f"servo {spec.id} (joint {spec.joint!r}, {spec.model}) does not answer on "
             f"{bus.port_name} at {bus.baudrate} bit/s, protocol {bus.protocol}.0; check power, "
-            f"cabling, its id and baud rate (`hilbot scan --port {bus.port_name}` lists what "
-            "answers)",
+            "cabling, its id, baud rate and firmware protocol (an MX with 1.0 firmware does "
+            f"not hear 2.0; `hilbot scan --port {bus.port_name}` lists what answers, on both)",
             servo_id=spec.id,
             problem=StartupProblem.MISSING,
             expected=spec.model,
