@@ -30,7 +30,9 @@ following the hand, the read that computes the entry command when enabling) read
 at once, and any other call (``set_torque``, ``reboot``, the watchdog) drops a read
 queued before it, so the first ``read()`` after it reads after it. A servo's hardware
 error reaches the caller one cycle later than without pipelining (the servo's own
-shutdown does not wait for it).
+shutdown does not wait for it). The bus thread (:mod:`hilbot.hal.dynamixel.worker`)
+sends a goal write queued behind the read on the wire as soon as that read's reply is
+in, before decoding it; goal packets are encoded by the caller.
 
 A failed read raises (:class:`~hilbot.hal.errors.CommTimeout`,
 :class:`~hilbot.hal.errors.CrcError`) after bounded retries, counted in
@@ -46,12 +48,9 @@ import asyncio
 import contextlib
 import enum
 import logging
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from queue import SimpleQueue
 from types import TracebackType
 from typing import Final, Literal, Self, TypeVar
 
@@ -63,6 +62,7 @@ from hilbot.hal.dynamixel.session import BusSession
 from hilbot.hal.dynamixel.startup import ServoReport
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod
+from hilbot.hal.dynamixel.worker import BusCall, BusWorker, GoalWrite
 from hilbot.hal.errors import (
     CommandError,
     CommTimeout,
@@ -77,92 +77,6 @@ AUTO: Final = "auto"
 
 #: Bus Watchdog register unit [s] (X series, address 98).
 WATCHDOG_UNIT = 0.02
-
-
-def _settle(future: asyncio.Future[T], result: T | None, exc: BaseException | None) -> None:
-    """Complete ``future`` on its loop with the bus thread's outcome (unless cancelled)."""
-    if future.done():  # the caller timed out or was cancelled
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)  # type: ignore[arg-type]  # None only with exc
-
-
-class _Write:
-    """A goal packet, encoded on the caller's side, waiting for the bus thread to send it."""
-
-    __slots__ = ("future", "sent", "wire")
-
-    def __init__(self, wire: bytes) -> None:
-        self.wire = wire
-        self.future: Future[None] = Future()
-        self.sent = False  # only the bus thread reads and sets it
-
-
-_Job = Callable[[], None] | _Write | None  # None stops the thread
-
-
-class _BusWorker:
-    """The backend's one bus thread: runs jobs in the order they were queued.
-
-    A job is a callable, or a :class:`_Write`. A write queued right behind a cycle read
-    (nothing else between them) goes out as soon as that read's reply has arrived,
-    before the reply is decoded (:meth:`send_next_writes`, the bus's ``on_reply``):
-    the order of transactions is the queue's, only the write's wait is shorter.
-    """
-
-    def __init__(self, bus: DynamixelBus, name: str) -> None:
-        self._bus = bus
-        self._jobs: deque[_Job] = deque()  # append (any thread) and popleft are atomic
-        self._tokens: SimpleQueue[None] = SimpleQueue()  # one per job: the thread blocks on it
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def submit(self, job: _Job) -> None:
-        """Queue ``job`` behind every job queued before it."""
-        self._jobs.append(job)
-        self._tokens.put(None)
-
-    def stop(self) -> None:
-        """End the thread once the jobs queued so far have run."""
-        self.submit(None)
-
-    def _run(self) -> None:
-        jobs, tokens = self._jobs, self._tokens
-        while True:
-            tokens.get()
-            job = jobs.popleft()
-            if job is None:
-                return
-            if isinstance(job, _Write):
-                self._send(job)
-            else:
-                job()
-
-    def send_next_writes(self) -> None:
-        """On the bus thread, within a job: send the writes queued next, up to any other job."""
-        jobs, i = self._jobs, 0
-        while True:
-            try:
-                job = jobs[i]  # indexing, not iterating: other threads append meanwhile
-            except IndexError:
-                return
-            if not isinstance(job, _Write):
-                return
-            self._send(job)
-            i += 1
-
-    def _send(self, job: _Write) -> None:
-        if job.sent:
-            return
-        job.sent = True
-        try:
-            self._bus.send_sync_write(job.wire)
-        except BaseException as exc:  # handed to the caller by the next backend call
-            job.future.set_exception(exc)
-        else:
-            job.future.set_result(None)
 
 
 class BackendState(enum.Enum):
@@ -247,7 +161,7 @@ class DynamixelBackend:
             clock=clock,
             log=self._log,
         )
-        self._worker: _BusWorker | None = None
+        self._worker: BusWorker | None = None
         self._pending: Future[None] | None = None  # the last queued sync write
         self._write_error: BaseException | None = None  # its failure, raised by the next call
         self.state = BackendState.CREATED
@@ -282,7 +196,7 @@ class DynamixelBackend:
     async def __aenter__(self) -> Self:
         if self.state is not BackendState.CREATED:
             raise RuntimeError(f"DynamixelBackend is {self.state.value}; it is not reentrant")
-        self._worker = _BusWorker(self._bus, f"dxl-{self.spec.port}")
+        self._worker = BusWorker(self._bus, f"dxl-{self.spec.port}")
         try:
             await self._call("open", self._session.open)
         except BaseException:
@@ -308,22 +222,24 @@ class DynamixelBackend:
         """
         self._require_open()
         if not self.pipeline:
-            return await self._call("read", self._cycle_read)
+            self._drop_ahead()
+            self._raise_pending()
+            return await self._finish("read", self._start_read())
         self._raise_pending()
         ahead, self._ahead = self._ahead, None
         streaming, self._streaming = self._streaming, False
         if ahead is None:
             # "auto": the bus is behind when the last write has not even gone out yet
             behind = self._pending is not None and not self._pending.done()
-            state = await self._finish("read", self._start(self._cycle_read))
+            state = await self._finish("read", self._start_read())
             if streaming and (behind or self.pipeline != AUTO):
-                self._ahead = self._start(self._cycle_read)
+                self._ahead = self._start_read()
             return state
         # "auto": a read that finished before it was asked for means the bus is idle
         # between cycles, and reading at once gives a fresher state.
         if streaming and (not ahead.done() or self.pipeline != AUTO):
             # queued before this cycle's write: the bus never waits for the loop
-            self._ahead = self._start(self._cycle_read)
+            self._ahead = self._start_read()
         return await self._finish("read", ahead)
 
     async def write(self, positions: Mapping[str, float]) -> None:
@@ -347,7 +263,7 @@ class DynamixelBackend:
                 await asyncio.wrap_future(pending)
         self._raise_pending()
         if ticks and self._worker is not None:
-            job = _Write(self._bus.sync_write_packet(self._goal.address, self._goal.size, ticks))
+            job = GoalWrite(self._bus.sync_write_packet(self._goal.address, self._goal.size, ticks))
             job.future.add_done_callback(self._note_write)
             self._pending = job.future
             self._worker.submit(job)
@@ -463,24 +379,23 @@ class DynamixelBackend:
         (``run_in_executor`` chains a concurrent future into an asyncio one: two more
         callbacks and a lock per call).
         """
-        worker = self._worker
-        if worker is None:
+        return self._submit(BusCall(asyncio.get_running_loop(), fn, args))
+
+    def _start_read(self) -> asyncio.Future[JointState]:
+        """Queue the cycle's read (see :mod:`hilbot.hal.dynamixel.worker`).
+
+        The goal write queued behind it goes out as soon as its reply is in, and its
+        state may wait for the next read to be on the wire.
+        """
+        call = BusCall(asyncio.get_running_loop(), self._session.read, ())
+        call.cycle = True
+        return self._submit(call)
+
+    def _submit(self, call: BusCall[T]) -> asyncio.Future[T]:
+        if self._worker is None:
             raise RuntimeError("DynamixelBackend has no worker thread")
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[T] = loop.create_future()
-
-        def job() -> None:
-            try:
-                result = fn(*args)
-            except BaseException as exc:  # handed to the awaiting task, whatever it is
-                outcome: tuple[T | None, BaseException | None] = (None, exc)
-            else:
-                outcome = (result, None)
-            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
-                loop.call_soon_threadsafe(_settle, done, *outcome)
-
-        worker.submit(job)
-        return done
+        self._worker.submit(call)
+        return call.done
 
     async def _finish(self, what: str, done: asyncio.Future[T], timeout: float | None = None) -> T:
         """Await a job queued by ``_start`` under the I/O deadline."""
@@ -519,16 +434,3 @@ class DynamixelBackend:
         finally:
             worker, self._worker = self._worker, None
             worker.stop()
-
-    def _cycle_read(self) -> JointState:
-        """The cycle's read (on the bus thread); a write queued behind it goes out early.
-
-        The goal write the loop queued while this read was on the wire is sent as soon
-        as the reply is in, before decoding it: the bus carries it while the host decodes.
-        """
-        worker = self._worker
-        self._bus.on_reply = None if worker is None else worker.send_next_writes
-        try:
-            return self._session.read()
-        finally:
-            self._bus.on_reply = None

@@ -30,6 +30,7 @@ from hilbot.hal.dynamixel.port import DEFAULT_MARGIN_MS, BlockingPortHandler
 from hilbot.hal.dynamixel.replies import (
     ReplyCollector,
     ServoReply,
+    WholeReply,
     command_failed,
     describe_error,
     plain,
@@ -100,10 +101,14 @@ class DynamixelBus:
         self.return_delay = 0.0  # [s] the slowest servo's return delay time
         self.byte_time = 10.0 / baudrate
         self._plans: dict[tuple[ReadMethod, tuple[tuple[int, int, int], ...]], _ReadPlan] = {}
+        self._write_heads: dict[tuple[int, ...], _WriteHead] = {}
         #: Called (on this bus's thread) as soon as a group read's reply has fully arrived,
         #: before it is decoded: the bus is free then, and the backend sends the goal write
         #: queued behind the read. It must only send; errors it raises end the read.
         self.on_reply: Callable[[], None] | None = None
+        #: Called right after a group read's instruction is written, before waiting for
+        #: the reply (the backend hands the previous cycle's state over then).
+        self.on_sent: Callable[[], None] | None = None
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -287,11 +292,50 @@ class DynamixelBus:
         The backend encodes goal packets on the caller's side, so that the bus thread
         only has to send them.
         """
-        params = P.sync_write_params(self.protocol, address, length, data)
-        packet = P.InstructionPacket(
-            self.protocol, P.BROADCAST_ID, P.Instruction.SYNC_WRITE, params
+        head = self._write_heads.get((address, length, *data))
+        if head is None:
+            head = self._write_head(address, length, data)
+        prefix, crc, ids = head
+        if not prefix:
+            return _encode_sync_write(self.protocol, address, length, data)
+        # Protocol 2.0: everything up to the first id is the same for every packet to
+        # these ids (and so is its CRC); only the goals are new.
+        parts = [b""]
+        for servo_id, chunk in zip(ids, data.values(), strict=True):
+            if len(chunk) != length:
+                raise ValueError(
+                    f"sync write to id {servo_id[0]}: {len(chunk)} bytes, expected {length}"
+                )
+            parts += (servo_id, chunk)
+        body = b"".join(parts)
+        if _STUFF in body:  # rare: goals that need byte stuffing
+            return _encode_sync_write(self.protocol, address, length, data)
+        return prefix + body + P.crc16(body, crc).to_bytes(2, "little")
+
+    def _write_head(self, address: int, length: int, data: Mapping[int, bytes]) -> _WriteHead:
+        """The fixed start of the sync writes of ``data``'s ids (``_NO_HEAD``: Protocol 1.0)."""
+        if self.protocol != 2:
+            return _NO_HEAD
+        size = 3 + 4 + len(data) * (1 + length)  # instruction, CRC, address and length, data
+        prefix = P.HEADER_2 + bytes(
+            (
+                P.BROADCAST_ID,
+                size & 0xFF,
+                size >> 8,
+                P.Instruction.SYNC_WRITE,
+                address & 0xFF,
+                address >> 8,
+                length & 0xFF,
+                length >> 8,
+            )
         )
-        return P.encode_instruction(packet)
+        if _STUFF in prefix[7:] or prefix[-1] == 0xFF:  # stuffing, here or across: generic
+            return _NO_HEAD
+        head = (prefix, P.crc16(prefix), tuple(bytes((i,)) for i in data))
+        if len(self._write_heads) >= _MAX_PLANS:
+            self._write_heads.clear()
+        self._write_heads[(address, length, *data)] = head
+        return head
 
     def send_sync_write(self, wire: bytes) -> None:
         """Send a packet made by :meth:`sync_write_packet`."""
@@ -370,27 +414,37 @@ class DynamixelBus:
     ) -> tuple[dict[int, ServoReply], set[int]]:
         plan = self._read_plan(method, reads)
         self._send_bytes(plan.wire, plan.name)
+        if self.on_sent is not None:
+            self.on_sent()
         wait = (
             plan.reply_bytes * self.byte_time
             + plan.delays * self.return_delay
             + (self.port.latency_ms + self.port.margin_ms) / 1000.0
         )
-        collector = ReplyCollector(self.protocol, reads, fast=plan.fast, counters=self.counters)
         # From when the instruction, and a sync write queued before it, left the adapter.
         deadline = max(time.monotonic(), self.port.tx_until) + wait
         # Once the whole reply is in, the bus is free: packets waiting for that go out
         # before the reply is decoded (one read per servo is several transactions: no).
         on_reply = self.on_reply if method is not ReadMethod.READ_EACH else None
+        chunk = self.port.read_available(deadline - time.monotonic())
+        if len(chunk) == plan.reply_bytes:  # the usual cycle: the whole reply at once
+            if on_reply is not None:
+                on_reply()
+            replies = plan.whole.take(chunk)
+            if replies is not None:
+                return replies, set()
+            on_reply = None
+        collector = ReplyCollector(self.protocol, reads, fast=plan.fast, counters=self.counters)
         received = 0
-        while not collector.complete:
-            chunk = self.port.read_available(deadline - time.monotonic())
-            if not chunk:
-                break
+        while chunk:
             if on_reply is not None:
                 received += len(chunk)
                 if received == plan.reply_bytes:
                     on_reply()
             collector.feed(chunk)
+            if collector.complete:
+                break
+            chunk = self.port.read_available(deadline - time.monotonic())
         return collector.finish()
 
     def _read_plan(self, method: ReadMethod, reads: Sequence[tuple[int, int, int]]) -> _ReadPlan:
@@ -407,7 +461,12 @@ class DynamixelBus:
             header = 11 if self.protocol == 2 else 6
             reply_bytes, delays = sum(header + r[2] for r in reads), len(reads)
         plan = _ReadPlan(
-            P.encode_instruction(packet), packet.instruction.name, fast, reply_bytes, delays
+            P.encode_instruction(packet),
+            packet.instruction.name,
+            fast,
+            reply_bytes,
+            delays,
+            WholeReply(self.protocol, reads, fast=fast),
         )
         if len(self._plans) >= _MAX_PLANS:  # reads of changing id sets (retries): start over
             self._plans.clear()
@@ -424,7 +483,23 @@ class _ReadPlan:
     fast: bool  # one fast-read reply rather than one status per servo
     reply_bytes: int  # size of the complete reply [bytes]
     delays: int  # return delays the reply includes (one per status packet)
+    whole: WholeReply  # takes the whole valid reply in one check
 
 
 #: Group-read plans kept per bus: the cycle's read, the temperature read, and retries.
 _MAX_PLANS = 32
+
+
+def _encode_sync_write(
+    protocol: int, address: int, length: int, data: Mapping[int, bytes]
+) -> bytes:
+    params = P.sync_write_params(protocol, address, length, data)
+    packet = P.InstructionPacket(protocol, P.BROADCAST_ID, P.Instruction.SYNC_WRITE, params)
+    return P.encode_instruction(packet)
+
+
+#: A Protocol 2.0 sync write's fixed start: the bytes up to the first id, their CRC,
+#: and each id as one byte.
+_WriteHead = tuple[bytes, int, tuple[bytes, ...]]
+_NO_HEAD: _WriteHead = (b"", 0, ())
+_STUFF = b"\xff\xff\xfd"  # a payload holding this needs byte stuffing

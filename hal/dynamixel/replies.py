@@ -62,6 +62,86 @@ def command_failed(protocol: int, error: int) -> bool:
     return bool(error & _COMMAND_BITS[protocol])
 
 
+class WholeReply:
+    """Takes the whole, well-formed reply to one Protocol 2.0 group read in one check.
+
+    The usual cycle's reply arrives in one chunk: one valid, unstuffed status per servo
+    in order, or the one fast-read packet. :meth:`take` checks such a chunk in place
+    instead of framing it packet by packet; for anything else (a CRC error, a command
+    error, stuffing, another id or length, a part) it returns ``None`` having changed
+    nothing, and the :class:`ReplyCollector` sorts the bytes out: the outcome is the
+    same either way, only cheaper here. Built once per read set (the bus keeps it with
+    the read's plan); ``size`` is 0 where it does not apply (Protocol 1.0, too long).
+    """
+
+    __slots__ = ("_checks", "_crc_end", "_head", "fast", "size")
+
+    def __init__(self, protocol: int, reads: Sequence[Read], *, fast: bool) -> None:
+        self.fast = fast
+        self.size = 0
+        self._head = b""
+        self._crc_end = 0
+        # per servo: (id, where its ERR byte is, where its data starts and ends, packet
+        # start) in the reply
+        self._checks: tuple[tuple[int, int, int, int, int], ...] = ()
+        ids = {r[0] for r in reads}
+        if protocol != 2 or len(ids) != len(reads) or not reads:
+            return
+        if sum(r[2] + 4 for r in reads) + 1 > P.MAX_LENGTH_2:
+            return
+        checks = []
+        if fast:
+            at = 8
+            for servo_id, _, n in reads:
+                checks.append((servo_id, at, at + 2, at + 2 + n, at))
+                at += n + 4
+            length = at - 7
+            self._head = _FAST_HEAD + bytes((length & 0xFF, length >> 8, P.Instruction.STATUS))
+        else:
+            at = 0
+            for servo_id, _, n in reads:
+                checks.append((servo_id, at + 8, at + 9, at + 9 + n, at))
+                at += 11 + n
+        self._checks = tuple(checks)
+        self.size = at
+
+    def take(self, data: bytes) -> dict[int, ServoReply] | None:
+        """Every servo's reply, if ``data`` is exactly the whole valid reply; else ``None``."""
+        if len(data) != self.size or not self.size:
+            return None
+        return self._take_fast(data) if self.fast else self._take_sync(data)
+
+    def _take_fast(self, data: bytes) -> dict[int, ServoReply] | None:
+        if not data.startswith(self._head):
+            return None
+        if crc16(memoryview(data)[:-2]) != data[-2] | data[-1] << 8:
+            return None
+        replies = {}
+        for servo_id, err, start, end, _ in self._checks:
+            if data[err + 1] != servo_id:
+                return None
+            replies[servo_id] = ServoReply(servo_id, data[start:end], data[err])
+        return replies
+
+    def _take_sync(self, data: bytes) -> dict[int, ServoReply] | None:
+        view = memoryview(data)
+        replies = {}
+        for servo_id, err, start, end, at in self._checks:
+            n = end - start + 4
+            if (
+                data[at : at + 4] != P.HEADER_2
+                or data[at + 4] != servo_id
+                or data[at + 5] | data[at + 6] << 8 != n
+                or data[at + 7] != P.Instruction.STATUS
+                or data[err] & _COMMAND_BITS[2]
+                or _STUFFED in data[err:end]
+                or crc16(view[at:end]) != data[end] | data[end + 1] << 8
+            ):
+                return None
+            replies[servo_id] = ServoReply(servo_id, data[start:end], data[err])
+        return replies
+
+
 class ReplyCollector:
     """Sorts the replies to one group read.
 
@@ -83,18 +163,7 @@ class ReplyCollector:
         self.replies: dict[int, ServoReply] = {}
         self.corrupt: set[int] = set()
         self._decoder = P.PacketDecoder(protocol, P.PacketKind.STATUS)
-        # Size of the whole, well-formed reply (2.0, one packet per servo or one fast
-        # packet): when it arrives in one chunk, as it usually does, feed() checks it in
-        # place instead of framing packet by packet (see _take_whole).
-        self._whole = 0
-        if (
-            protocol == 2
-            and len(self.lengths) == len(self.reads)
-            and sum(r[2] + 4 for r in self.reads) + 1 <= P.MAX_LENGTH_2
-        ):
-            n = len(self.reads)
-            data = sum(r[2] for r in self.reads)
-            self._whole = 8 + data + 4 * n if fast else 11 * n + data
+        self._whole = WholeReply(protocol, self.reads, fast=fast)
 
     @property
     def complete(self) -> bool:
@@ -109,9 +178,11 @@ class ReplyCollector:
         Raises:
             ServoError: a servo answered with a command error.
         """
-        whole = len(data) == self._whole and not self._decoder.pending and not self.replies
-        if whole and (self._take_fast(data) if self.fast else self._take_sync(data)):
-            return
+        if not self._decoder.pending and not self.replies:
+            replies = self._whole.take(data)
+            if replies is not None:
+                self.replies = replies
+                return
         for item in self._decoder.feed(data):
             if isinstance(item, P.DecodeError):
                 self._corrupt(item)
@@ -129,53 +200,6 @@ class ReplyCollector:
                 if self.lengths.get(part.id) == len(part.data):
                     self.replies[part.id] = ServoReply(part.id, part.data, part.error)
         return self.replies, self.corrupt
-
-    def _take_sync(self, data: bytes) -> bool:
-        """Accept ``data`` if it is exactly one valid, unstuffed status per servo, in order.
-
-        Returns False, having changed nothing, for anything else (a CRC error, a
-        command error, stuffing, another id or length): the packet decoder then
-        handles those bytes, so the result is the same either way, only cheaper here.
-        """
-        replies: dict[int, ServoReply] = {}
-        view = memoryview(data)
-        at = 0
-        for servo_id, _, n in self.reads:
-            end = at + 11 + n
-            body = data[at + 8 : end - 2]  # ERR and the data
-            if (
-                data[at : at + 4] != P.HEADER_2
-                or data[at + 4] != servo_id
-                or data[at + 5] | data[at + 6] << 8 != n + 4
-                or data[at + 7] != P.Instruction.STATUS
-                or body[0] & _COMMAND_BITS[2]
-                or _STUFFED in body
-                or crc16(view[at : end - 2]) != data[end - 2] | data[end - 1] << 8
-            ):
-                return False
-            replies[servo_id] = ServoReply(servo_id, body[1:], body[0])
-            at = end
-        self.replies = replies
-        return True
-
-    def _take_fast(self, data: bytes) -> bool:
-        """Accept ``data`` if it is exactly the full, valid fast-read reply (as ``_take_sync``)."""
-        if (
-            data[:5] != _FAST_HEAD
-            or data[5] | data[6] << 8 != len(data) - 7
-            or data[7] != P.Instruction.STATUS
-            or crc16(memoryview(data)[:-2]) != data[-2] | data[-1] << 8
-        ):
-            return False
-        replies: dict[int, ServoReply] = {}
-        at = 8
-        for servo_id, _, n in self.reads:
-            if data[at + 1] != servo_id:
-                return False
-            replies[servo_id] = ServoReply(servo_id, data[at + 2 : at + 2 + n], data[at])
-            at += n + 4
-        self.replies = replies
-        return True
 
     def _corrupt(self, item: P.DecodeError) -> None:
         self.counters.crc_errors += 1

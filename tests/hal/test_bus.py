@@ -4,9 +4,18 @@ import os
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.port import BlockingPortHandler, latency_timer_ms
+from hilbot.hal.dynamixel.protocol import (
+    BROADCAST_ID,
+    Instruction,
+    InstructionPacket,
+    encode_instruction,
+    sync_write_params,
+)
 from hilbot.hal.dynamixel.timing import ReadMethod
 from hilbot.hal.errors import CommError, CommResult, CommTimeout, PortError, ServoError
 
@@ -111,3 +120,53 @@ def test_bad_port_and_latency_timer():
     assert latency_timer_ms("/dev/does-not-exist") is None
     with pytest.raises(ValueError, match="protocol"):
         DynamixelBus("/dev/null", 1_000_000, 3)
+
+
+_GOAL_BYTES = st.sampled_from([b"\xff", b"\xfd", b"\x00", b"\x01", b"\x7f"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    protocol=st.sampled_from([1, 2]),
+    address=st.sampled_from([0, 64, 116, 255]),
+    length=st.sampled_from([1, 2, 4]),
+    ids=st.lists(st.integers(0, 252), min_size=1, max_size=8, unique=True),
+    data=st.data(),
+)
+def test_sync_write_packet_is_the_codec_packet(protocol, address, length, ids, data):
+    # the bus encodes goal packets from a cached start; bytes like FF FF FD make the
+    # codec stuff the payload, and the result must still be the codec's packet
+    goals = {
+        i: b"".join(data.draw(st.lists(_GOAL_BYTES, min_size=length, max_size=length))) for i in ids
+    }
+    b = DynamixelBus("unused", 1_000_000, protocol)
+    params = sync_write_params(protocol, address, length, goals)
+    expected = encode_instruction(
+        InstructionPacket(protocol, BROADCAST_ID, Instruction.SYNC_WRITE, params)
+    )
+    assert b.sync_write_packet(address, length, goals) == expected
+    assert b.sync_write_packet(address, length, goals) == expected  # from the cache too
+    with pytest.raises(ValueError, match="expected"):
+        b.sync_write_packet(address, length, {ids[0]: bytes(length + 1)})
+
+
+def test_a_group_read_hands_over_the_bus_once_its_reply_is_in(bus):
+    # on_sent runs once the instruction is out, on_reply once the whole reply is in, before
+    # decoding; a reply that never completes (a missing servo) never calls on_reply
+    _, b = bus
+    calls = []
+    b.on_sent = lambda: calls.append(("sent", b.counters.transactions))
+    b.on_reply = lambda: calls.append(("reply", b.counters.transactions))
+    for method in (ReadMethod.SYNC_READ, ReadMethod.FAST_SYNC_READ, ReadMethod.BULK_READ):
+        calls.clear()
+        b.group_read(method, [(i, 132, 4) for i in (1, 2, 3)])
+        n = b.counters.transactions
+        assert calls == [("sent", n), ("reply", n)]
+    calls.clear()
+    b.group_read(ReadMethod.READ_EACH, [(i, 132, 4) for i in (1, 2, 3)])
+    assert [c[0] for c in calls] == ["sent"] * 3
+    calls.clear()
+    b.retries = 0
+    with pytest.raises(CommTimeout):
+        b.group_read(ReadMethod.FAST_SYNC_READ, [(i, 132, 4) for i in (1, 2, 3, 9)])
+    assert [c[0] for c in calls] == ["sent"]
