@@ -157,3 +157,40 @@ async def test_a_vanished_port_is_a_port_error(open_bus, backend_for, chain):
         with pytest.raises(PortError):
             await arm.write({"j1": 0.1})  # queued; its failure surfaces on the next call
             await arm.read()
+
+
+async def test_a_tripped_bus_watchdog_is_reported_counted_and_cleared(open_bus, backend_for):
+    """Silence longer than the armed Bus Watchdog: each servo stops and ignores goals."""
+    from hilbot.hal.mapping import ServoSpec
+
+    servos = [
+        ServoSpec(1, "XM430-W350", "base"),
+        ServoSpec(2, "XM430-W350", "shoulder"),
+        ServoSpec(3, "XM430-W350", "shoulder", direction=-1, shadow_of=2),
+    ]
+    vbus = open_bus(servos)
+    async with backend_for(vbus, servos, temperature_every=1) as arm:
+        assert (await arm.read()).bus_watchdog_tripped == ()
+        await arm.set_torque(True)
+        await arm.arm_watchdog(0.3)  # headroom over this busy machine's stalls
+        assert vbus.register(3, N.BUS_WATCHDOG) == 15
+        # only the shadow's watchdog expires here; its joint counts as tripped
+        with vbus.lock:
+            vbus.servo(3).trip_watchdog()
+        state = await arm.read()
+        assert state.bus_watchdog_tripped == ("shoulder",)
+        assert state.counters.watchdog_trips == 1
+        await asyncio.sleep(0.45)  # silence: the others trip too
+        state = await arm.read()
+        assert state.bus_watchdog_tripped == ("base", "shoulder")
+        assert state.counters.watchdog_trips == 3  # each servo's trip once
+        held = vbus.register(1, N.GOAL_POSITION)
+        await arm.write({"base": 0.5})
+        await arm.read()
+        assert vbus.register(1, N.GOAL_POSITION) == held  # the goal was refused
+        await arm.disarm_watchdog()
+        assert (await arm.read()).bus_watchdog_tripped == ()
+        assert vbus.register(1, N.BUS_WATCHDOG) == 0
+        await arm.write({"base": 0.5})
+        await arm.read()
+        assert vbus.register(1, N.GOAL_POSITION) != held
