@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -239,10 +240,17 @@ def crc16(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     start = n & 1
     if start:
         crc = ((crc << 8) ^ CRC_TABLE[((crc >> 8) ^ data[0]) & 0xFF]) & 0xFFFF
+    words = _WORDS.get(n)
+    if words is None:  # one compiled format per length (a cycle uses two or three)
+        words = _WORDS[n] = struct.Struct(f">{n >> 1}H").unpack_from
     table = _CRC_PAIRS
-    for word in struct.unpack_from(f">{n >> 1}H", data, start):
+    for word in words(data, start):
         crc = table[crc ^ word]
     return crc
+
+
+#: ``unpack_from`` of the 16-bit big-endian words of a ``crc16`` input, by input length.
+_WORDS: dict[int, Callable[..., tuple[int, ...]]] = {}
 
 
 def checksum(body: bytes) -> int:

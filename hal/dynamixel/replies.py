@@ -32,6 +32,11 @@ class ServoReply(NamedTuple):
     error: int
 
 
+#: ``ServoReply`` from a tuple without the Python-level ``__new__`` a NamedTuple adds (a
+#: frame per servo per cycle, on the path from a reply's arrival to the next packet).
+_reply = tuple.__new__
+
+
 def describe_error(protocol: int, error: int) -> str:
     """Readable form of the command part of an ERR byte."""
     code = P.StatusPacket(protocol, 0, error).error_code
@@ -120,7 +125,7 @@ class WholeReply:
         for servo_id, err, start, end, _ in self._checks:
             if data[err + 1] != servo_id:
                 return None
-            replies[servo_id] = ServoReply(servo_id, data[start:end], data[err])
+            replies[servo_id] = _reply(ServoReply, (servo_id, data[start:end], data[err]))
         return replies
 
     def _take_sync(self, data: bytes) -> dict[int, ServoReply] | None:
@@ -138,7 +143,7 @@ class WholeReply:
                 or crc16(view[at:end]) != data[end] | data[end + 1] << 8
             ):
                 return None
-            replies[servo_id] = ServoReply(servo_id, data[start:end], data[err])
+            replies[servo_id] = _reply(ServoReply, (servo_id, data[start:end], data[err]))
         return replies
 
 
