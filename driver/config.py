@@ -127,7 +127,9 @@ class SafetyConfig(_Frozen):
         torque_off_on_shutdown: disable torque when the runtime exits.
         bus_watchdog: servo-side dead-man [s] where the firmware has one (X series):
             the servos stop by themselves when the host goes silent this long;
-            ``None`` disables it.
+            ``None`` disables it. A host stall longer than this faults the run (the
+            servos refuse goals until re-enabled), so it must exceed the host's worst
+            stall: 0.5 s by default (a loaded 2-core machine stalled up to 133 ms).
     """
 
     max_delta_per_cycle: PositiveFloat = 0.02
@@ -137,7 +139,7 @@ class SafetyConfig(_Frozen):
     soft_limits: dict[str, tuple[float, float]] = Field(default_factory=dict)
     estop_action: EstopAction = EstopAction.HOLD
     torque_off_on_shutdown: bool = True
-    bus_watchdog: float | None = Field(default=0.1, ge=0.02, le=2.54)  # X series: 20 ms units
+    bus_watchdog: float | None = Field(default=0.5, ge=0.02, le=2.54)  # X series: 20 ms units
 
     @field_validator("velocity_limit")
     @classmethod

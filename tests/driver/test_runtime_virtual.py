@@ -66,7 +66,8 @@ async def test_tracks_targets_without_a_start_jump_and_shuts_down_torque(config,
         for joint, value in start.items():
             assert after[joint] == pytest.approx(value, abs=0.01)  # no jump
         # The servo-side dead-man is armed (Bus Watchdog, 20 ms units).
-        assert vbus.register(11, RegisterName.BUS_WATCHDOG) == round(0.1 / 0.02)
+        expected = round(config.safety.bus_watchdog / 0.02)
+        assert vbus.register(11, RegisterName.BUS_WATCHDOG) == expected
         for _ in range(int(1.5 * RATE)):
             rt.set_joint_targets({"joint1": 0.4})
             await rt.wait_cycles(1)
