@@ -76,6 +76,8 @@ async def test_a_write_queued_while_a_read_is_on_the_wire_goes_out_when_its_repl
         reads, writes = reads + 1, writes + 1
     state = await arm.read()
     reads += 1
+    # the state was handed over only once the read queued for the next cycle was out
+    assert arm.counters.transactions == state.counters.transactions + 1
     # the write queued behind the read this state came from went out as soon as that
     # read's reply was in, before the state was decoded (its counters include it); only
     # the read queued for the next cycle ran after it
