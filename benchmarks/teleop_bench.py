@@ -353,7 +353,7 @@ if __name__ == "__main__":
         asyncio.run(publish_targets(int(port), float(base), int(count)))
         sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=150)
+    parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--no-flood", action="store_true")
     parser.add_argument("--no-virtual", action="store_true")
     parser.add_argument(
