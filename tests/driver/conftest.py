@@ -1,8 +1,10 @@
-"""Fixtures of the driver tests: shipped configs, a simulated backend on a manual clock."""
+"""Fixtures of the driver tests: shipped configs, a simulated backend on a manual clock,
+and a runtime on the virtual bus through the real Dynamixel backend."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +12,12 @@ import pytest
 import yaml
 
 from hilbot.configs import config_path
+from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
 from hilbot.driver.config import RobotConfig, parse_config
+from hilbot.driver.runtime import Runtime
 from hilbot.driver.ticker import ManualClock
 from hilbot.sim.sim_backend import SimBackend
+from hilbot.sim.testing import running_virtual_bus
 
 
 def config_data(name: str) -> dict[str, Any]:
@@ -68,3 +73,22 @@ def write_yaml(tmp_path: Path) -> Callable[[dict[str, Any]], Path]:
         return path
 
     return write
+
+
+@pytest.fixture(params=[False, True], ids=["plain", "pipelined"])
+def running(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``running(config)``: the virtual bus and a runtime on it, pipelined or not."""
+
+    @contextlib.asynccontextmanager
+    async def run(config: RobotConfig) -> AsyncIterator[tuple[Any, Runtime]]:
+        async with running_virtual_bus(
+            config.servo_specs(), baudrate=1_000_000, initial_positions=dict(config.home)
+        ) as vbus:
+            backend = dynamixel_backend(
+                config, {"main": vbus.port}, margin_ms=VIRTUAL_MARGIN_MS, pipeline=request.param
+            )
+            async with Runtime(config, backend) as rt:
+                yield vbus, rt
+            assert vbus.errors == []  # the bus server itself never failed
+
+    return run

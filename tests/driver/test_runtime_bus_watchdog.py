@@ -9,7 +9,6 @@ it. ``reset`` then ``enable`` clears and re-arms the watchdog without a jump.
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 import pytest
@@ -36,23 +35,6 @@ def config(make_config):
     return make_config(
         "openmanipulator_x", chains=[], rate_hz=RATE, safety={"bus_watchdog": BUS_WATCHDOG}
     )
-
-
-@pytest.fixture(params=[False, True], ids=["plain", "pipelined"])
-def running(request):
-    @contextlib.asynccontextmanager
-    async def run(config):
-        async with running_virtual_bus(
-            config.servo_specs(), baudrate=1_000_000, initial_positions=dict(config.home)
-        ) as vbus:
-            backend = dynamixel_backend(
-                config, {"main": vbus.port}, margin_ms=VIRTUAL_MARGIN_MS, pipeline=request.param
-            )
-            async with Runtime(config, backend) as rt:
-                yield vbus, rt
-            assert vbus.errors == []
-
-    return run
 
 
 class Staller:

@@ -9,20 +9,16 @@ before the cycle's write), which must change none of the outcomes.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 
 import numpy as np
 import pytest
 
-from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
 from hilbot.driver.errors import RuntimeStateError
-from hilbot.driver.runtime import Runtime
 from hilbot.driver.safety import Mode
 from hilbot.driver.state import Command, FaultKind
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.tables import RegisterName
-from hilbot.sim.testing import running_virtual_bus
 
 RATE = 100.0  # modest: the virtual servos share this (busy, 2-core) machine
 
@@ -30,24 +26,6 @@ RATE = 100.0  # modest: the virtual servos share this (busy, 2-core) machine
 @pytest.fixture
 def config(make_config):
     return make_config("openmanipulator_x", chains=[], rate_hz=RATE)
-
-
-@pytest.fixture(params=[False, True], ids=["plain", "pipelined"])
-def running(request):
-    """``running(config)``: the virtual bus and a runtime on it, pipelined or not."""
-
-    @contextlib.asynccontextmanager
-    async def run(config):
-        async with running_virtual_bus(
-            config.servo_specs(), baudrate=1_000_000, initial_positions=dict(config.home)
-        ) as vbus:
-            backend = dynamixel_backend(
-                config, {"main": vbus.port}, margin_ms=VIRTUAL_MARGIN_MS, pipeline=request.param
-            )
-            async with Runtime(config, backend) as rt:
-                yield vbus, rt
-
-    return run
 
 
 def torque(vbus, servo_id):
