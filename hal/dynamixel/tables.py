@@ -370,7 +370,9 @@ class ModelSpec:
         has_fast_sync_read: the firmware answers Fast Sync Read / Fast Bulk Read.
         has_bus_watchdog: the Bus Watchdog register exists.
         has_bulk_read: the firmware answers Bulk Read (AX does not).
-        fast_read_min_firmware: the firmware version that added fast reads.
+        fast_read_min_firmware: the lowest firmware that answers fast reads (0: any, or
+            none when ``has_fast_sync_read`` is false).
+        bus_watchdog_min_firmware: the lowest firmware with the Bus Watchdog (0: any).
         url: the e-manual page the table was transcribed from.
     """
 
@@ -391,6 +393,7 @@ class ModelSpec:
     has_bulk_read: bool
     url: str
     fast_read_min_firmware: int = 0
+    bus_watchdog_min_firmware: int = 0
     current_zero: int = 0  # MX(1.0) Current register is offset by 2048
     operating_modes: frozenset[OperatingMode] = field(default_factory=frozenset)
 
@@ -459,6 +462,31 @@ _LOAD_MODES = frozenset(
 )
 
 
+# Fast Sync Read / Fast Bulk Read (0x8A / 0x9A), by firmware:
+# - X430 / X540: 45, UNVERIFIED: no source found for the version (the copies of
+#   https://emanual.robotis.com/docs/en/dxl/protocol2/ consulted predate the fast reads);
+#   kept as it was.
+# - XL330: 46, from third-party reports only ("XL330 firmware v46 or newer":
+#   github.com/pollen-robotics/rustypot pull 122 and github.com/pollen-robotics/microduck
+#   pull 305); no ROBOTIS page stored says so.
+# - MX(2.0): none. A ROBOTIS engineer, answering an MX-28AR that ignored 0x8A:
+#   "the DYNAMIXEL MX series (2.0 Firmware) does not function the Fast Sync / Bulk
+#   read / write instruction (DYNAMIXEL X Series only)"
+#   (https://forum.robotis.com/t/no-response-to-fast-sync-read-command-with-dynamixel-mx28-ar/820).
+#   DynamixelSDK's fast_sync_read example header lists "MX(2.0) series" among its targets;
+#   the forum answer is the observed behaviour, so MX(2.0) chains use the plain reads.
+_FAST_READ_X = 45
+_FAST_READ_XL330 = 46
+# Bus Watchdog (98): "available from firmware v38" on the X series (the e-manual include
+# _includes/en/dxl/control_table_buswatchdog.md in github.com/ROBOTIS-GIT/emanual, which
+# leaves the note out on XL330 pages: every XL330 firmware has it). MX(2.0) has it at 98 on every
+# firmware: its pages list it (docs/en/dxl/mx/mx-28-2.md, mx-64-2.md, mx-106-2.md) and
+# Protocol 2.0 firmware for the MX starts at v39
+# (https://emanual.robotis.com/docs/en/popup/faq_protocol_compatibility_table/);
+# DynamixelWorkbench's dynamixel_item.cpp (items_MX2, items_EXTMX2) agrees.
+_WATCHDOG_X = 38
+
+
 def _x(
     name: str,
     number: int,
@@ -467,7 +495,10 @@ def _x(
     amps_per_tick: float | None,
     current_max: int = 0,
     bauds: Mapping[int, int] = X_BAUD_RATES_45,
+    fast_read_firmware: int | None = _FAST_READ_X,
+    watchdog_firmware: int = _WATCHDOG_X,
 ) -> ModelSpec:
+    """An X-series or MX(2.0) model; ``fast_read_firmware=None``: no fast reads at all."""
     current = amps_per_tick is not None
     return ModelSpec(
         name=name,
@@ -482,11 +513,12 @@ def _x(
         effort_unit=EffortUnit.AMPERE if current else EffortUnit.PERCENT,
         effort_per_tick=amps_per_tick if amps_per_tick is not None else 0.1,
         baud_rates=bauds,
-        has_fast_sync_read=True,
+        has_fast_sync_read=fast_read_firmware is not None,
         has_bus_watchdog=True,
         has_bulk_read=True,
         url=_EMANUAL + page,
-        fast_read_min_firmware=45,
+        fast_read_min_firmware=fast_read_firmware or 0,
+        bus_watchdog_min_firmware=watchdog_firmware,
         operating_modes=_X_MODES if current else _LOAD_MODES,
     )
 
@@ -533,6 +565,20 @@ def _ax(name: str, number: int, page: str) -> ModelSpec:
     )
 
 
+# Present Current / Goal Current / Current Limit unit and Current Limit maximum, each
+# checked against the model's e-manual page (its source: docs/en/dxl/<series>/<model>.md
+# in github.com/ROBOTIS-GIT/emanual), control table and Current Limit(38) section:
+#   XL330-M077, XL330-M288        1 mA      0 ~ 1,750
+#   XM430-W210, XM430-W350        2.69 mA   0 ~ 1,193
+#   XM540-W150, XM540-W270        2.69 mA   0 ~ 2,047
+#   XH430-W210, XH430-W350        2.69 mA   0 ~ 648
+#   XH540-W150, XH540-W270        2.69 mA   0 ~ 2,047
+#   MX-64(2.0)                    3.36 mA   0 ~ 1,941
+#   MX-106(2.0)                   3.36 mA   0 ~ 2,047
+#   XL430, XC430, MX-28(2.0): no current sensing (126 is Present Load, 0.1 %).
+# The 1.34 mA unit belongs to the XH430-V (24 V) models, which hilbot does not list:
+# XH430-V350 (model 1040) and XH430-V210 (1050), Current Limit 0 ~ 689 (x/xh430-v350/,
+# x/xh430-v210/).
 _ALL = (
     _x(
         "XL330-M077",
@@ -541,6 +587,8 @@ _ALL = (
         amps_per_tick=0.001,
         current_max=1750,
         bauds=X_BAUD_RATES,
+        fast_read_firmware=_FAST_READ_XL330,
+        watchdog_firmware=0,
     ),
     _x(
         "XL330-M288",
@@ -549,6 +597,8 @@ _ALL = (
         amps_per_tick=0.001,
         current_max=1750,
         bauds=X_BAUD_RATES,
+        fast_read_firmware=_FAST_READ_XL330,
+        watchdog_firmware=0,
     ),
     _x("XL430-W250", 1060, "x/xl430-w250/", amps_per_tick=None),
     _x("XC430-W150", 1070, "x/xc430-w150/", amps_per_tick=None),
@@ -561,9 +611,32 @@ _ALL = (
     _x("XH430-W350", 1000, "x/xh430-w350/", amps_per_tick=0.00269, current_max=648),
     _x("XH540-W150", 1110, "x/xh540-w150/", amps_per_tick=0.00269, current_max=2047),
     _x("XH540-W270", 1100, "x/xh540-w270/", amps_per_tick=0.00269, current_max=2047),
-    _x("MX-28(2.0)", 30, "mx/mx-28-2/", amps_per_tick=None),
-    _x("MX-64(2.0)", 311, "mx/mx-64-2/", amps_per_tick=0.00336, current_max=1941),
-    _x("MX-106(2.0)", 321, "mx/mx-106-2/", amps_per_tick=0.00336, current_max=2047),
+    _x(
+        "MX-28(2.0)",
+        30,
+        "mx/mx-28-2/",
+        amps_per_tick=None,
+        fast_read_firmware=None,
+        watchdog_firmware=0,
+    ),
+    _x(
+        "MX-64(2.0)",
+        311,
+        "mx/mx-64-2/",
+        amps_per_tick=0.00336,
+        current_max=1941,
+        fast_read_firmware=None,
+        watchdog_firmware=0,
+    ),
+    _x(
+        "MX-106(2.0)",
+        321,
+        "mx/mx-106-2/",
+        amps_per_tick=0.00336,
+        current_max=2047,
+        fast_read_firmware=None,
+        watchdog_firmware=0,
+    ),
     _ax("AX-12A", 12, "ax/ax-12a/"),
     _ax("AX-18A", 18, "ax/ax-18a/"),
     _mx1("MX-28", 29, "mx/mx-28/", current=False),

@@ -16,6 +16,8 @@ from hilbot.hal.dynamixel.tables import (
     model,
     model_by_number,
 )
+from hilbot.hal.dynamixel.timing import ReadMethod, choose_read_method
+from hilbot.hal.mapping import ServoSpec
 
 N = RegisterName
 
@@ -136,3 +138,111 @@ def test_tables_have_no_overlapping_registers():
         regs = sorted(m.table.values(), key=lambda r: r.address)
         for a, b in itertools.pairwise(regs):
             assert a.end <= b.address, (m.name, a.name, b.name)
+
+
+# Verified against each model's e-manual page (see the source comments in tables.py):
+# Present/Goal Current unit [A per tick] and the Current Limit(38) maximum.
+CURRENT = {
+    "XL330-M077": (0.001, 1750),
+    "XL330-M288": (0.001, 1750),
+    "XM430-W210": (0.00269, 1193),
+    "XM430-W350": (0.00269, 1193),
+    "XM540-W150": (0.00269, 2047),
+    "XM540-W270": (0.00269, 2047),
+    "XH430-W210": (0.00269, 648),
+    "XH430-W350": (0.00269, 648),
+    "XH540-W150": (0.00269, 2047),
+    "XH540-W270": (0.00269, 2047),
+    "MX-64(2.0)": (0.00336, 1941),
+    "MX-106(2.0)": (0.00336, 2047),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CURRENT))
+def test_current_unit_and_current_limit(name):
+    amps, limit = CURRENT[name]
+    m = model(name)
+    assert m.effort_unit is EffortUnit.AMPERE
+    assert m.effort_register is N.PRESENT_CURRENT
+    assert m.effort_per_tick == pytest.approx(amps)
+    assert (m.register(N.CURRENT_LIMIT).address, m.register(N.CURRENT_LIMIT).size) == (38, 2)
+    assert (m.register(N.CURRENT_LIMIT).min, m.register(N.CURRENT_LIMIT).max) == (0, limit)
+    goal = m.register(N.GOAL_CURRENT)
+    assert (goal.address, goal.min, goal.max) == (102, -limit, limit)
+    assert m.register(N.PRESENT_CURRENT).encoding is Encoding.SIGNED
+
+
+def test_every_protocol2_model_with_current_sensing_is_pinned():
+    sensing = {
+        n for n, m in MODELS.items() if m.protocol == 2 and m.effort_unit is EffortUnit.AMPERE
+    }
+    assert sensing == set(CURRENT)
+    for n, m in MODELS.items():
+        if m.protocol == 2 and n not in CURRENT:
+            assert not m.has(N.CURRENT_LIMIT) and not m.has(N.GOAL_CURRENT), n
+
+
+def test_fast_reads_by_model_and_firmware():
+    for name in ("MX-28(2.0)", "MX-64(2.0)", "MX-106(2.0)"):
+        # ROBOTIS: MX(2.0) firmware does not answer Fast Sync / Fast Bulk Read.
+        assert not model(name).has_fast_sync_read, name
+    for name in ("XL330-M077", "XL330-M288"):
+        assert model(name).has_fast_sync_read
+        assert model(name).fast_read_min_firmware == 46
+    for name in ("XL430-W250", "XC430-W150", "XM430-W350", "XM540-W270", "XH430-W350"):
+        assert model(name).has_fast_sync_read
+        assert model(name).fast_read_min_firmware == 45
+    for m in MODELS.values():
+        if m.protocol == 1:
+            assert not m.has_fast_sync_read, m.name
+
+
+def test_an_mx2_chain_is_read_with_plain_sync_or_bulk_read():
+    assert choose_read_method([model("MX-64(2.0)"), model("MX-106(2.0)")]) is (ReadMethod.SYNC_READ)
+    mixed = [model("XM430-W350"), model("MX-28(2.0)")]
+    assert choose_read_method(mixed) is ReadMethod.SYNC_READ
+    assert choose_read_method([model("XM430-W350")]) is ReadMethod.FAST_SYNC_READ
+
+
+def test_bus_watchdog_by_model_and_firmware():
+    for m in MODELS.values():
+        if m.protocol == 1:
+            assert not m.has_bus_watchdog and not m.has(N.BUS_WATCHDOG), m.name
+            continue
+        reg = m.register(N.BUS_WATCHDOG)
+        assert m.has_bus_watchdog, m.name
+        assert (reg.address, reg.size, reg.area, reg.encoding) == (98, 1, Area.RAM, Encoding.SIGNED)
+        assert (reg.min, reg.max) == (0, 127)
+        # "available from firmware v38" on the X series; every XL330 and every MX(2.0)
+        # firmware (Protocol 2.0 on the MX starts at v39) has it.
+        expected = 0 if m.name.startswith(("XL330", "MX-")) else 38
+        assert m.bus_watchdog_min_firmware == expected, m.name
+
+
+async def test_mx2_chain_on_the_virtual_bus_uses_sync_read(open_bus, backend_for):
+    servos = [
+        ServoSpec(1, "MX-64(2.0)", "shoulder"),
+        ServoSpec(2, "MX-106(2.0)", "elbow"),
+        ServoSpec(3, "MX-28(2.0)", "wrist"),
+    ]
+    vbus = open_bus(servos)
+    async with backend_for(vbus, servos) as arm:
+        assert arm.method is ReadMethod.SYNC_READ
+        state = await arm.read()
+        assert state.effort_unit == (EffortUnit.AMPERE, EffortUnit.AMPERE, EffortUnit.PERCENT)
+        await arm.arm_watchdog(0.5)
+        assert [vbus.register(i, N.BUS_WATCHDOG) for i in (1, 2, 3)] == [25, 25, 25]
+        await arm.disarm_watchdog()
+        assert [vbus.register(i, N.BUS_WATCHDOG) for i in (1, 2, 3)] == [0, 0, 0]
+
+
+@pytest.mark.parametrize(("firmware", "method"), [(45, "SYNC_READ"), (46, "FAST_SYNC_READ")])
+async def test_xl330_fast_reads_from_firmware_46(open_bus, backend_for, chain, firmware, method):
+    servos = chain("XL330-M288", 2)
+    vbus = open_bus(servos)
+    for s in servos:
+        vbus.servo(s.id).memory.set(N.FIRMWARE_VERSION, firmware)
+    async with backend_for(vbus, servos) as arm:
+        assert arm.method is ReadMethod[method]
+        state = await arm.read()
+        assert state.effort_unit == (EffortUnit.AMPERE,) * 2

@@ -71,3 +71,30 @@ def test_unknown_model_is_a_config_error():
 def test_round_trip(ticks, offset, direction, gear):
     u = units(offset=offset, direction=direction, gear_ratio=gear)
     assert u.ticks(u.position(ticks)) == ticks
+
+
+@pytest.mark.parametrize(
+    ("model", "amps_per_tick"),
+    [
+        ("XL330-M288", 0.001),
+        ("XM430-W350", 0.00269),
+        ("XM540-W270", 0.00269),
+        ("XH430-W210", 0.00269),
+        ("XH430-W350", 0.00269),
+        ("XH540-W270", 0.00269),
+        ("MX-64(2.0)", 0.00336),
+        ("MX-106(2.0)", 0.00336),
+    ],
+)
+def test_present_current_in_amperes_per_model(model, amps_per_tick):
+    u = units(model=model)
+    assert u.effort_unit is EffortUnit.AMPERE
+    assert u.effort(-1000) == pytest.approx(-1000 * amps_per_tick)
+    assert units(model=model, direction=-1).effort(1000) == pytest.approx(-1000 * amps_per_tick)
+
+
+@pytest.mark.parametrize("model", ["XL430-W250", "XC430-W240", "MX-28(2.0)"])
+def test_present_load_in_percent(model):
+    u = units(model=model)
+    assert u.effort_unit is EffortUnit.PERCENT
+    assert u.effort(1000) == pytest.approx(100.0)  # 0.1 % per tick, 1000 = 100 %
