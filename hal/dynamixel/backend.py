@@ -306,7 +306,8 @@ class DynamixelBackend:
         """Arm every servo's Bus Watchdog: it stops if no instruction arrives for ``timeout`` [s].
 
         The runtime's dead-man: if this process hangs, the servos stop on their own.
-        Models without a Bus Watchdog (Protocol 1.0) are skipped with a warning.
+        Servos without a Bus Watchdog (Protocol 1.0 models, X series before firmware 38)
+        are skipped with a warning.
         """
         if not WATCHDOG_UNIT <= timeout <= 127 * WATCHDOG_UNIT:
             raise ValueError(f"watchdog timeout must be in [0.02, 2.54] s, got {timeout!r}")
@@ -324,10 +325,11 @@ class DynamixelBackend:
 
     async def _set_watchdog(self, value: int) -> None:
         self._require_open()
-        slots = [s for s in self.layout.slots if s.model.has_bus_watchdog]
+        slots = list(self._session.watchdog_slots)
         if len(slots) < len(self.layout.slots):
             self._log.warning(
-                "%s: some servos have no Bus Watchdog; they are not armed", self.spec.port
+                "%s: some servos have no Bus Watchdog (model or firmware); they are not armed",
+                self.spec.port,
             )
         if slots:
             await self._call("watchdog", self._session.set_watchdog, slots, value)

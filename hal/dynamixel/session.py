@@ -84,6 +84,11 @@ class BusSession:
         self._tripped: set[int] = set()  # ids whose Bus Watchdog reads -1
         self._tripped_joints: tuple[str, ...] = ()
 
+    @property
+    def watchdog_slots(self) -> tuple[ServoSlot, ...]:
+        """The servos with a Bus Watchdog (model and, once open, firmware allow it)."""
+        return self._watchdog_slots
+
     def faults(self, slot: ServoSlot) -> HardwareErrorFlags:
         """The servo's hardware-error status as last read."""
         return self._faults[slot.id]
@@ -137,6 +142,20 @@ class BusSession:
         if self._fast_read is not None:
             fast_ok = self._fast_read
         self.method = self._read_method or self.layout.read_method(fast_ok=fast_ok)
+        firmware = {r.id: r.firmware for r in self.reports}
+        old = [
+            s
+            for s in self._watchdog_slots
+            if firmware.get(s.id, 0) < s.model.bus_watchdog_min_firmware
+        ]
+        if old:  # the register is not there before that firmware: never arm or read it
+            self._log.warning(
+                "%s: servo(s) %s: firmware too old for the Bus Watchdog (needs %s); not armed",
+                self.layout.bus.port,
+                ", ".join(str(s.id) for s in old),
+                ", ".join(sorted({str(s.model.bus_watchdog_min_firmware) for s in old})),
+            )
+            self._watchdog_slots = tuple(s for s in self._watchdog_slots if s not in old)
         if self._watchdog_slots:
             self._read_watchdogs()  # a trip left by an earlier process: the servos ignore goals
         self.hold(self.layout.slots)

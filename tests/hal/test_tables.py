@@ -246,3 +246,15 @@ async def test_xl330_fast_reads_from_firmware_46(open_bus, backend_for, chain, f
         assert arm.method is ReadMethod[method]
         state = await arm.read()
         assert state.effort_unit == (EffortUnit.AMPERE,) * 2
+
+
+async def test_bus_watchdog_is_not_armed_below_its_firmware(open_bus, backend_for, chain, caplog):
+    servos = chain("XM430-W350", 2)
+    vbus = open_bus(servos)
+    vbus.servo(1).memory.set(N.FIRMWARE_VERSION, 37)  # before v38: no Bus Watchdog
+    vbus.servo(2).memory.set(N.FIRMWARE_VERSION, 38)
+    async with backend_for(vbus, servos) as arm:
+        assert "firmware too old for the Bus Watchdog" in caplog.text
+        await arm.arm_watchdog(0.1)
+        await arm.read()  # a round trip: the writes before it have been served
+        assert [vbus.register(i, N.BUS_WATCHDOG) for i in (1, 2)] == [0, 5]
