@@ -47,6 +47,7 @@ DISARMING_ERRORS = (
     | HardwareErrorFlags.MOTOR_ENCODER
 )
 BUS_FAULT_TIME = 0.25  # [s] of consecutive failed reads or writes before the bus counts as down
+SHUTDOWN_TORQUE_TRIES = 3  # torque-off attempts at shutdown before giving up
 BUS_ERRORS = (HalError, OSError, TimeoutError)
 
 CycleListener = Callable[[CycleRecord], None]
@@ -208,13 +209,21 @@ class Runtime:
         if not self.config.safety.torque_off_on_shutdown:
             self._log.info("shutdown: holding, torque left on (torque_off_on_shutdown: false)")
             return
-        try:
-            await self._backend.set_torque(False)
-        except BUS_ERRORS as err:
-            # Nothing more can be done from here; the servo-side bus watchdog (where the
-            # firmware has one) stops the servos once the host falls silent.
-            self._log.error("shutdown: could not disable torque: %s", err)
-            return
+        for attempt in range(1, SHUTDOWN_TORQUE_TRIES + 1):
+            try:
+                await self._backend.set_torque(False)
+                break
+            except BUS_ERRORS as err:
+                if attempt == SHUTDOWN_TORQUE_TRIES:
+                    # Nothing more can be done from here; the servo-side bus watchdog (where
+                    # the firmware has one) stops the servos once the host falls silent.
+                    self._log.error(
+                        "shutdown: could not disable torque (%d attempts): %s", attempt, err
+                    )
+                    return
+                # One lost reply (often the read-back of a torque write that did go out)
+                # must not end the shutdown's only chance to turn torque off.
+                self._log.warning("shutdown: disabling torque failed, retrying: %s", err)
         self._modes.disable()
         self._log.info("shutdown: torque off")
 

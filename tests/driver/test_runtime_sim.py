@@ -18,7 +18,7 @@ from hilbot.driver.errors import (
     UnknownChain,
     UnknownJoint,
 )
-from hilbot.driver.runtime import Runtime
+from hilbot.driver.runtime import SHUTDOWN_TORQUE_TRIES, Runtime
 from hilbot.driver.safety import ClampKind, Mode
 from hilbot.driver.state import Command, CycleRecord, FaultKind
 from hilbot.driver.ticker import ManualClock
@@ -254,6 +254,21 @@ async def test_shutdown_on_exception_disables_torque(sim_factory, clock, joints_
             await rt.command(Command.ENABLE)
             1 / 0  # noqa: B018
     assert not backend.model.torque_enabled.any()
+
+
+async def test_shutdown_retries_torque_off_a_bounded_number_of_times(
+    sim_factory, clock, joints_config, caplog
+):
+    config = joints_config()
+    backend = sim_factory(config, retries=0)
+    async with Runtime(config, backend, clock=clock) as rt:
+        await rt.command(Command.ENABLE)
+        await rt.wait_cycles(3)
+        backend.fault("joint3").drop_rate = 1.0  # servo 13 no longer answers
+    retries = [r for r in caplog.records if "disabling torque failed, retrying" in r.getMessage()]
+    assert len(retries) == SHUTDOWN_TORQUE_TRIES - 1
+    assert f"could not disable torque ({SHUTDOWN_TORQUE_TRIES} attempts)" in caplog.text
+    assert "shutdown: torque off" not in [r.getMessage() for r in caplog.records]
 
 
 async def test_torque_left_on_when_configured(sim_factory, clock, joints_config):
