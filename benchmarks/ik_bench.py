@@ -45,7 +45,7 @@ from _report import write_section
 
 from hilbot.kinematics import Chain, Robot, load_urdf
 from hilbot.kinematics.ik import BatchSolver, DLSSolver, IKError, MultiStartSolver
-from hilbot.kinematics.ik.residual import rotation_error
+from hilbot.kinematics.ik.core.residual import rotation_error
 
 ROBOTS = Path(__file__).resolve().parent.parent / "configs" / "robots"
 ARMS = [

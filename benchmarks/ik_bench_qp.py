@@ -35,10 +35,10 @@ from _report import write_section
 
 from hilbot.kinematics import load_urdf
 from hilbot.kinematics.ik import DLSSolver, MultiStartSolver, MultiTaskSolver, QPSolver
-from hilbot.kinematics.ik.errors import IKError
-from hilbot.kinematics.ik.mt_model import TreeContext, TreeModel
-from hilbot.kinematics.ik.mt_tasks import FrameTask
-from hilbot.kinematics.ik.residual import rotation_error
+from hilbot.kinematics.ik.core.errors import IKError
+from hilbot.kinematics.ik.core.residual import rotation_error
+from hilbot.kinematics.ik.multitask.model import TreeContext, TreeModel
+from hilbot.kinematics.ik.multitask.tasks import FrameTask
 
 ROBOTS = Path(__file__).resolve().parent.parent / "configs" / "robots"
 ARMS = [

@@ -9,7 +9,8 @@ import numpy as np
 import numpy.typing as npt
 from numpy.typing import NDArray
 
-from hilbot.kinematics import _codegen, _program, spatial
+from hilbot.kinematics import spatial
+from hilbot.kinematics.codegen import chain_kernels, program
 from hilbot.kinematics.errors import UnknownLink
 from hilbot.kinematics.joint import Joint, JointType, coordinates
 
@@ -73,15 +74,15 @@ class Chain:
         self._slots = [(j, self._start[j.name], j.type.dof == 1) for j in joints]
         self.dof = len(columns)
         leaders = {j.name: m for j in path if (m := robot.leader(j.name)) is not None}
-        self._program = _program.compile_chain(path, leaders, self._start, self.dof, source)
+        self._program = program.compile_chain(path, leaders, self._start, self.dof, source)
         self.lower, self.upper, self.velocity_limit = self._bounds()
         self._floating = [self._start[j.name] for j in joints if j.type is JointType.FLOATING]
         self._shape = (self.dof,)
         # Generated lazily (a few ms each): fk, fk + Jacobian, link poses, Jacobian per link.
-        self._kernel_fk: _codegen.PoseKernel | None = None
-        self._kernel_fj: _codegen.JacobianKernel | None = None
-        self._kernel_links: _codegen.PoseKernel | None = None
-        self._kernels_at: dict[str, _codegen.JacobianKernel] = {}
+        self._kernel_fk: chain_kernels.PoseKernel | None = None
+        self._kernel_fj: chain_kernels.JacobianKernel | None = None
+        self._kernel_links: chain_kernels.PoseKernel | None = None
+        self._kernels_at: dict[str, chain_kernels.JacobianKernel] = {}
 
     def _call(self, kernel: Callable[[Array], _T], q: npt.ArrayLike | Mapping[str, object]) -> _T:
         if type(q) is not np.ndarray or q.shape != self._shape:
@@ -183,14 +184,14 @@ class Chain:
 
     def _running(self, qb: Array) -> Array:
         p = self._program
-        return _program.cumulative(p, _program.local_transforms(p, qb))
+        return program.cumulative(p, program.local_transforms(p, qb))
 
     def fk(self, q: npt.ArrayLike | Mapping[str, object]) -> Array:
         """Pose (4, 4) of the target link in the source frame."""
         kernel = self._kernel_fk
         if kernel is None:
             target = self._program.frames[self.target]
-            kernel = self._kernel_fk = _codegen.pose_kernel(self._program, [target])
+            kernel = self._kernel_fk = chain_kernels.pose_kernel(self._program, [target])
         return self._call(kernel, q)
 
     def jacobian(self, q: npt.ArrayLike | Mapping[str, object]) -> Array:
@@ -202,7 +203,7 @@ class Chain:
         kernel = self._kernel_fj
         if kernel is None:
             target = self._program.frames[self.target]
-            kernel = self._kernel_fj = _codegen.jacobian_kernel(self._program, target)
+            kernel = self._kernel_fj = chain_kernels.jacobian_kernel(self._program, target)
         return self._call(kernel, q)
 
     def link_poses(self, q: npt.ArrayLike | Mapping[str, object]) -> dict[str, Array]:
@@ -210,7 +211,7 @@ class Chain:
         kernel = self._kernel_links
         if kernel is None:
             frames = [self._program.frames[link] for link in self.links]
-            kernel = _codegen.pose_kernel(self._program, frames, stacked=True)
+            kernel = chain_kernels.pose_kernel(self._program, frames, stacked=True)
             self._kernel_links = kernel
         return dict(zip(self.links, self._call(kernel, q), strict=True))
 
@@ -225,7 +226,7 @@ class Chain:
             if link not in self._program.frames:
                 raise UnknownLink(link, "link", self.links)
             frame = self._program.frames[link]
-            kernel = self._kernels_at[link] = _codegen.jacobian_kernel(self._program, frame)
+            kernel = self._kernels_at[link] = chain_kernels.jacobian_kernel(self._program, frame)
         return self._call(kernel, q)[1]
 
     def fk_batch(self, q: npt.ArrayLike) -> Array:
@@ -245,9 +246,9 @@ class Chain:
             t = np.broadcast_to(p.frames[self.target][1], (batch, 4, 4)).copy()
             return t, np.zeros((batch, 6, self.dof))
         w = self._running(qb)
-        t = _program.frame_pose(p, w, self.target)  # (4, 4, B)
+        t = program.frame_pose(p, w, self.target)  # (4, 4, B)
         poses = np.ascontiguousarray(t.transpose(2, 0, 1))
         if not with_jacobian:
             return poses, np.zeros((batch, 6, 0))
-        jac = _program.jacobian(p, w, t[:3, 3])  # (6, dof, B)
+        jac = program.jacobian(p, w, t[:3, 3])  # (6, dof, B)
         return poses, np.ascontiguousarray(jac.transpose(2, 0, 1))

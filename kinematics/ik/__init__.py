@@ -8,20 +8,29 @@ and returns a ``Solution`` or raises one of the errors below (all under
 ``IKError``, itself a ``KinematicsError``). ``solve`` is that call on a shared
 ``DLSSolver``. ``BatchSolver.solve_batch`` solves many targets at once and
 ``MultiTaskSolver`` weighs several targets of one tree (bimanual, legged).
+
+The code is grouped by family: ``core`` (targets, solutions, errors, the ``Solver``
+base), ``dls`` (damped least squares, multi-start, batched), ``qp`` (the QP solver
+and its ``limits``), ``multitask`` and ``fabrik``; the generated kernels they run on
+are in ``hilbot.kinematics.codegen``.
 """
 
-from hilbot.kinematics.ik.base import Solver
-from hilbot.kinematics.ik.batch import BatchResult, BatchSolver
-from hilbot.kinematics.ik.dls import DLSSolver, solve
-from hilbot.kinematics.ik.errors import (
+from hilbot.kinematics.ik.core import (
     IKError,
     InvalidTarget,
     NoDofs,
     NoSolution,
+    OrientationKind,
     OrientationUnreachable,
+    Solution,
+    Solver,
+    Status,
+    Target,
     Unreachable,
     UnsupportedJoint,
+    parse_target,
 )
+from hilbot.kinematics.ik.dls import BatchResult, BatchSolver, DLSSolver, MultiStartSolver, solve
 from hilbot.kinematics.ik.fabrik import FABRIKSolver
 from hilbot.kinematics.ik.limits import (
     Capsule,
@@ -32,22 +41,19 @@ from hilbot.kinematics.ik.limits import (
     Sphere,
     VelocityLimit,
 )
-from hilbot.kinematics.ik.mt_collision import load_self_collision
-from hilbot.kinematics.ik.mt_tasks import (
+from hilbot.kinematics.ik.multitask import (
     ElbowHint,
     FrameTask,
     JointLimitTask,
     ManipulabilityTask,
+    MultiTaskSolver,
     PostureTask,
     RelativeFrameTask,
     RestTask,
     SelfCollision,
+    load_self_collision,
 )
-from hilbot.kinematics.ik.multistart import MultiStartSolver
-from hilbot.kinematics.ik.multitask import MultiTaskSolver
 from hilbot.kinematics.ik.qp import QPSolver
-from hilbot.kinematics.ik.solution import Solution, Status
-from hilbot.kinematics.ik.target import OrientationKind, Target, parse_target
 
 __all__ = [
     "BatchResult",

@@ -10,8 +10,8 @@ import pytest
 
 from hilbot.kinematics import UnknownLink, load_urdf
 from hilbot.kinematics.ik import DLSSolver, InvalidTarget, Unreachable
-from hilbot.kinematics.ik.base import Solver
-from hilbot.kinematics.ik.box import Box
+from hilbot.kinematics.ik.core.box import Box
+from hilbot.kinematics.ik.core.solver import Solver
 
 TARGET = np.array([0.3, 0.1, 0.4])
 ROBOTS = Path(__file__).resolve().parents[3] / "configs" / "robots"

@@ -19,7 +19,7 @@ from hilbot.kinematics.ik import (
     Unreachable,
     solve,
 )
-from hilbot.kinematics.ik.residual import rotation_error
+from hilbot.kinematics.ik.core.residual import rotation_error
 
 
 def _state(names, position):

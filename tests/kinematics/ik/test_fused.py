@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from hilbot.kinematics.ik import DLSSolver
-from hilbot.kinematics.ik.base import _options
-from hilbot.kinematics.ik.dls import _Run
-from hilbot.kinematics.ik.target import Target, parse_target
+from hilbot.kinematics.ik.core.solver import _options
+from hilbot.kinematics.ik.core.target import Target, parse_target
+from hilbot.kinematics.ik.dls.dls_solver import _Run
 
 CHAINS = [
     ("ur5", "base_link", "tool0"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hilbot.kinematics.ik.kernel import ScalarKernel
-from hilbot.kinematics.ik.linear import dls_step
+from hilbot.kinematics.codegen.dls_step import dls_step
+from hilbot.kinematics.codegen.scalar_kernel import ScalarKernel
 
 LEAVES = [
     ("openmanipulator_x", "world", "gripper_link_sub"),  # a mimic prismatic follower

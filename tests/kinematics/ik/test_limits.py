@@ -9,7 +9,7 @@ import pytest
 
 from hilbot.kinematics import load_urdf
 from hilbot.kinematics.errors import UnknownLink
-from hilbot.kinematics.ik.limits import (
+from hilbot.kinematics.ik.qp.limits import (
     Capsule,
     CollisionAvoidance,
     ConfigurationLimit,
@@ -19,8 +19,8 @@ from hilbot.kinematics.ik.limits import (
     closest_points,
     point_jacobian,
 )
-from hilbot.kinematics.ik.limits.geometry import closest_points_batch
-from hilbot.kinematics.ik.qp import ChainContext
+from hilbot.kinematics.ik.qp.limits.geometry import closest_points_batch
+from hilbot.kinematics.ik.qp.qp_solver import ChainContext
 
 ROBOTS = Path(__file__).resolve().parents[3] / "configs" / "robots"
 

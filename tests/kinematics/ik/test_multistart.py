@@ -119,8 +119,8 @@ def test_restarts_give_up_early_on_slow_progress(load, rng, sample):
 
 
 def test_dls_honours_a_stricter_stall_rule(load):
-    from hilbot.kinematics.ik.base import _options
-    from hilbot.kinematics.ik.target import parse_target
+    from hilbot.kinematics.ik.core.solver import _options
+    from hilbot.kinematics.ik.core.target import parse_target
 
     robot = load("ur5")
     chain = robot.path_between("base_link", "tool0")
@@ -167,8 +167,8 @@ def test_candidates_are_drawn_within_a_max_delta_box(load):
 
 
 def test_task_costs_match_the_evaluated_error(load, rng, sample):
-    from hilbot.kinematics.ik.residual import rotation_error
-    from hilbot.kinematics.ik.target import Target, parse_target
+    from hilbot.kinematics.ik.core.residual import rotation_error
+    from hilbot.kinematics.ik.core.target import Target, parse_target
 
     robot = load("panda")
     chain = robot.path_between("panda_link0", "panda_hand_tcp")

@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 from hilbot.kinematics import load_urdf
 from hilbot.kinematics.errors import NotAnAncestor, UnknownLink
-from hilbot.kinematics.ik.limits import CollisionAvoidance, VelocityLimit
-from hilbot.kinematics.ik.mt_collision import CollisionDataError, load_self_collision
-from hilbot.kinematics.ik.mt_model import TreeContext, TreeModel
-from hilbot.kinematics.ik.mt_tasks import (
+from hilbot.kinematics.ik.core.solution import Status
+from hilbot.kinematics.ik.multitask.collision import CollisionDataError, load_self_collision
+from hilbot.kinematics.ik.multitask.model import TreeContext, TreeModel
+from hilbot.kinematics.ik.multitask.multitask_solver import MultiTaskSolver
+from hilbot.kinematics.ik.multitask.tasks import (
     ElbowHint,
     FrameTask,
     JointLimitTask,
@@ -24,9 +25,8 @@ from hilbot.kinematics.ik.mt_tasks import (
     RestTask,
     SelfCollision,
 )
-from hilbot.kinematics.ik.mt_terms import log_manipulability
-from hilbot.kinematics.ik.multitask import MultiTaskSolver
-from hilbot.kinematics.ik.solution import Status
+from hilbot.kinematics.ik.multitask.terms import log_manipulability
+from hilbot.kinematics.ik.qp.limits import CollisionAvoidance, VelocityLimit
 
 ROBOTS = Path(__file__).resolve().parents[3] / "configs" / "robots"
 HOME = {

@@ -22,7 +22,7 @@ from hilbot.kinematics.ik import (
     OrientationUnreachable,
     Unreachable,
 )
-from hilbot.kinematics.ik.target import parse_target
+from hilbot.kinematics.ik.core.target import parse_target
 
 ROBOTS = Path(__file__).resolve().parents[3] / "configs" / "robots"
 ARMS = [

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hilbot.kinematics.ik.qp_dense import QPStatus, solve_box_qp, solve_qp
+from hilbot.kinematics.ik.qp.dense import QPStatus, solve_box_qp, solve_qp
 
 BIG = 1e30
 

@@ -10,16 +10,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hilbot.kinematics import load_urdf
-from hilbot.kinematics.ik.errors import IKError, InvalidTarget, OrientationUnreachable, Unreachable
-from hilbot.kinematics.ik.limits import (
+from hilbot.kinematics.ik.core.errors import (
+    IKError,
+    InvalidTarget,
+    OrientationUnreachable,
+    Unreachable,
+)
+from hilbot.kinematics.ik.core.solution import Status
+from hilbot.kinematics.ik.multitask.multitask_solver import MultiTaskSolver
+from hilbot.kinematics.ik.qp.limits import (
     Capsule,
     CollisionAvoidance,
     LinearInequality,
     VelocityLimit,
 )
-from hilbot.kinematics.ik.multitask import MultiTaskSolver
-from hilbot.kinematics.ik.qp import ChainContext, QPSolver
-from hilbot.kinematics.ik.solution import Status
+from hilbot.kinematics.ik.qp.qp_solver import ChainContext, QPSolver
 
 ROBOTS = Path(__file__).resolve().parents[3] / "configs" / "robots"
 ARMS = {

@@ -1,0 +1,206 @@
+"""Per-chain facts the solvers precompute once: names, bounds, reach, state index maps."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hilbot.kinematics.ik.core.box import Box
+from hilbot.kinematics.joint import JointType
+
+Array = NDArray[np.float64]
+
+#: Joint types every solver can handle as one scalar coordinate.
+SCALAR = frozenset({JointType.REVOLUTE, JointType.CONTINUOUS, JointType.PRISMATIC})
+
+
+class ChainInfo:
+    """What a solver needs to know about a ``Chain``, computed once.
+
+    Attributes:
+        chain: the chain.
+        dof: its number of columns.
+        names: (dof,) joint name of each column (repeated for multi-DoF joints).
+        scalar: every column is its own scalar joint (no planar or floating joint).
+        lower: (dof,) lower bounds (``-inf`` where unbounded).
+        upper: (dof,) upper bounds (``+inf`` where unbounded).
+        base_origin: (3,) origin of the first movable joint in the source frame.
+        reach: upper bound of the distance from ``base_origin`` the target link can
+            reach [m] (``inf`` with planar or floating joints or unbounded prismatics).
+        limits: the ``Box`` of the joint limits (reused by every call that respects them).
+    """
+
+    def __init__(self, chain: Any) -> None:
+        self.chain = chain
+        columns = list(chain.jacobian_columns)
+        self.dof = len(columns)
+        self.names = tuple(_name(joint) for joint, _ in columns)
+        self.scalar = len(set(self.names)) == self.dof and all(
+            _joint_type(j) in SCALAR for j in chain.joints if _dof(j) > 0
+        )
+        self.lower = np.asarray(chain.lower, dtype=np.float64).reshape(self.dof).copy()
+        self.upper = np.asarray(chain.upper, dtype=np.float64).reshape(self.dof).copy()
+        self.base_origin, self.reach = _reach(chain)
+        self._base = tuple(self.base_origin.tolist())
+        self._unbounded = Box(np.full(self.dof, -np.inf), np.full(self.dof, np.inf))
+        self.limits = Box(self.lower, self.upper)
+        self._shape = (self.dof,)
+        self._state_index: dict[tuple[str, ...], NDArray[np.intp]] = {}
+        self.lower_list: list[float] = self.lower.tolist()
+        self.upper_list: list[float] = self.upper.tolist()
+
+    def to_dict(self, q: Array) -> dict[str, Any]:
+        """Chain joints -> positions (floats; poses for planar/floating joints)."""
+        if self.scalar:
+            return dict(zip(self.names, q.tolist(), strict=True))
+        return dict(self.chain.q_to_dict(q))
+
+    def read(self, value: Any) -> tuple[Array, Any]:
+        """Flat (dof,) configuration from a state, a mapping or an array, plus the base.
+
+        The base is what ``Solution.positions`` starts from (joints outside the
+        chain come back unchanged): a mapping or a callable building one.
+
+        Raises:
+            ValueError: a chain coordinate is NaN or infinite, or an array has the wrong shape.
+            KeyError: a mapping lacks a chain joint.
+            TypeError: ``value`` is none of the accepted forms.
+        """
+        q, base = self._read(value)
+        # A Python sum of a few floats is cheaper than a numpy reduction; a huge but
+        # finite configuration whose sum overflows is told apart below.
+        if not math.isfinite(sum(q.tolist())):
+            bad = [self.names[i] for i in np.flatnonzero(~np.isfinite(q))]
+            if bad:
+                raise ValueError(f"positions must be finite; not finite for joints {bad}")
+        return q, base
+
+    def _read(self, value: Any) -> tuple[Array, Any]:
+        if type(value) is np.ndarray and value.dtype == np.float64 and value.shape == self._shape:
+            return value.copy(), EMPTY
+        if isinstance(value, np.ndarray):
+            q = np.asarray(value, dtype=np.float64)
+            if q.shape != (self.dof,):
+                raise ValueError(
+                    f"a flat configuration for this chain needs shape ({self.dof},), "
+                    f"got {q.shape}; columns: {', '.join(self.names)}"
+                )
+            return q.copy(), {}
+        if isinstance(value, Mapping):
+            return self._from_mapping(value), value
+        names = getattr(value, "names", None)
+        position = getattr(value, "position", None)
+        if names is None or position is None:
+            raise TypeError(
+                "state_or_positions must be a joint state (.names, .position), a mapping "
+                f"joint -> position or a flat (dof,) array, got {type(value).__name__}"
+            )
+        return self._from_state(tuple(names), np.asarray(position, dtype=np.float64))
+
+    def _from_state(self, names: tuple[str, ...], position: Array) -> tuple[Array, Any]:
+        values = position.tolist()
+        index = self._state_index.get(names)
+        if index is None:
+            if not self.scalar or not set(self.names) <= set(names):
+                mapping = dict(zip(names, values, strict=True))
+                return self._from_mapping(mapping), mapping
+            index = np.array([names.index(n) for n in self.names], dtype=np.intp)
+            self._state_index[names] = index
+        return position[index], _Lazy(names, values)
+
+    def _from_mapping(self, mapping: Mapping[str, Any]) -> Array:
+        if self.scalar:
+            try:
+                return np.array([float(mapping[n]) for n in self.names])
+            except KeyError:
+                pass  # let the chain name the missing joint
+        return np.asarray(self.chain.q_from(mapping), dtype=np.float64).reshape(self.dof)
+
+    def box(self, q0: Array, respect_limits: bool, max_delta: float | None) -> Box:
+        """The per-call box: limits (if respected) ∩ ``[q0 - max_delta, q0 + max_delta]``.
+
+        A seed outside the limits with ``max_delta`` set may only move back towards
+        the limits, by at most ``max_delta`` (so the call never jumps).
+        """
+        if max_delta is None:
+            return self.limits if respect_limits else self._unbounded
+        lo, hi = q0 - max_delta, q0 + max_delta
+        if respect_limits:
+            lo = np.minimum(np.maximum(lo, self.lower), q0)
+            hi = np.maximum(np.minimum(hi, self.upper), q0)
+        return Box(lo, hi)
+
+    def distance_from_base(self, point: tuple[float, float, float]) -> float:
+        """Distance [m] from the first movable joint to ``point``."""
+        bx, by, bz = self._base
+        return math.sqrt((point[0] - bx) ** 2 + (point[1] - by) ** 2 + (point[2] - bz) ** 2)
+
+    def random(self, rng: np.random.Generator, box: Box, span: float = math.pi) -> Array:
+        """A uniform random configuration in ``box`` (unbounded sides use ``±span``)."""
+        lo = np.where(np.isfinite(box.lower), box.lower, -span)
+        hi = np.where(np.isfinite(box.upper), box.upper, span)
+        lo = np.minimum(lo, hi)
+        return np.asarray(rng.uniform(lo, hi), dtype=np.float64)
+
+
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class _Lazy:
+    """A state's positions as a mapping, built only when a solution's positions are read."""
+
+    __slots__ = ("names", "values")
+
+    def __init__(self, names: tuple[str, ...], values: list[float]) -> None:
+        self.names = names
+        self.values = values
+
+    def __call__(self) -> dict[str, float]:
+        return dict(zip(self.names, self.values, strict=True))
+
+
+def _name(joint: Any) -> str:
+    return str(getattr(joint, "name", joint))
+
+
+def _joint_type(joint: Any) -> JointType:
+    return JointType(getattr(joint, "type", JointType.REVOLUTE))
+
+
+def _dof(joint: Any) -> int:
+    return int(getattr(joint, "dof", 1))
+
+
+def _reach(chain: Any) -> tuple[Array, float]:
+    """Origin of the first movable joint (source frame) and the reach from it [m].
+
+    Revolute joints keep the distance between consecutive joint origins fixed, so
+    the reach is the sum of those distances plus the prismatic travel (triangle
+    inequality); planar and floating joints make it unbounded.
+    """
+    pose = np.eye(4)
+    base: Array | None = None
+    reach = 0.0
+    for joint in getattr(chain, "path", chain.joints):
+        pose = pose @ joint.origin
+        if joint.type is JointType.FIXED:
+            continue
+        if base is None:
+            base = pose[:3, 3].copy()
+        else:
+            reach += float(np.linalg.norm(pose[:3, 3]))
+        if joint.type in (JointType.PLANAR, JointType.FLOATING):
+            reach = math.inf
+        elif joint.type is JointType.PRISMATIC:
+            lo, hi = joint.bounds()
+            reach += max(abs(lo), abs(hi))
+        pose = np.eye(4)
+    if base is None:
+        return np.zeros(3), 0.0
+    reach += float(np.linalg.norm(pose[:3, 3]))  # last movable joint -> target link
+    return base, reach

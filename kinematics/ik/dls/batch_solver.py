@@ -1,0 +1,273 @@
+"""Batched damped least squares: many targets (or many worlds) at once, vectorised in numpy.
+
+``BatchSolver.solve_batch`` runs the ``DLSSolver`` iteration on a batch axis:
+the same clamped, error-scaled damping, the same active set on the box, the
+same whole-vector step scaling, backtracking and stall rules, item by item, so
+it gives the same answers as one-by-one solves (the tests check it). FK and
+Jacobians come from a generated ``BatchKernel`` on (B,) arrays (or
+``Chain.fk_jacobian_batch`` for chains with planar or floating joints); each
+iteration works only on the items still running.
+
+``BatchSolver`` is also a ``Solver``: ``solve`` is a batch of one. The rest
+pose and SVD options of ``DLSSolver`` are not offered here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hilbot.kinematics.codegen.batch_kernel import BatchKernel
+from hilbot.kinematics.ik.core.box import Box
+from hilbot.kinematics.ik.core.chain_info import ChainInfo
+from hilbot.kinematics.ik.core.context import Context, contexts
+from hilbot.kinematics.ik.core.errors import InvalidTarget, NoDofs
+from hilbot.kinematics.ik.core.solution import Solution, SolveMeta
+from hilbot.kinematics.ik.core.solver import SolveOptions, Solver, _options
+from hilbot.kinematics.ik.core.target import OrientationKind, Target, parse_target
+from hilbot.kinematics.ik.dls.batch_run import STATUSES, Batch, BatchRun
+from hilbot.kinematics.ik.dls.dls_solver import DLSSolver
+
+Array = NDArray[np.float64]
+
+
+class BatchResult(NamedTuple):
+    """Arrays for a whole batch (from ``solve_batch(..., as_arrays=True)``).
+
+    Attributes:
+        q: (B, dof) configurations.
+        residual: (B,) position residuals [m].
+        orientation_residual: (B,) orientation residuals [rad] (NaN without orientation).
+        reached: (B,) bool, position within tolerance (and orientation, if strict).
+        status: (B,) int codes, indices into ``STATUSES``.
+        iterations: (B,) iterations per item.
+    """
+
+    q: Array
+    residual: Array
+    orientation_residual: Array
+    reached: NDArray[np.bool_]
+    status: NDArray[np.int64]
+    iterations: NDArray[np.int64]
+
+
+class BatchSolver(Solver):
+    """Vectorised DLS over a batch axis (see the module docstring).
+
+    Args take the same meaning as ``DLSSolver``'s.
+    """
+
+    def __init__(
+        self,
+        *,
+        damping: float = 1e-6,
+        orientation_weight: float = 0.25,
+        max_step: float = 0.5,
+        position_clamp: float = 0.25,
+        orientation_clamp: float = 0.75,
+        max_backtracks: int = 4,
+        stall_iterations: int = 4,
+        stall_ratio: float = 1e-3,
+    ) -> None:
+        super().__init__()
+        # Validate through DLSSolver so both reject the same values the same way.
+        self.reference = DLSSolver(
+            damping=damping,
+            orientation_weight=orientation_weight,
+            max_step=max_step,
+            position_clamp=position_clamp,
+            orientation_clamp=orientation_clamp,
+            max_backtracks=max_backtracks,
+            stall_iterations=stall_iterations,
+            stall_ratio=stall_ratio,
+        )
+        self._contexts: dict[int, Context] = {}
+        self._kernels: dict[int, tuple[Context, BatchKernel | None]] = {}
+
+    def _run(self, info: ChainInfo, lo: Array, hi: Array, options: SolveOptions) -> BatchRun:
+        """A ``BatchRun`` on ``info``'s chain, with its cached context and batch kernel."""
+        ctx = contexts(self._contexts, info)
+        cached = self._kernels.get(id(info.chain))
+        if cached is None or cached[0] is not ctx:
+            kernel = BatchKernel(info.chain) if ctx.scalar else None
+            cached = self._kernels[id(info.chain)] = (ctx, kernel)
+        return BatchRun(self.reference, ctx, lo, hi, options, cached[1])
+
+    def _solve(
+        self, chain: Any, q0: Array, target: Target, box: Box, options: SolveOptions
+    ) -> tuple[Array, SolveMeta]:
+        batch = Batch(
+            target.kind,
+            np.array([target.point]),
+            None if target.kind is OrientationKind.NONE else _orientation_array([target]),
+        )
+        lo, hi = box.lower[None, :], box.upper[None, :]
+        q, res, ori, status, its = self._run(self.info(chain), lo, hi, options).solve(
+            q0[None], batch
+        )
+        orientation = None if target.kind is OrientationKind.NONE else float(ori[0])
+        return q[0], SolveMeta(int(its[0]), float(res[0]), orientation, STATUSES[status[0]])
+
+    def solve_batch(
+        self,
+        robot: Any,
+        initial: Any,
+        source_link: str,
+        target_link: str,
+        targets: Any,
+        *,
+        max_iterations: int = 50,
+        tolerance: float = 1e-4,
+        orientation_tolerance: float = 0.01,
+        strict_orientation: bool = False,
+        respect_limits: bool = True,
+        max_delta: float | None = None,
+        as_arrays: bool = False,
+    ) -> list[Solution] | BatchResult:
+        """Solve ``B`` targets at once.
+
+        Args:
+            robot: the ``Robot``.
+            initial: (B, dof) seeds, or a sequence of ``B`` states/mappings/flat arrays.
+            source_link: frame of the targets and start of the chain.
+            target_link: the link to move.
+            targets: (B, 3) positions, (B, 4, 4) transforms, or a sequence of ``B``
+                targets in any form ``parse_target`` accepts (all of one kind).
+            max_iterations: iteration budget per item.
+            tolerance: position tolerance [m].
+            orientation_tolerance: orientation tolerance [rad].
+            strict_orientation: ``reached`` also needs the orientation within tolerance.
+            respect_limits: keep every item within the joint limits.
+            max_delta: per-call bound on each coordinate's change from its seed.
+            as_arrays: return a ``BatchResult`` of arrays instead of ``Solution`` objects.
+
+        Returns:
+            One ``Solution`` per item, or a ``BatchResult``. Failures are reported in
+            the status and ``reached`` fields, never raised per item.
+
+        Raises:
+            NoDofs: the chain has no movable joint.
+            InvalidTarget: a target is malformed or not finite, or kinds are mixed.
+            ValueError: shapes disagree or an option is out of range.
+        """
+        chain = robot.path_between(source_link, target_link)
+        info = self.info(chain)
+        if info.dof == 0:
+            raise NoDofs(chain)
+        options = _options(
+            max_iterations,
+            tolerance,
+            orientation_tolerance,
+            strict_orientation,
+            respect_limits,
+            max_delta,
+        )
+        batch = _parse_batch(targets)
+        size = batch.point.shape[0]
+        q0, bases = _seeds(info, initial, size)
+        lo, hi = _box(info, q0, respect_limits, max_delta)
+        q0 = np.minimum(np.maximum(q0, lo), hi)
+        q, res, ori, status, its = self._run(info, lo, hi, options).solve(q0, batch)
+        q = np.minimum(np.maximum(q, lo), hi)  # the final safety projection
+        reached = res <= options.tolerance
+        if options.strict_orientation and batch.kind is not OrientationKind.NONE:
+            reached &= ori <= options.orientation_tolerance
+        if as_arrays:
+            return BatchResult(q, res, ori, reached, status.astype(np.int64), its)
+        none = batch.kind is OrientationKind.NONE
+        return [
+            Solution(
+                q[b],
+                int(its[b]),
+                float(res[b]),
+                None if none else float(ori[b]),
+                bool(reached[b]),
+                STATUSES[status[b]],
+                bases[b] if bases is not None else {},
+                info.to_dict,
+            )
+            for b in range(size)
+        ]
+
+
+def _parse_batch(targets: Any) -> Batch:
+    """Batched targets from arrays (fast path) or a sequence of single targets."""
+    if isinstance(targets, np.ndarray) and targets.ndim in (2, 3):
+        array = np.asarray(targets, dtype=np.float64)
+        if not np.isfinite(array).all():
+            raise InvalidTarget("NaN or infinite values in the batch", "targets")
+        if array.ndim == 2 and array.shape[1] == 3:
+            return Batch(OrientationKind.NONE, array.copy(), None)
+        if array.shape[1:] == (4, 4):
+            rotation = array[:, :3, :3]
+            error, det = _orthogonality(rotation)
+            if error > 1e-5 or (det < 0).any() or (array[:, 3] != [0.0, 0.0, 0.0, 1.0]).any():
+                raise InvalidTarget(
+                    "a transform is not rigid (rotation not proper, or last row not 0 0 0 1)",
+                    "targets",
+                )
+            return Batch(OrientationKind.FULL, array[:, :3, 3].copy(), rotation.copy())
+        raise InvalidTarget(f"unsupported batch shape {array.shape}", "targets")
+    parsed = [parse_target(t) for t in targets]
+    if not parsed:
+        raise ValueError("the batch is empty")
+    kinds = {t.kind for t in parsed}
+    if len(kinds) != 1:
+        raise InvalidTarget(f"a batch must hold one kind of target, got {kinds}", "targets")
+    kind = parsed[0].kind
+    orientation = None if kind is OrientationKind.NONE else _orientation_array(parsed)
+    return Batch(kind, np.array([t.point for t in parsed]), orientation)
+
+
+def _orthogonality(rotation: Array) -> tuple[float, Array]:
+    """``max |RᵀR - I|`` over the batch and each (B,) determinant, on (B,) rows."""
+    r = np.ascontiguousarray(rotation.reshape(-1, 9).T)  # r[3 k + i] = R_ki
+    x, y, z = r[0::3], r[1::3], r[2::3]  # the columns, (3, B) each
+    error = 0.0
+    for i, a in enumerate((x, y, z)):
+        for j, b in enumerate((x, y, z)[: i + 1]):
+            gram = np.einsum("kb,kb->b", a, b)
+            error = max(error, float(np.abs(gram - 1.0 if i == j else gram).max()))
+    det = (
+        (x[1] * y[2] - x[2] * y[1]) * z[0]
+        + (x[2] * y[0] - x[0] * y[2]) * z[1]
+        + (x[0] * y[1] - x[1] * y[0]) * z[2]
+    )
+    return error, det
+
+
+def _orientation_array(parsed: Sequence[Target]) -> Array:
+    if parsed[0].kind is OrientationKind.FULL:
+        return np.array([t.orientation for t in parsed]).reshape(-1, 3, 3)
+    return np.array([t.orientation for t in parsed])
+
+
+def _seeds(info: ChainInfo, initial: Any, size: int) -> tuple[Array, list[Any] | None]:
+    if isinstance(initial, np.ndarray):
+        q0 = np.asarray(initial, dtype=np.float64)
+        if q0.shape == (info.dof,):
+            q0 = np.broadcast_to(q0, (size, info.dof))
+        if q0.shape != (size, info.dof):
+            raise ValueError(f"seeds must have shape ({size}, {info.dof}), got {q0.shape}")
+        return q0.copy(), None
+    rows = [info.read(item) for item in initial]
+    if len(rows) != size:
+        raise ValueError(f"{len(rows)} seeds for {size} targets")
+    return np.array([q for q, _ in rows]), [base for _, base in rows]
+
+
+def _box(
+    info: ChainInfo, q0: Array, respect_limits: bool, max_delta: float | None
+) -> tuple[Array, Array]:
+    lower = info.lower if respect_limits else np.full(info.dof, -np.inf)
+    upper = info.upper if respect_limits else np.full(info.dof, np.inf)
+    if max_delta is None:
+        return np.broadcast_to(lower, q0.shape), np.broadcast_to(upper, q0.shape)
+    lo, hi = q0 - max_delta, q0 + max_delta
+    if respect_limits:
+        lo = np.minimum(np.maximum(lo, lower), q0)
+        hi = np.maximum(np.minimum(hi, upper), q0)
+    return lo, hi
