@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -12,14 +12,32 @@ from numpy.typing import NDArray
 from hilbot.kinematics import spatial
 from hilbot.kinematics.codegen import chain_kernels, program
 from hilbot.kinematics.errors import UnknownLink
-from hilbot.kinematics.joint import Joint, JointType, coordinates
-
-if TYPE_CHECKING:
-    from hilbot.kinematics.robot import Robot
+from hilbot.kinematics.joint import Joint, JointType, Mimic, coordinates
 
 Array = NDArray[np.float64]
 _T = TypeVar("_T")
 _MISSING = object()
+
+
+class JointTree(Protocol):
+    """What a ``Chain`` asks of the tree it is cut from (``Robot`` is one).
+
+    The dependency points one way: ``robot`` builds chains, and ``chain`` knows the
+    robot only through these three questions.
+    """
+
+    @property
+    def joints(self) -> Mapping[str, Joint]:
+        """Every joint by name."""
+        ...
+
+    def path_joints(self, source_link: str, target_link: str) -> list[Joint]:
+        """The joints from ``source_link`` down to ``target_link``, in order."""
+        ...
+
+    def leader(self, joint: str) -> Mimic | None:
+        """A mimic follower's ultimate leader, ``None`` for other joints."""
+        ...
 
 
 class Chain:
@@ -33,7 +51,7 @@ class Chain:
     is not itself on the path. Poses and Jacobians are expressed in the source frame.
 
     Attributes:
-        robot: The robot the chain belongs to.
+        robot: The robot the chain belongs to (a ``Robot``, as a ``JointTree``).
         source: The source link (the frame of every result).
         target: The target link.
         links: Links on the path, source first, target last.
@@ -47,7 +65,7 @@ class Chain:
             coordinates of planar and floating joints).
     """
 
-    def __init__(self, robot: Robot, source: str, target: str) -> None:
+    def __init__(self, robot: JointTree, source: str, target: str) -> None:
         path = robot.path_joints(source, target)
         self.robot = robot
         self.source = source

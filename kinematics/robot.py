@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot.kinematics.chain import Chain
 from hilbot.kinematics.errors import NotAnAncestor, UnknownJoint, UnknownLink, UrdfError
 from hilbot.kinematics.joint import SCALAR_TYPES, Joint, JointType, Link, Mimic, coordinates
-
-if TYPE_CHECKING:
-    from hilbot.kinematics.chain import Chain
 
 Array = NDArray[np.float64]
 
@@ -122,8 +119,6 @@ class Robot:
         key = (source_link, target_link)
         chain = self._chains.get(key)
         if chain is None:
-            from hilbot.kinematics.chain import Chain
-
             chain = self._chains[key] = Chain(self, source_link, target_link)
         return chain
 
