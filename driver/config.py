@@ -11,27 +11,38 @@ bad config fails before any port opens, with the path of the bad field::
 from __future__ import annotations
 
 import enum
+import math
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    NonNegativeFloat,
-    PositiveFloat,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from hilbot.driver.bounds import (
+    MAX_DELTA_PER_CYCLE,
+    MAX_JOINT_VELOCITY,
+    MAX_RATE_HZ,
+    MAX_WATCHDOG_TIMEOUT,
+    MIN_RATE_HZ,
+)
 from hilbot.driver.errors import ConfigError
 from hilbot.driver.teleop.settings import TeleopSettings
 from hilbot.hal.mapping import MAX_SERVO_ID, BusSpec, ServoSpec
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+#: A loop rate [Hz] (``rate_hz``, ``hilbot run --rate``).
+RateHz = Annotated[float, Field(ge=MIN_RATE_HZ, le=MAX_RATE_HZ, allow_inf_nan=False)]
 
 
 class _Frozen(BaseModel):
@@ -66,9 +77,9 @@ class ServoConfig(_Frozen):
     model: str
     joint: str
     bus: str | None = None
-    offset: float = 0.0
+    offset: Finite = 0.0
     direction: Literal[1, -1] = 1
-    gear_ratio: PositiveFloat = 1.0
+    gear_ratio: Positive = 1.0
     shadow_of: int | None = None
 
 
@@ -103,6 +114,16 @@ class ChainConfig(_Frozen):
     solver: SolverKind = SolverKind.DLS
     options: dict[str, float | int | bool | str] = Field(default_factory=dict)
 
+    @field_validator("options")
+    @classmethod
+    def _finite_options(
+        cls, value: dict[str, float | int | bool | str]
+    ) -> dict[str, float | int | bool | str]:
+        for key, option in value.items():
+            if isinstance(option, float) and not math.isfinite(option):
+                raise ValueError(f"{key}: must be a finite number, got {option}")
+        return value
+
 
 class EstopAction(enum.StrEnum):
     """What an e-stop does: hold the present pose with torque on, or cut torque."""
@@ -120,9 +141,15 @@ class SafetyConfig(_Frozen):
         velocity_limit: a scale (0, 1] of the URDF velocity limits, or per-joint
             limits [rad/s or m/s] (joints not listed keep their URDF limit).
         watchdog_timeout: hold when no fresh target arrived for this long [s];
-            ``None`` disables it (targets are then held until replaced).
-        soft_limit_margin: shrink every URDF position limit by this much [rad or m].
-        soft_limits: per-joint ``[lower, upper]`` limits, intersected with the URDF's.
+            ``None`` disables it (targets are then held until replaced). It must be
+            longer than one cycle of ``rate_hz``.
+        soft_limit_margin: shrink every URDF position limit by this much [rad or m],
+            or by a margin per joint ``{joint: margin}`` (joints not listed: none), for
+            robots that mix revolute [rad] and prismatic [m] joints. It must leave every
+            limited joint at least 10 % (``MIN_RANGE_FRACTION``) of its URDF range, or the
+            config fails at load naming the joint.
+        soft_limits: per-joint ``[lower, upper]`` limits, intersected with the URDF's
+            (the intersection must not be empty).
         estop_action: ``hold`` or ``torque_off``.
         torque_off_on_shutdown: disable torque when the runtime exits.
         bus_watchdog: servo-side dead-man [s] where the firmware has one (X series):
@@ -132,23 +159,53 @@ class SafetyConfig(_Frozen):
             stall: 0.5 s by default (a loaded 2-core machine stalled up to 133 ms).
     """
 
-    max_delta_per_cycle: PositiveFloat = 0.02
-    velocity_limit: PositiveFloat | dict[str, PositiveFloat] = 1.0
-    watchdog_timeout: PositiveFloat | None = 0.5
-    soft_limit_margin: NonNegativeFloat = 0.0
-    soft_limits: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    max_delta_per_cycle: Annotated[
+        float, Field(gt=0.0, le=MAX_DELTA_PER_CYCLE, allow_inf_nan=False)
+    ] = 0.02
+    velocity_limit: float | dict[str, float] = 1.0
+    watchdog_timeout: (
+        Annotated[float, Field(gt=0.0, le=MAX_WATCHDOG_TIMEOUT, allow_inf_nan=False)] | None
+    ) = 0.5
+    # No fixed cap: each joint's range bounds it (``hilbot.driver.bounds.margin_problem``).
+    soft_limit_margin: float | dict[str, float] = 0.0
+    soft_limits: dict[str, tuple[Finite, Finite]] = Field(default_factory=dict)
     estop_action: EstopAction = EstopAction.HOLD
     torque_off_on_shutdown: bool = True
-    bus_watchdog: float | None = Field(default=0.5, ge=0.02, le=2.54)  # X series: 20 ms units
+    bus_watchdog: float | None = Field(  # X series: 20 ms units
+        default=0.5, ge=0.02, le=2.54, allow_inf_nan=False
+    )
 
     @field_validator("velocity_limit")
     @classmethod
-    def _scale_at_most_one(cls, value: float | dict[str, float]) -> float | dict[str, float]:
-        if isinstance(value, float | int) and value > 1.0:
-            raise ValueError(
-                "a single velocity_limit is a scale of the URDF limits in (0, 1]; "
-                "give per-joint limits as a mapping {joint: rad/s}"
-            )
+    def _velocity(cls, value: float | dict[str, float]) -> float | dict[str, float]:
+        if not isinstance(value, dict):
+            if not (math.isfinite(value) and 0.0 < value <= 1.0):
+                raise ValueError(
+                    "a single velocity_limit is a scale of the URDF limits in (0, 1]; "
+                    "give per-joint limits as a mapping {joint: rad/s}"
+                )
+            return value
+        for joint, limit in value.items():
+            if not (math.isfinite(limit) and 0.0 < limit <= MAX_JOINT_VELOCITY):
+                raise ConfigError(
+                    None,
+                    (joint,),
+                    f"a per-joint velocity limit must be in (0, {MAX_JOINT_VELOCITY:g}] "
+                    f"rad/s or m/s, got {limit}",
+                )
+        return value
+
+    @field_validator("soft_limit_margin")
+    @classmethod
+    def _margin(cls, value: float | dict[str, float]) -> float | dict[str, float]:
+        problem = "a margin must be a finite number >= 0 [rad or m], got {}"
+        if not isinstance(value, dict):
+            if not (math.isfinite(value) and value >= 0.0):
+                raise ValueError(problem.format(value))
+            return value
+        for joint, margin in value.items():
+            if not (math.isfinite(margin) and margin >= 0.0):
+                raise ConfigError(None, (joint,), problem.format(margin))
         return value
 
     @field_validator("soft_limits")
@@ -172,9 +229,9 @@ class RobotConfig(_Frozen):
     buses: tuple[BusConfig, ...] = Field(min_length=1)
     servos: tuple[ServoConfig, ...] = Field(min_length=1)
     chains: tuple[ChainConfig, ...] = ()
-    rate_hz: PositiveFloat = 100.0
+    rate_hz: RateHz = 100.0
     safety: SafetyConfig = SafetyConfig()
-    home: dict[str, float] = Field(default_factory=dict)
+    home: dict[str, Finite] = Field(default_factory=dict)
     teleop: TeleopSettings = TeleopSettings()
 
     @field_validator("urdf")
@@ -190,6 +247,7 @@ class RobotConfig(_Frozen):
         _check_buses(self)
         _check_servos(self)
         _check_chain_names(self)
+        check_watchdog(self)
         return self
 
     # -- derived views ---------------------------------------------------------------------
@@ -214,6 +272,11 @@ class RobotConfig(_Frozen):
             if bus is None or self.bus_named(s.bus).name == bus
         )
 
+    def margin_of(self, joint: str) -> float:
+        """The soft-limit margin of ``joint`` [rad or m]."""
+        margin = self.safety.soft_limit_margin
+        return margin.get(joint, 0.0) if isinstance(margin, dict) else margin
+
     @property
     def joint_names(self) -> tuple[str, ...]:
         """Joints driven by servos, in config order (shadow servos add none)."""
@@ -223,6 +286,22 @@ class RobotConfig(_Frozen):
     def chain_names(self) -> tuple[str, ...]:
         """Names of the IK chains."""
         return tuple(c.name for c in self.chains)
+
+
+def check_watchdog(cfg: RobotConfig) -> None:
+    """Refuse a target watchdog no longer than one cycle: it would trip on every cycle.
+
+    Raises:
+        ConfigError: on ``safety.watchdog_timeout``.
+    """
+    timeout = cfg.safety.watchdog_timeout
+    if timeout is not None and timeout <= 1.0 / cfg.rate_hz:
+        raise ConfigError(
+            None,
+            ("safety", "watchdog_timeout"),
+            f"{timeout:g} s is not longer than one cycle at {cfg.rate_hz:g} Hz "
+            f"({1.0 / cfg.rate_hz:g} s): every target would be stale",
+        )
 
 
 def _check_buses(cfg: RobotConfig) -> None:

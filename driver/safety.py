@@ -24,7 +24,8 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.driver.errors import RuntimeStateError
+from hilbot.driver.bounds import margin_problem
+from hilbot.driver.errors import ConfigError, RuntimeStateError
 
 
 class Mode(enum.StrEnum):
@@ -192,7 +193,7 @@ def effective_limits(
     urdf: Mapping[str, tuple[float, float, float]],
     *,
     soft_limits: Mapping[str, tuple[float, float]],
-    margin: float,
+    margin: float | Mapping[str, float],
     velocity: float | Mapping[str, float],
 ) -> JointLimits:
     """Intersect URDF limits with the config's soft limits and margin.
@@ -201,14 +202,18 @@ def effective_limits(
         names: the driven joints.
         urdf: ``{joint: (lower, upper, velocity)}`` from the URDF (``inf`` where unlimited).
         soft_limits: ``{joint: (lower, upper)}`` from the config.
-        margin: shrink every URDF limit by this much [rad or m].
+        margin: shrink every URDF limit by this much [rad or m], or ``{joint: margin}``.
         velocity: scale of the URDF velocity limits, or ``{joint: limit}``.
     """
     lower, upper, vel = [], [], []
     for name in names:
         lo, hi, v = urdf[name]
-        if np.isfinite(lo) and np.isfinite(hi) and hi - lo > 2 * margin:
-            lo, hi = lo + margin, hi - margin
+        if np.isfinite(lo) and np.isfinite(hi):
+            m = float(margin.get(name, 0.0)) if isinstance(margin, Mapping) else margin
+            problem = margin_problem(name, lo, hi, m)  # never skipped: too big is an error
+            if problem is not None:
+                raise ConfigError(None, ("safety", "soft_limit_margin"), problem)
+            lo, hi = lo + m, hi - m
         if name in soft_limits:
             lo, hi = max(lo, soft_limits[name][0]), min(hi, soft_limits[name][1])
         v = float(velocity.get(name, v)) if isinstance(velocity, Mapping) else v * velocity

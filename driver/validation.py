@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from hilbot.driver.bounds import margin_problem
 from hilbot.driver.chains import make_solver, split_options
 from hilbot.driver.config import RobotConfig, SolverKind
 from hilbot.driver.errors import ConfigError
@@ -46,6 +47,8 @@ def check_config(config: RobotConfig, *, source: Path | None = None) -> Any:
     except KinematicsError as exc:
         raise ConfigError(source, ("urdf",), f"cannot load the URDF: {exc}") from exc
     _check_joints(config, robot, source)
+    _check_limits(config, robot, source)
+    _check_home(config, robot, source)
     _check_chains(config, robot, source)
     _check_servo_ranges(config, robot, source)
     check_rate(config, source=source)
@@ -79,12 +82,37 @@ def _check_joints(config: RobotConfig, robot: Any, source: Path | None) -> None:
                 raise ConfigError(
                     source, (*field.split("."), joint), _unknown_driven(config, joint)
                 )
-    if isinstance(config.safety.velocity_limit, dict):
-        for joint in config.safety.velocity_limit:
+    for field in ("velocity_limit", "soft_limit_margin"):
+        per_joint = getattr(config.safety, field)
+        for joint in per_joint if isinstance(per_joint, dict) else ():
             if joint not in driven:
-                raise ConfigError(
-                    source, ("safety", "velocity_limit", joint), _unknown_driven(config, joint)
-                )
+                raise ConfigError(source, ("safety", field, joint), _unknown_driven(config, joint))
+
+
+def _check_limits(config: RobotConfig, robot: Any, source: Path | None) -> None:
+    """The margin leaves every joint a usable range; soft limits overlap the URDF's."""
+    for joint in config.joint_names:
+        margin = config.margin_of(joint)
+        lower, upper = robot.joints[joint].bounds()
+        low, high = lower, upper
+        if math.isfinite(lower) and math.isfinite(upper):
+            problem = margin_problem(joint, lower, upper, margin)
+            if problem is not None:
+                per_joint = isinstance(config.safety.soft_limit_margin, dict)
+                loc = ("safety", "soft_limit_margin", *((joint,) if per_joint else ()))
+                raise ConfigError(source, loc, problem)
+            low, high = lower + margin, upper - margin
+        soft = config.safety.soft_limits.get(joint)
+        if soft is not None and not max(low, soft[0]) < min(high, soft[1]):
+            raise ConfigError(
+                source,
+                ("safety", "soft_limits", joint),
+                f"[{soft[0]:g}, {soft[1]:g}] leaves nothing of the joint's limits "
+                f"[{lower:.4f}, {upper:.4f}] (after the margin of {margin:g})",
+            )
+
+
+def _check_home(config: RobotConfig, robot: Any, source: Path | None) -> None:
     for joint, value in config.home.items():
         lower, upper = _effective(config, robot, joint)
         if not lower - LIMIT_SLACK <= value <= upper + LIMIT_SLACK:
@@ -211,7 +239,7 @@ def check_rate(config: RobotConfig, *, source: Path | None) -> None:
         servos = config.servo_specs(bus.name)
         if not servos:
             raise ConfigError(source, ("buses", b), f"no servo is on bus {bus.name!r}")
-        limit = max_cycle_rate(bus.bus_spec(), servos)
+        limit = max_cycle_rate(bus.bus_spec(), servos, read=bus.read)
         if config.rate_hz > limit:
             raise ConfigError(
                 source,

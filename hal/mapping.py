@@ -12,6 +12,7 @@ position through its own offset and direction, and is not a joint of its own.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 MAX_SERVO_ID = 252  # 253 is reserved and 254 is the broadcast id in both protocols
@@ -60,7 +61,9 @@ class ServoSpec:
             raise ValueError(f"servo id must be in 0..{MAX_SERVO_ID}, got {self.id!r}")
         if self.direction not in (1, -1):
             raise ValueError(f"servo {self.id}: direction must be 1 or -1, got {self.direction!r}")
-        if not self.gear_ratio > 0:
-            raise ValueError(f"servo {self.id}: gear_ratio must be positive")
+        if not (self.gear_ratio > 0 and math.isfinite(self.gear_ratio)):
+            raise ValueError(f"servo {self.id}: gear_ratio must be positive and finite")
+        if not math.isfinite(self.offset):
+            raise ValueError(f"servo {self.id}: offset must be finite, got {self.offset!r}")
         if self.shadow_of == self.id:
             raise ValueError(f"servo {self.id}: shadow_of names itself")

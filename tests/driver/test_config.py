@@ -84,7 +84,7 @@ BAD = {
     "unknown field": (lambda d: d.update(colour="red"), ("colour",), "unknown field"),
     "missing field": (lambda d: d.pop("servos"), ("servos",), "missing"),
     "bad type": (lambda d: d.update(rate_hz="fast"), ("rate_hz",), "number"),
-    "negative rate": (lambda d: d.update(rate_hz=-5), ("rate_hz",), "greater than 0"),
+    "negative rate": (lambda d: d.update(rate_hz=-5), ("rate_hz",), "greater than or equal to 1"),
     "servo id out of range": (
         lambda d: d["servos"][0].update(id=300),
         ("servos", 0, "id"),
@@ -178,7 +178,11 @@ BAD = {
         "not an ancestor",
     ),
     "chain through an undriven joint": (
-        lambda d: (d["servos"].pop(3), d["home"].pop("joint4")),
+        lambda d: (
+            d["servos"].pop(3),
+            d["home"].pop("joint4"),
+            d["safety"]["soft_limit_margin"].pop("joint4"),
+        ),
         ("chains", 0),
         "not driven",
     ),
@@ -203,7 +207,7 @@ BAD = {
         "cannot run at 1234",
     ),
     "rate the bus cannot carry": (
-        lambda d: d.update(rate_hz=5000),
+        lambda d: d.update(rate_hz=1500),
         ("rate_hz",),
         "more than bus 'main' can carry",
     ),
@@ -213,6 +217,113 @@ BAD = {
         "dampening",
     ),
 }
+
+INF, NAN = float("inf"), float("nan")
+
+#: Strict numbers: every safety number finite and in a sane range (YAML ``.inf``, ``.nan``).
+UNSAFE_NUMBERS = {
+    "infinite max delta": (
+        lambda d: d["safety"].update(max_delta_per_cycle=INF),
+        ("safety", "max_delta_per_cycle"),
+        "finite",
+    ),
+    "absurd max delta": (
+        lambda d: d["safety"].update(max_delta_per_cycle=5.0),
+        ("safety", "max_delta_per_cycle"),
+        "less than or equal to 0.5",
+    ),
+    "infinite velocity scale": (
+        lambda d: d["safety"].update(velocity_limit=INF),
+        ("safety", "velocity_limit"),
+        "(0, 1]",
+    ),
+    "infinite joint velocity": (
+        lambda d: d["safety"].update(velocity_limit={"joint2": INF}),
+        ("safety", "velocity_limit", "joint2"),
+        "got inf",
+    ),
+    "absurd joint velocity": (
+        lambda d: d["safety"].update(velocity_limit={"joint2": 500.0}),
+        ("safety", "velocity_limit", "joint2"),
+        "(0, 50]",
+    ),
+    "nan watchdog": (
+        lambda d: d["safety"].update(watchdog_timeout=NAN),
+        ("safety", "watchdog_timeout"),
+        "finite",
+    ),
+    "infinite watchdog": (
+        lambda d: d["safety"].update(watchdog_timeout=INF),
+        ("safety", "watchdog_timeout"),
+        "finite",
+    ),
+    "watchdog shorter than a cycle": (
+        lambda d: d["safety"].update(watchdog_timeout=0.004),
+        ("safety", "watchdog_timeout"),
+        "not longer than one cycle at 200 Hz",
+    ),
+    "infinite bus watchdog": (
+        lambda d: d["safety"].update(bus_watchdog=INF),
+        ("safety", "bus_watchdog"),
+        "finite",
+    ),
+    "infinite margin": (
+        lambda d: d["safety"].update(soft_limit_margin=INF),
+        ("safety", "soft_limit_margin"),
+        "finite",
+    ),
+    "negative joint margin": (
+        lambda d: d["safety"]["soft_limit_margin"].update(joint2=-0.1),
+        ("safety", "soft_limit_margin", "joint2"),
+        "finite number >= 0",
+    ),
+    "margin for an unknown joint": (
+        lambda d: d["safety"]["soft_limit_margin"].update(elbow=0.1),
+        ("safety", "soft_limit_margin", "elbow"),
+        "unknown joint",
+    ),
+    # 3.0 rad is more than half of every arm joint's range: it used to be skipped silently,
+    # and the run then used the full URDF limits, wider than with the default margin.
+    "margin wider than a joint": (
+        lambda d: d["safety"].update(soft_limit_margin=3.0),
+        ("safety", "soft_limit_margin"),
+        "leaves joint 'joint1' 0.0000 of its range",
+    ),
+    "margin leaving less than the minimum range": (
+        lambda d: d["safety"]["soft_limit_margin"].update(gripper=0.014),  # 29 mm of travel
+        ("safety", "soft_limit_margin", "gripper"),
+        "leaves joint 'gripper' 0.0010 of its range",
+    ),
+    "infinite soft limit": (
+        lambda d: d["safety"].update(soft_limits={"joint1": [-INF, 1.0]}),
+        ("safety", "soft_limits", "joint1", 0),
+        "finite",
+    ),
+    "soft limits outside the joint": (
+        lambda d: d["safety"].update(soft_limits={"joint1": [5.0, 6.0]}),
+        ("safety", "soft_limits", "joint1"),
+        "leaves nothing",
+    ),
+    "infinite rate": (lambda d: d.update(rate_hz=INF), ("rate_hz",), "finite"),
+    "rate below 1 Hz": (lambda d: d.update(rate_hz=0.5), ("rate_hz",), "greater than or equal"),
+    "nan home": (lambda d: d["home"].update(joint1=NAN), ("home", "joint1"), "finite"),
+    "infinite offset": (
+        lambda d: d["servos"][0].update(offset=INF),
+        ("servos", 0, "offset"),
+        "finite",
+    ),
+    "infinite gear ratio": (
+        lambda d: d["servos"][0].update(gear_ratio=INF),
+        ("servos", 0, "gear_ratio"),
+        "finite",
+    ),
+    "infinite solver option": (
+        lambda d: d["chains"][0]["options"].update(max_delta=INF),
+        ("chains", 0, "options"),
+        "max_delta: must be a finite number",
+    ),
+}
+BAD.update(UNSAFE_NUMBERS)
 
 
 @pytest.mark.parametrize("case", list(BAD), ids=list(BAD))
@@ -275,3 +386,35 @@ def test_unlimited_joint_without_soft_limits_fails_at_load(config_data_of, write
         load_config(write_yaml(data))
     assert err.value.loc == ("safety", "soft_limits", "gripper")
     assert "unlimited" in str(err.value) and "give soft limits" in str(err.value)
+
+
+def test_a_margin_that_leaves_too_little_is_refused_by_the_safety_layer_too():
+    # A config built in Python skips load_config; the safety layer must not skip the margin.
+    from hilbot.driver.safety import effective_limits
+
+    urdf = {"a": (-1.0, 1.0, 2.0)}
+    limits = effective_limits(["a"], urdf, soft_limits={}, margin=0.9, velocity=1.0)
+    assert (limits.lower[0], limits.upper[0]) == pytest.approx((-0.1, 0.1))  # 10 % is left
+    with pytest.raises(ConfigError) as err:
+        effective_limits(["a"], urdf, soft_limits={}, margin=0.95, velocity=1.0)
+    assert err.value.loc == ("safety", "soft_limit_margin") and "joint 'a'" in str(err.value)
+
+
+def test_strict_numbers_errors_are_one_line(config_data_of, write_yaml):
+    data = config_data_of("openmanipulator_x")
+    data["safety"]["max_delta_per_cycle"] = INF
+    path = write_yaml(data)
+    assert ".inf" in path.read_text()  # as a user writes it in YAML
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (
+        f"{path}: safety.max_delta_per_cycle: Input should be a finite number (got inf)"
+    )
+
+
+@pytest.mark.parametrize("field", ["offset", "gear_ratio"])
+def test_servo_specs_built_in_python_refuse_non_finite_numbers(field):
+    from hilbot.hal.mapping import ServoSpec
+
+    with pytest.raises(ValueError, match="finite"):
+        ServoSpec(1, "XM430-W350", "joint1", **{field: INF})
