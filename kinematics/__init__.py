@@ -4,6 +4,8 @@ from hilbot.kinematics import spatial
 from hilbot.kinematics.chain import Chain
 from hilbot.kinematics.errors import (
     KinematicsError,
+    KinematicsWarning,
+    MimicIgnored,
     NotAnAncestor,
     UnknownJoint,
     UnknownLink,
@@ -19,8 +21,10 @@ __all__ = [
     "JointLimit",
     "JointType",
     "KinematicsError",
+    "KinematicsWarning",
     "Link",
     "Mimic",
+    "MimicIgnored",
     "NotAnAncestor",
     "Robot",
     "UnknownJoint",

@@ -7,6 +7,11 @@ The tree::
     ├── UnknownLink        (.link, .role, .known)        source or target link not in the robot
     ├── UnknownJoint       (.joint, .known)              a joint name not in the robot (a KeyError)
     └── NotAnAncestor      (.source, .target, .common_ancestor)
+
+Warnings (``warnings.warn``; a ``UserWarning``)::
+
+    KinematicsWarning
+    └── MimicIgnored       (.joint, .leader, .reason)     a <mimic> the model cannot honour
 """
 
 from __future__ import annotations
@@ -94,4 +99,30 @@ class NotAnAncestor(KinematicsError, ValueError):
             f"link {source!r} is not an ancestor of {target!r} (their nearest common "
             f"ancestor is {common_ancestor!r}): a chain runs from a link to one of its "
             f"descendants; use source_link={common_ancestor!r} or swap source and target"
+        )
+
+
+class KinematicsWarning(UserWarning):
+    """Root of every warning issued by ``hilbot.kinematics``."""
+
+
+class MimicIgnored(KinematicsWarning):
+    """A ``<mimic>`` was ignored while loading: the joint moves (or stays) on its own.
+
+    Pinocchio loads such files the same way. ``load_urdf(..., strict_mimic=True)``
+    refuses them with a ``UrdfError`` instead.
+
+    Attributes:
+        joint: The joint that carries the ``<mimic>``.
+        leader: The joint its ``<mimic>`` names.
+        reason: Why it cannot be honoured, in words.
+    """
+
+    def __init__(self, joint: str, leader: str, reason: str) -> None:
+        self.joint = joint
+        self.leader = leader
+        self.reason = reason
+        super().__init__(
+            f"URDF <mimic> of joint {joint!r} (mimics {leader!r}) ignored: {reason}; "
+            "pass strict_mimic=True to refuse such a file"
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
@@ -9,7 +11,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.chain import Chain
-from hilbot.kinematics.errors import NotAnAncestor, UnknownJoint, UnknownLink, UrdfError
+from hilbot.kinematics.errors import (
+    MimicIgnored,
+    NotAnAncestor,
+    UnknownJoint,
+    UnknownLink,
+    UrdfError,
+)
 from hilbot.kinematics.joint import SCALAR_TYPES, Joint, JointType, Link, Mimic, coordinates
 
 Array = NDArray[np.float64]
@@ -22,14 +30,24 @@ class Robot:
         name: Robot name.
         links: Link names.
         joints: Joints in URDF order.
+        strict_mimic: Refuse a ``<mimic>`` the model cannot honour (on a fixed joint, or
+            naming a joint that is missing or fixed) instead of ignoring it with a
+            :class:`~hilbot.kinematics.errors.MimicIgnored` warning.
 
     Raises:
         UrdfError: The links and joints do not form one tree, or a mimic tag is invalid.
     """
 
-    def __init__(self, name: str, links: Iterable[str], joints: Iterable[Joint]) -> None:
+    def __init__(
+        self,
+        name: str,
+        links: Iterable[str],
+        joints: Iterable[Joint],
+        *,
+        strict_mimic: bool = False,
+    ) -> None:
         self.name = name
-        joint_list = list(joints)
+        joint_list = _honoured_mimics(list(joints), strict_mimic)
         link_names = list(links)
         self._joints = {j.name: j for j in joint_list}
         self.root_link, self._order = _check_tree(link_names, joint_list)
@@ -196,15 +214,46 @@ def _check_tree(links: list[str], joints: list[Joint]) -> tuple[str, list[Joint]
     return roots[0], order
 
 
+def _honoured_mimics(joints: list[Joint], strict: bool) -> list[Joint]:
+    """The joints with every ``<mimic>`` the model cannot honour dropped (warned) or refused.
+
+    Such a mimic sits on a fixed joint (which never moves), or names a joint the robot
+    does not have or a fixed one (nothing to follow). Pinocchio loads these files by
+    ignoring the mimic, so do we: the joint keeps its own type and coordinates.
+    """
+    by_name = {j.name: j for j in joints}
+    out = []
+    for j in joints:
+        reason = None if j.mimic is None else _unusable(j, by_name.get(j.mimic.joint))
+        if reason is not None:
+            assert j.mimic is not None
+            if strict:
+                raise UrdfError("mimic", j.name, reason)
+            warnings.warn(MimicIgnored(j.name, j.mimic.joint, reason), stacklevel=2)
+            j = dataclasses.replace(j, mimic=None)
+        out.append(j)
+    return out
+
+
+def _unusable(joint: Joint, leader: Joint | None) -> str | None:
+    """Why ``joint``'s mimic cannot be honoured, or ``None`` if it can."""
+    assert joint.mimic is not None
+    if joint.type is JointType.FIXED:
+        return "the joint is fixed (it never moves)"
+    if leader is None:
+        return f"mimics unknown joint {joint.mimic.joint!r}"
+    if leader.type is JointType.FIXED:
+        return f"joint {leader.name!r} is fixed, so there is nothing to follow"
+    return None
+
+
 def _resolve_mimics(joints: dict[str, Joint]) -> dict[str, Mimic]:
     """Compose mimic chains into ``follower -> Mimic(ultimate leader, multiplier, offset)``."""
     out: dict[str, Mimic] = {}
     for j in joints.values():
         if j.mimic is None:
             continue
-        leader = joints.get(j.mimic.joint)
-        if leader is None:
-            raise UrdfError("mimic", j.name, f"mimics unknown joint {j.mimic.joint!r}")
+        leader = joints[j.mimic.joint]  # ``_honoured_mimics`` dropped unknown leaders
         for joint in (j, leader):
             if joint.type not in SCALAR_TYPES:
                 raise UrdfError(
@@ -224,9 +273,5 @@ def _resolve_mimics(joints: dict[str, Joint]) -> dict[str, Mimic]:
             if current.name in seen:
                 raise UrdfError("mimic", j.name, f"mimic joints form a cycle: {seen}")
             seen.append(current.name)
-            if current.mimic is not None and current.mimic.joint not in joints:
-                raise UrdfError(
-                    "mimic", current.name, f"mimics unknown joint {current.mimic.joint!r}"
-                )
         out[j.name] = Mimic(current.name, multiplier, offset)
     return out

@@ -17,8 +17,12 @@ from hilbot.kinematics.robot import Robot
 _TYPES = {t.value: t for t in JointType}
 
 
-def load_urdf(path_or_xml: str | os.PathLike[str]) -> Robot:
+def load_urdf(path_or_xml: str | os.PathLike[str], *, strict_mimic: bool = False) -> Robot:
     """Load a robot from a URDF file path, or from URDF text (a string starting with ``<``).
+
+    A ``<mimic>`` the model cannot honour (on a fixed joint, or naming a joint that is
+    missing or fixed) is ignored with a :class:`~hilbot.kinematics.errors.MimicIgnored`
+    warning, as pinocchio does; ``strict_mimic=True`` refuses it with a ``UrdfError``.
 
     Raises:
         UrdfError: The document is not XML, or does not describe a valid tree of links
@@ -35,11 +39,11 @@ def load_urdf(path_or_xml: str | os.PathLike[str]) -> Robot:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
         raise UrdfError("robot", None, f"not well-formed XML: {exc}") from exc
-    return parse_robot(root)
+    return parse_robot(root, strict_mimic=strict_mimic)
 
 
-def parse_robot(root: ET.Element) -> Robot:
-    """Build a :class:`Robot` from a parsed ``<robot>`` element."""
+def parse_robot(root: ET.Element, *, strict_mimic: bool = False) -> Robot:
+    """Build a :class:`Robot` from a parsed ``<robot>`` (``strict_mimic``: see ``load_urdf``)."""
     if root.tag != "robot":
         raise UrdfError(root.tag, None, "the document element must be <robot>")
     links: list[str] = []
@@ -56,7 +60,7 @@ def parse_robot(root: ET.Element) -> Robot:
             raise UrdfError("joint", joint.name, "duplicate joint name")
         seen.add(joint.name)
         joints.append(joint)
-    return Robot(root.get("name", ""), links, joints)
+    return Robot(root.get("name", ""), links, joints, strict_mimic=strict_mimic)
 
 
 def _name(el: ET.Element) -> str:

@@ -184,12 +184,6 @@ CASES = {
         "j1",
         "duplicate",
     ),
-    "mimic of unknown joint": (
-        robot(GOOD[0], joint("j2", "b", "c", extra=LIMIT + '<mimic joint="ghost"/>')),
-        "mimic",
-        "j2",
-        "unknown joint 'ghost'",
-    ),
     "mimic cycle": (
         robot(
             joint("j1", "a", "b", extra=LIMIT + '<mimic joint="j2"/>'),
@@ -199,14 +193,14 @@ CASES = {
         "j1",
         "cycle",
     ),
-    "mimic of a fixed joint": (
+    "mimic of a planar joint": (
         robot(
-            joint("j1", "a", "b", kind="fixed", extra=""),
+            joint("j1", "a", "b", kind="planar", extra=""),
             joint("j2", "b", "c", extra=LIMIT + '<mimic joint="j1"/>'),
         ),
         "mimic",
         "j2",
-        "is fixed",
+        "is planar",
     ),
     "not xml": ("<robot", "robot", None, "not well-formed"),
     "not a robot": ("<model/>", "model", None, "must be <robot>"),
