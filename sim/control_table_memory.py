@@ -1,33 +1,42 @@
 """One servo's control-table memory, with the firmware's access rules.
 
 The memory is the byte array the protocol reads and writes, laid out by the model's
-``ControlTable`` (``hilbot.hal.dynamixel.tables``). Writes go through the rules a
-servo applies before it changes anything:
+registers (``ModelSpec.registers()``: the named ones of its ``ControlTable`` and the
+numbered Indirect Address / Data series). Writes go through the rules a servo
+applies before it changes anything:
 
 - every byte written must belong to a register, and a write must cover whole
-  registers (else a data-length error);
+  registers (else a data-length error); a byte of no register is an access error;
 - read-only registers are refused (access error);
 - EEPROM registers are locked while torque is on (access error, Protocol 2.0);
-- values outside a register's range are refused (data-range error).
+- values outside a register's own range are refused (data-range error);
+- values outside the range other registers give it in the present operating mode
+  (Goal Position within Min/Max Position Limit in position mode, Goal Velocity within
+  ±Velocity Limit, ...) are refused (data-limit error);
+- Indirect Data bytes stand for the bytes their Indirect Address registers name: a
+  write to them is a write to those bytes, under the same rules.
 
 A write that breaks any rule changes nothing. Reads may span any bytes of the table
-(gaps read as zero), as on the real firmware.
+(gaps read as zero, Indirect Data reads its targets), as on the real firmware.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hilbot.hal.dynamixel.tables import Access, Area, ModelSpec, Register, RegisterName
+
+N = RegisterName
 
 
 class WriteFault(enum.Enum):
     """Why a servo refused a write; the status packet reports it."""
 
     ACCESS = "access"  # read-only register, undefined address, or EEPROM with torque on
-    RANGE = "range"  # a value outside the register's range
+    RANGE = "range"  # a value outside the register's own range
+    LIMIT = "limit"  # a value outside the range its limit registers give
     LENGTH = "length"  # the data does not cover whole registers
 
 
@@ -36,8 +45,23 @@ class WriteRefused:
     """A refused write: which register and why."""
 
     fault: WriteFault
-    register: RegisterName | None
+    register: enum.Enum | None
     value: int | None = None
+
+
+@dataclass(slots=True)
+class CheckedWrite:
+    """An accepted write: the registers it sets, and the bytes to store where.
+
+    Iterating yields ``(register, value)`` pairs; ``chunks`` are ``(address, bytes)``
+    in memory (an Indirect Data write lands at its targets).
+    """
+
+    values: list[tuple[Register, int]] = field(default_factory=list)
+    chunks: list[tuple[int, bytes]] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[tuple[Register, int]]:
+        return iter(self.values)
 
 
 class ControlTableMemory:
@@ -51,15 +75,20 @@ class ControlTableMemory:
 
     def __init__(self, spec: ModelSpec, servo_id: int, baud_value: int | None = None) -> None:
         self.spec = spec
-        self.size = max(r.end for r in spec.table.values())
+        self.size = max(r.end for r in spec.registers())
         self.data = bytearray(self.size)
         self._owner: list[Register | None] = [None] * self.size
+        #: Indirect Data address -> the address of its Indirect Address register.
+        self._indirect: dict[int, int] = {}
         #: Bumped by every write except the firmware's present-value updates, so that
         #: cached settings (ID, baud rate, ...) know when to reload.
         self.generation = 0
-        for reg in spec.table.values():
+        for reg in spec.registers():
             for a in range(reg.address, reg.end):
                 self._owner[a] = reg
+        for area in spec.indirect:
+            for i in range(area.count):
+                self._indirect[area.data + i] = area.address + 2 * i
         self.reset(servo_id, baud_value, ram_only=False)
 
     def __iter__(self) -> Iterator[Register]:
@@ -67,25 +96,30 @@ class ControlTableMemory:
 
     def reset(self, servo_id: int, baud_value: int | None, *, ram_only: bool) -> None:
         """Load defaults: RAM only (a reboot) or everything (factory reset / power-up)."""
-        for reg in self.spec.table.values():
+        for reg in self.spec.registers():
             if ram_only and reg.area is not Area.RAM:
                 continue
-            self.set(reg.name, reg.default)
+            self.data[reg.address : reg.end] = reg.encode(reg.default)
+        self.generation += 1
+        if N.TORQUE_LIMIT in self.spec.table and N.MAX_TORQUE in self.spec.table:
+            # 1.0: "When the power is turned on, Torque Limit uses [Max Torque] as the
+            # initial value" (e-manual, Max Torque(14)).
+            self.set(N.TORQUE_LIMIT, self.get(N.MAX_TORQUE))
         if not ram_only:
-            self.set(RegisterName.MODEL_NUMBER, self.spec.model_number)
-            self.set(RegisterName.ID, servo_id)
-            if RegisterName.FIRMWARE_VERSION in self.spec.table:
-                self.set(RegisterName.FIRMWARE_VERSION, max(self.spec.fast_read_min_firmware, 45))
+            self.set(N.MODEL_NUMBER, self.spec.model_number)
+            self.set(N.ID, servo_id)
+            if N.FIRMWARE_VERSION in self.spec.table:
+                self.set(N.FIRMWARE_VERSION, max(self.spec.fast_read_min_firmware, 45))
             if baud_value is not None:
-                self.set(RegisterName.BAUD_RATE, baud_value)
+                self.set(N.BAUD_RATE, baud_value)
 
     def has(self, name: RegisterName) -> bool:
         """Whether the model has register ``name``."""
         return name in self.spec.table
 
-    def get(self, name: RegisterName) -> int:
+    def get(self, name: enum.Enum) -> int:
         """Decoded value of register ``name``."""
-        reg = self.spec.table[name]
+        reg = self.spec.table[RegisterName(name.value)]
         return reg.decode(bytes(self.data[reg.address : reg.end]))
 
     def set(self, name: RegisterName, value: int) -> None:
@@ -104,11 +138,36 @@ class ControlTableMemory:
         if reg is not None:
             self.data[reg.address : reg.end] = reg.encode(min(max(int(value), reg.min), reg.max))
 
+    def operating_mode(self) -> int:
+        """The operating mode the range rules use (see ``ModelSpec.operating_mode``)."""
+        return self.spec.operating_mode(self.get)
+
+    # ------------------------------------------------------------------ indirection
+
+    def indirect_target(self, address: int) -> int | None:
+        """The address Indirect Data byte ``address`` stands for, or ``None``."""
+        at = self._indirect.get(address)
+        if at is None:
+            return None
+        return int.from_bytes(self.data[at : at + 2], "little")
+
+    def touches_indirect(self, address: int, length: int) -> bool:
+        """Whether ``[address, +length)`` holds an Indirect Data byte."""
+        return any(a in self._indirect for a in range(address, address + length))
+
     def read(self, address: int, length: int) -> bytes | None:
         """Bytes ``[address, address + length)``, or ``None`` when outside the table."""
         if address < 0 or length < 0 or address + length > self.size:
             return None
-        return bytes(self.data[address : address + length])
+        data = bytearray(self.data[address : address + length])
+        if self._indirect and self.touches_indirect(address, length):
+            for i in range(length):
+                target = self.indirect_target(address + i)
+                if target is not None and 0 <= target < self.size:
+                    data[i] = self.data[target]
+        return bytes(data)
+
+    # ------------------------------------------------------------------ writes
 
     def registers_in(self, address: int, length: int) -> list[Register] | WriteRefused:
         """The registers a write of ``length`` bytes at ``address`` covers exactly."""
@@ -128,25 +187,78 @@ class ControlTableMemory:
 
     def check_write(
         self, address: int, data: bytes, *, torque_on: bool, eeprom_lock: bool
-    ) -> list[tuple[Register, int]] | WriteRefused:
-        """Validate a write; return ``(register, value)`` pairs, or why it is refused."""
+    ) -> CheckedWrite | WriteRefused:
+        """Validate a write; return what it sets, or why it is refused."""
         regs = self.registers_in(address, len(data))
         if isinstance(regs, WriteRefused):
             return regs
-        out: list[tuple[Register, int]] = []
+        out = CheckedWrite()
+        direct_start = address
+        mode: int | None = None
         for reg in regs:
+            start = reg.address - address
+            chunk = bytes(data[start : start + reg.size])
+            if reg.name is N.INDIRECT_DATA:
+                out.chunks.append((direct_start, bytes(data[direct_start - address : start])))
+                direct_start = reg.end
+                continue
             if reg.access is not Access.RW:
                 return WriteRefused(WriteFault.ACCESS, reg.name)
             if eeprom_lock and torque_on and reg.area is Area.EEPROM:
                 return WriteRefused(WriteFault.ACCESS, reg.name)
-            start = reg.address - address
-            value = reg.decode(bytes(data[start : start + reg.size]))
+            value = reg.decode(chunk)
             if not reg.min <= value <= reg.max:
                 return WriteRefused(WriteFault.RANGE, reg.name, value)
-            out.append((reg, value))
+            if reg.dependent:
+                mode = self.operating_mode() if mode is None else mode
+                bounds = reg.limit_range(mode, self.get)
+                if bounds is not None and not bounds[0] <= value <= bounds[1]:
+                    return WriteRefused(WriteFault.LIMIT, reg.name, value)
+            out.values.append((reg, value))
+        out.chunks.append((direct_start, bytes(data[direct_start - address :])))
+        out.chunks = [(a, b) for a, b in out.chunks if b]
+        indirect = self._check_indirect(address, data, torque_on=torque_on, lock=eeprom_lock)
+        if isinstance(indirect, WriteRefused):
+            return indirect
+        out.values += indirect.values
+        out.chunks += indirect.chunks
         return out
 
-    def store(self, address: int, data: bytes) -> None:
-        """Write bytes that ``check_write`` accepted."""
-        self.data[address : address + len(data)] = data
+    def _check_indirect(
+        self, address: int, data: bytes, *, torque_on: bool, lock: bool
+    ) -> CheckedWrite | WriteRefused:
+        """The writes that Indirect Data bytes in ``data`` stand for, checked as writes."""
+        out = CheckedWrite()
+        run: list[tuple[int, int]] = []  # (target address, byte), contiguous
+        for i, byte in enumerate(data):
+            target = self.indirect_target(address + i)
+            if target is None:
+                continue
+            if run and target != run[-1][0] + 1:
+                refused = self._add_run(out, run, torque_on=torque_on, lock=lock)
+                if refused is not None:
+                    return refused
+                run = []
+            run.append((target, byte))
+        refused = self._add_run(out, run, torque_on=torque_on, lock=lock) if run else None
+        return out if refused is None else refused
+
+    def _add_run(
+        self, out: CheckedWrite, run: list[tuple[int, int]], *, torque_on: bool, lock: bool
+    ) -> WriteRefused | None:
+        start = run[0][0]
+        payload = bytes(b for _, b in run)
+        if self.touches_indirect(start, len(payload)):
+            return WriteRefused(WriteFault.ACCESS, N.INDIRECT_DATA)  # no chains of indirection
+        checked = self.check_write(start, payload, torque_on=torque_on, eeprom_lock=lock)
+        if isinstance(checked, WriteRefused):
+            return checked
+        out.values += checked.values
+        out.chunks += checked.chunks
+        return None
+
+    def store(self, checked: CheckedWrite) -> None:
+        """Write what ``check_write`` accepted."""
+        for address, data in checked.chunks:
+            self.data[address : address + len(data)] = data
         self.generation += 1

@@ -11,8 +11,9 @@ in id order); sync and bulk reads (one status per servo, in the listed order); f
 sync and fast bulk reads (one packet from the broadcast id, each servo appending its
 slice, cut short where a servo does not answer); corrupt instructions answered with
 the CRC error (2.0) or checksum bit (1.0); unknown instructions with the instruction
-error. Injected faults decide per reply whether it is delivered, lost, corrupted or
-truncated (its parameters cut, with a valid CRC).
+error (on Protocol 1.0 also Reboot and Clear, which 1.0 does not define, and an
+Action with no Reg Write before it). Injected faults decide per reply whether it is
+delivered, lost, corrupted or truncated (its parameters cut, with a valid CRC).
 
 Every instruction packet a servo receives (its own id, a broadcast, or a group
 instruction that lists it) restarts its Bus Watchdog timer (see ``VirtualServo.heard``);
@@ -41,6 +42,22 @@ from hilbot.sim.faults import FaultTable, ReplyFate
 from hilbot.sim.virtual_servo import VirtualServo
 
 Ins = Instruction
+#: The instructions Protocol 1.0 defines (e-manual, Protocol 1.0 "Instruction": ping,
+#: read, write, reg write, action, factory reset, sync write; bulk read on the MX
+#: pages). Anything else, Reboot (0x08) and Clear (0x10) included, is answered with the
+#: instruction error bit.
+_PROTOCOL_1 = frozenset(
+    {
+        Ins.PING,
+        Ins.READ,
+        Ins.WRITE,
+        Ins.REG_WRITE,
+        Ins.ACTION,
+        Ins.FACTORY_RESET,
+        Ins.SYNC_WRITE,
+        Ins.BULK_READ,
+    }
+)
 _BREAKS_FAST = (ReplyFate.DROP, ReplyFate.TRUNCATE)
 
 
@@ -145,7 +162,7 @@ class InstructionHandler:
         inst = item.instruction
         if inst is Ins.PING:
             return self._ping(item, online, now)
-        if inst is Ins.REBOOT:
+        if inst is Ins.REBOOT and self.protocol == 2:
             return self._reboot(item, online)
         if inst in (Ins.SYNC_READ, Ins.FAST_SYNC_READ, Ins.BULK_READ, Ins.FAST_BULK_READ):
             return self._group_read(item, online, now)
@@ -222,6 +239,8 @@ class InstructionHandler:
         """
         inst, p = item.instruction, item.params
         width = 2 if self.protocol == 2 else 1
+        if self.protocol == 1 and inst not in _PROTOCOL_1:
+            return servo.error_byte(p1=int(Protocol1Error.INSTRUCTION)), b"", 2
         if inst is Ins.READ:
             if len(p) != 2 * width:
                 return self._length_error(servo), b"", 1

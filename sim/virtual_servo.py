@@ -21,7 +21,12 @@ from hilbot.hal.dynamixel.protocol import (
     hardware_flags_to_protocol1,
 )
 from hilbot.hal.dynamixel.tables import ModelSpec, Register, RegisterName
-from hilbot.sim.control_table_memory import ControlTableMemory, WriteFault, WriteRefused
+from hilbot.sim.control_table_memory import (
+    CheckedWrite,
+    ControlTableMemory,
+    WriteFault,
+    WriteRefused,
+)
 from hilbot.sim.servo_model import ServoModel
 
 N = RegisterName
@@ -58,6 +63,7 @@ _CONFIG = (
 _P2_FAULT = {
     WriteFault.ACCESS: StatusErrorCode.ACCESS_ERROR,
     WriteFault.RANGE: StatusErrorCode.DATA_RANGE_ERROR,
+    WriteFault.LIMIT: StatusErrorCode.DATA_LIMIT_ERROR,
     WriteFault.LENGTH: StatusErrorCode.DATA_LENGTH_ERROR,
 }
 
@@ -175,6 +181,8 @@ class VirtualServo:
         return p1 | (hardware_flags_to_protocol1(HardwareErrorFlags(raw)) if raw else 0)
 
     def _refused(self, refused: WriteRefused) -> int:
+        # Protocol 1.0 has one bit for both ranges: "Range Error: when an instruction is
+        # out of the range for use" (e-manual, Protocol 1.0 status packet).
         if self.protocol == 2:
             return self.error_byte(_P2_FAULT[refused.fault])
         return self.error_byte(p1=int(Protocol1Error.RANGE))
@@ -183,7 +191,10 @@ class VirtualServo:
 
     def read(self, address: int, length: int, now: float) -> tuple[int, bytes]:
         """READ: ``(ERR, data)``; outside the table: access error / range bit, no data."""
-        self.refresh(now, address, length)
+        if self.memory.touches_indirect(address, length):
+            self.refresh(now)  # Indirect Data reads its targets, wherever they are
+        else:
+            self.refresh(now, address, length)
         data = self.memory.read(address, length)
         if data is None:
             if self.protocol == 2:
@@ -196,8 +207,9 @@ class VirtualServo:
         checked = self._check_write(address, data)
         if isinstance(checked, WriteRefused):
             return self._refused(checked)
-        self.memory.store(address, data)
-        if self._config_addresses.isdisjoint(range(address, address + len(data))):
+        self.memory.store(checked)
+        written = (a for start, chunk in checked.chunks for a in range(start, start + len(chunk)))
+        if self._config_addresses.isdisjoint(written):
             self._generation = self.memory.generation  # nothing cached changed
         else:
             self._load_config()
@@ -216,11 +228,17 @@ class VirtualServo:
         return self.error_byte()
 
     def action(self, now: float) -> int:
-        """ACTION: run the registered write, if any."""
+        """ACTION: run the registered write; without one, the instruction error.
+
+        Both protocols define the instruction error as "an undefined instruction, or
+        Action without Reg Write" (e-manual, Protocol 1.0 and 2.0 status packets).
+        """
         pending, self.pending_write = self.pending_write, None
         self.memory.set_if_present(N.REGISTERED_INSTRUCTION, 0)
         if pending is None:
-            return self.error_byte()
+            return self.error_byte(
+                StatusErrorCode.INSTRUCTION_ERROR, int(Protocol1Error.INSTRUCTION)
+            )
         return self.write(pending[0], pending[1], now)
 
     def reboot(self) -> None:
@@ -267,7 +285,7 @@ class VirtualServo:
         self.model.stop(self.index)
         self._reset_goal()
 
-    def _check_write(self, address: int, data: bytes) -> list[tuple[Register, int]] | WriteRefused:
+    def _check_write(self, address: int, data: bytes) -> CheckedWrite | WriteRefused:
         if self.watchdog_tripped and self._watchdog_refuses(address, data):
             return _WATCHDOG_REFUSAL
         return self.memory.check_write(
@@ -336,6 +354,12 @@ class VirtualServo:
             N.PRESENT_TEMPERATURE: lambda now: round(float(m.temperature[i])),
             N.PRESENT_INPUT_VOLTAGE: lambda now: round(float(m.voltage[i]) * 10.0),
             N.TORQUE_ENABLE: lambda now: 1 if m.torque_enabled[i] else 0,
+            N.POSITION_TRAJECTORY: lambda now: (
+                round(float(m.reference[i]) / quantum) + spec.center_tick + self._homing
+            ),
+            N.VELOCITY_TRAJECTORY: lambda now: round(
+                float(m.reference_velocity[i]) / self._velocity_unit
+            ),
         }
         table = spec.table
         return [(table[name], fn) for name, fn in sources.items() if name in table]
@@ -370,9 +394,11 @@ class VirtualServo:
         self._check_config()
         (lower, upper), bits = self._limits, 0
         target = value - self._homing
-        if not lower <= target <= upper:
-            # 2.0 firmware clamps to the position limits; 1.0 also flags Angle Limit.
-            bits = int(Protocol1Error.ANGLE_LIMIT) if self.protocol == 1 else 0
+        if self.protocol == 1 and not lower <= target <= upper:
+            # 1.0: "When Goal Position is written out of the range from CW Angle Limit to
+            # CCW Angle Limit", the Angle Limit bit; the servo keeps within its limits.
+            # (2.0 refuses such a write with the Data Limit Error before it gets here.)
+            bits = int(Protocol1Error.ANGLE_LIMIT)
             target = min(max(target, lower), upper)
         shaft = (target - self.spec.center_tick) * self._tick_unit
         self.model.set_goal_one(self.index, shaft)

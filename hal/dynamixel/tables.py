@@ -1,188 +1,80 @@
 """Dynamixel control tables and model specifications, as data.
 
-Each table is transcribed from the ROBOTIS e-manual page named in its
-``ModelSpec.url``; model numbers agree with dynamixel-sdk / DynamixelWorkbench.
-Tables are keyed by :class:`RegisterName`, never by strings. A model that lacks
-a register (an XL430 has no Present Current: its address 126 is Present Load)
-simply does not have it in its table, and :meth:`ModelSpec.register` says so.
+Each model's table is its series' layout (addresses, sizes, access: the X series,
+MX(2.0), AX and MX(1.0) pages of the ROBOTIS e-manual) filled with that model's
+own defaults and ranges from ``hilbot.hal.dynamixel.model_tables``, which names the
+e-manual page (and its version) each value was read from. Model numbers agree with
+dynamixel-sdk / DynamixelWorkbench. Tables are keyed by :class:`RegisterName`, never
+by strings. A model that lacks a register (an XL430 has no Present Current: its
+address 126 is Present Load) simply does not have it in its table, and
+:meth:`ModelSpec.register` says so.
+
+Ranges the e-manual gives through other registers are data too
+(:class:`~hilbot.hal.registers.DependentRange`): Goal PWM, Current and Velocity lie
+within minus and plus PWM, Current and Velocity Limit in every mode; Goal Position
+within Min/Max Position Limit in Position Control Mode and within ±1,048,575 in the
+extended and current-based position modes; Moving Speed (1.0) within 0 ~ 1,023 in
+joint mode and 0 ~ 2,047 in wheel mode. The register types are family-neutral and
+live in ``hilbot.hal.registers``; they are re-exported here.
 """
 
 from __future__ import annotations
 
 import enum
-import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from types import MappingProxyType
 
+from hilbot.hal import registers
 from hilbot.hal.backend import EffortUnit
+from hilbot.hal.dynamixel.model_tables import MODEL_TABLES, IndirectArea, ModelTable
+from hilbot.hal.dynamixel.register_names import RegisterName
+from hilbot.hal.registers import (
+    Access,
+    Area,
+    Bound,
+    DependentRange,
+    Encoding,
+    check_layout,
+)
 
-
-class RegisterName(enum.Enum):
-    """Control-table items, by their e-manual names."""
-
-    MODEL_NUMBER = "Model Number"
-    MODEL_INFORMATION = "Model Information"
-    FIRMWARE_VERSION = "Firmware Version"
-    ID = "ID"
-    BAUD_RATE = "Baud Rate"
-    RETURN_DELAY_TIME = "Return Delay Time"
-    DRIVE_MODE = "Drive Mode"
-    OPERATING_MODE = "Operating Mode"
-    SECONDARY_ID = "Secondary ID"
-    PROTOCOL_TYPE = "Protocol Type"
-    HOMING_OFFSET = "Homing Offset"
-    MOVING_THRESHOLD = "Moving Threshold"
-    TEMPERATURE_LIMIT = "Temperature Limit"
-    MAX_VOLTAGE_LIMIT = "Max Voltage Limit"
-    MIN_VOLTAGE_LIMIT = "Min Voltage Limit"
-    PWM_LIMIT = "PWM Limit"
-    CURRENT_LIMIT = "Current Limit"
-    VELOCITY_LIMIT = "Velocity Limit"
-    MAX_POSITION_LIMIT = "Max Position Limit"
-    MIN_POSITION_LIMIT = "Min Position Limit"
-    SHUTDOWN = "Shutdown"
-    TORQUE_ENABLE = "Torque Enable"
-    LED = "LED"
-    STATUS_RETURN_LEVEL = "Status Return Level"
-    REGISTERED_INSTRUCTION = "Registered Instruction"
-    HARDWARE_ERROR_STATUS = "Hardware Error Status"
-    VELOCITY_I_GAIN = "Velocity I Gain"
-    VELOCITY_P_GAIN = "Velocity P Gain"
-    POSITION_D_GAIN = "Position D Gain"
-    POSITION_I_GAIN = "Position I Gain"
-    POSITION_P_GAIN = "Position P Gain"
-    BUS_WATCHDOG = "Bus Watchdog"
-    GOAL_PWM = "Goal PWM"
-    GOAL_CURRENT = "Goal Current"
-    GOAL_VELOCITY = "Goal Velocity"
-    PROFILE_ACCELERATION = "Profile Acceleration"
-    PROFILE_VELOCITY = "Profile Velocity"
-    GOAL_POSITION = "Goal Position"
-    REALTIME_TICK = "Realtime Tick"
-    MOVING = "Moving"
-    MOVING_STATUS = "Moving Status"
-    PRESENT_PWM = "Present PWM"
-    PRESENT_CURRENT = "Present Current"
-    PRESENT_LOAD = "Present Load"
-    PRESENT_VELOCITY = "Present Velocity"
-    PRESENT_POSITION = "Present Position"
-    PRESENT_INPUT_VOLTAGE = "Present Input Voltage"
-    PRESENT_TEMPERATURE = "Present Temperature"
-    # Protocol 1.0 names (AX / MX-1.0)
-    CW_ANGLE_LIMIT = "CW Angle Limit"
-    CCW_ANGLE_LIMIT = "CCW Angle Limit"
-    MAX_TORQUE = "Max Torque"
-    ALARM_LED = "Alarm LED"
-    CW_COMPLIANCE_MARGIN = "CW Compliance Margin"
-    CCW_COMPLIANCE_MARGIN = "CCW Compliance Margin"
-    CW_COMPLIANCE_SLOPE = "CW Compliance Slope"
-    CCW_COMPLIANCE_SLOPE = "CCW Compliance Slope"
-    D_GAIN = "D Gain"
-    I_GAIN = "I Gain"
-    P_GAIN = "P Gain"
-    MOVING_SPEED = "Moving Speed"
-    TORQUE_LIMIT = "Torque Limit"
-    PRESENT_SPEED = "Present Speed"
-    LOCK = "Lock"
-    PUNCH = "Punch"
-    GOAL_ACCELERATION = "Goal Acceleration"
-
-
-class Access(enum.Enum):
-    """Whether the host may write a register."""
-
-    R = "R"
-    RW = "RW"
-
-
-class Area(enum.Enum):
-    """EEPROM registers persist and are locked while torque is on; RAM ones are volatile."""
-
-    EEPROM = "EEPROM"
-    RAM = "RAM"
-
-
-class Encoding(enum.Enum):
-    """How a register's bytes map to an integer (all little-endian)."""
-
-    UNSIGNED = "unsigned"
-    SIGNED = "signed"  # two's complement over the register size (Protocol 2.0)
-    SIGN_MAGNITUDE_10 = "sign-magnitude bit 10"  # 1.0 speed/load: bit 10 is the direction
+__all__ = [
+    "MODELS",
+    "MODELS_BY_NUMBER",
+    "Access",
+    "Area",
+    "Bound",
+    "ControlTable",
+    "DependentRange",
+    "Encoding",
+    "IndirectArea",
+    "ModelSpec",
+    "ModelTable",
+    "OperatingMode",
+    "Register",
+    "RegisterName",
+    "model",
+    "model_by_number",
+]
 
 
 @dataclass(frozen=True, slots=True)
-class Register:
-    """One control-table item.
-
-    ``min`` and ``max`` are the raw range the servo accepts (writes outside are
-    answered with a data-range error); ``unit`` is the e-manual's unit text.
-    """
+class Register(registers.Register):
+    """A Dynamixel control-table item (see :class:`hilbot.hal.registers.Register`)."""
 
     name: RegisterName
-    address: int
-    size: int
-    access: Access
-    area: Area
-    unit: str = ""
-    min: int = 0
-    max: int = 0
-    encoding: Encoding = Encoding.UNSIGNED
-    default: int = 0
-
-    def __post_init__(self) -> None:
-        if self.size not in (1, 2, 4):
-            raise ValueError(f"{self.name.value}: size must be 1, 2 or 4, got {self.size}")
-        if self.max == 0 and self.min == 0:
-            # Unbounded by the e-manual: allow the full raw range of the encoding.
-            if self.encoding is Encoding.SIGNED:
-                half = 1 << (8 * self.size - 1)
-                object.__setattr__(self, "min", -half)
-                object.__setattr__(self, "max", half - 1)
-            else:
-                object.__setattr__(self, "max", (1 << (8 * self.size)) - 1)
-
-    @property
-    def end(self) -> int:
-        """First address after this register."""
-        return self.address + self.size
-
-    def decode(self, data: bytes) -> int:
-        """Integer value of this register's bytes."""
-        if len(data) != self.size:
-            raise ValueError(f"{self.name.value}: {len(data)} bytes, expected {self.size}")
-        raw = int.from_bytes(data, "little")
-        if self.encoding is Encoding.SIGNED:
-            return int.from_bytes(data, "little", signed=True)
-        if self.encoding is Encoding.SIGN_MAGNITUDE_10:
-            magnitude = raw & 0x3FF
-            return -magnitude if raw & 0x400 else magnitude
-        return raw
-
-    def encode(self, value: int) -> bytes:
-        """Bytes of ``value`` in this register's encoding (range is not checked here)."""
-        if self.encoding is Encoding.SIGNED:
-            return int(value).to_bytes(self.size, "little", signed=True)
-        if self.encoding is Encoding.SIGN_MAGNITUDE_10:
-            raw = min(abs(int(value)), 0x3FF) | (0x400 if value < 0 else 0)
-            return raw.to_bytes(self.size, "little")
-        return int(value).to_bytes(self.size, "little")
 
 
 ControlTable = Mapping[RegisterName, Register]
 
 
-def _table(*registers: Register) -> ControlTable:
-    names = [r.name for r in registers]
+def _table(*regs: Register) -> ControlTable:
+    names = [r.name for r in regs]
     if len(set(names)) != len(names):
         raise ValueError("duplicate register in a control table")
-    ordered = sorted(registers, key=lambda r: r.address)
-    for a, b in itertools.pairwise(ordered):
-        if a.end > b.address:
-            raise ValueError(f"{a.name.value} overlaps {b.name.value}")
-    return MappingProxyType({r.name: r for r in ordered})
+    check_layout(regs)
+    return MappingProxyType({r.name: r for r in sorted(regs, key=lambda r: r.address)})
 
 
 R, RW = Access.R, Access.RW
@@ -190,130 +82,241 @@ EE, RAM = Area.EEPROM, Area.RAM
 S, SM = Encoding.SIGNED, Encoding.SIGN_MAGNITUDE_10
 N = RegisterName
 
+#: Operating Mode (11) values, as in :class:`OperatingMode` below.
+_POSITION, _EXTENDED, _CURRENT_POSITION = 3, 4, 5
+#: Protocol 1.0 modes, from CW/CCW Angle Limit: wheel (both 0) answers as velocity
+#: mode, joint as position mode, MX multi-turn (both 4095) as extended position mode.
+_WHEEL, _JOINT, _MULTI_TURN = 1, 3, 4
+#: Goal Position in the extended and current-based position modes (e-manual, Goal
+#: Position(116)): -1,048,575 ~ 1,048,575 (±256 rev).
+_MULTI_TURN_GOAL = 1_048_575
 
-@cache
-def _x_series(*, current: bool, current_max: int = 0) -> ControlTable:
-    """The X-series / MX(2.0) layout; ``current`` selects Present Current vs Present Load at 126."""
+
+def _plus_minus(limit: RegisterName) -> tuple[DependentRange, ...]:
+    return (DependentRange(Bound(limit, negate=True), Bound(limit)),)
+
+
+class _Filler:
+    """Registers of a series' template with one model's defaults and ranges."""
+
+    def __init__(self, data: ModelTable) -> None:
+        self.data = data
+
+    def __call__(
+        self,
+        name: RegisterName,
+        address: int,
+        size: int,
+        access: Access,
+        area: Area,
+        unit: str = "",
+        low: int = 0,
+        high: int = 0,
+        encoding: Encoding = Encoding.UNSIGNED,
+        default: int = 0,
+        dependent: tuple[DependentRange, ...] = (),
+    ) -> Register:
+        low, high = self.data.ranges.get(name, (low, high))
+        return Register(
+            name,
+            address,
+            size,
+            access,
+            area,
+            unit,
+            low,
+            high,
+            encoding,
+            self.data.defaults.get(name, default),
+            dependent,
+        )
+
+
+def _x_series(data: ModelTable, *, current: bool) -> ControlTable:
+    """The X-series / MX(2.0) layout filled with one model's values.
+
+    ``current`` selects Present Current (and Current Limit, Goal Current) vs Present
+    Load at 126.
+    """
+    reg = _Filler(data)
+    current_max = data.ranges.get(N.CURRENT_LIMIT, (0, 0))[1]
+    velocity_max = data.ranges.get(N.VELOCITY_LIMIT, (0, 1023))[1]
     effort = (
         [
-            Register(N.CURRENT_LIMIT, 38, 2, RW, EE, "current unit", 0, current_max, S),
-            Register(N.GOAL_CURRENT, 102, 2, RW, RAM, "current unit", -current_max, current_max, S),
-            Register(N.PRESENT_CURRENT, 126, 2, R, RAM, "current unit", encoding=S),
+            reg(N.CURRENT_LIMIT, 38, 2, RW, EE, "current unit", 0, current_max),
+            reg(N.GOAL_CURRENT, 102, 2, RW, RAM, "current unit", -current_max, current_max,
+                S, dependent=_plus_minus(N.CURRENT_LIMIT)),
+            reg(N.PRESENT_CURRENT, 126, 2, R, RAM, "current unit", encoding=S),
         ]
         if current
-        else [Register(N.PRESENT_LOAD, 126, 2, R, RAM, "0.1 %", -1000, 1000, S)]
-    )
+        else [reg(N.PRESENT_LOAD, 126, 2, R, RAM, "0.1 %", -1000, 1000, S)]
+    )  # fmt: skip
+    goal_position = (
+        DependentRange(Bound(N.MIN_POSITION_LIMIT), Bound(N.MAX_POSITION_LIMIT),
+                       frozenset({_POSITION})),
+    )  # fmt: skip
+    extra = {
+        N.STARTUP_CONFIGURATION: reg(N.STARTUP_CONFIGURATION, 60, 1, RW, EE, "", 0, 3),
+        N.PWM_SLOPE: reg(N.PWM_SLOPE, 62, 1, RW, EE, "1.977 mV/ms", 1, 255),
+        N.BACKUP_READY: reg(N.BACKUP_READY, 147, 1, R, RAM, "", 0, 1),
+        **{
+            name: reg(name, 56 + k, 1, RW, EE, "", 0, 3, default=3)
+            for k, name in enumerate(
+                (N.EXTERNAL_PORT_MODE_1, N.EXTERNAL_PORT_MODE_2, N.EXTERNAL_PORT_MODE_3)
+            )
+        },
+        **{
+            name: reg(name, 152 + 2 * k, 2, RW, RAM)
+            for k, name in enumerate(
+                (N.EXTERNAL_PORT_DATA_1, N.EXTERNAL_PORT_DATA_2, N.EXTERNAL_PORT_DATA_3)
+            )
+        },
+    }
     return _table(
-        Register(N.MODEL_NUMBER, 0, 2, R, EE),
-        Register(N.MODEL_INFORMATION, 2, 4, R, EE),
-        Register(N.FIRMWARE_VERSION, 6, 1, R, EE),
-        Register(N.ID, 7, 1, RW, EE, "", 0, 252, default=1),
-        Register(N.BAUD_RATE, 8, 1, RW, EE, "", 0, 7, default=1),
-        Register(N.RETURN_DELAY_TIME, 9, 1, RW, EE, "2 µs", 0, 254, default=250),
-        Register(N.DRIVE_MODE, 10, 1, RW, EE, "", 0, 13),
-        Register(N.OPERATING_MODE, 11, 1, RW, EE, "", 0, 16, default=3),
-        Register(N.SECONDARY_ID, 12, 1, RW, EE, "", 0, 255, default=255),
-        Register(N.PROTOCOL_TYPE, 13, 1, RW, EE, "", 1, 2, default=2),
-        Register(N.HOMING_OFFSET, 20, 4, RW, EE, "1 pulse", -1_044_479, 1_044_479, S),
-        Register(N.MOVING_THRESHOLD, 24, 4, RW, EE, "0.229 rev/min", 0, 1023, default=10),
-        Register(N.TEMPERATURE_LIMIT, 31, 1, RW, EE, "1 °C", 0, 100, default=80),
-        Register(N.MAX_VOLTAGE_LIMIT, 32, 2, RW, EE, "0.1 V", 31, 160, default=160),
-        Register(N.MIN_VOLTAGE_LIMIT, 34, 2, RW, EE, "0.1 V", 31, 160, default=31),
-        Register(N.PWM_LIMIT, 36, 2, RW, EE, "0.113 %", 0, 885, default=885),
+        reg(N.MODEL_NUMBER, 0, 2, R, EE),
+        reg(N.MODEL_INFORMATION, 2, 4, R, EE),
+        reg(N.FIRMWARE_VERSION, 6, 1, R, EE),
+        reg(N.ID, 7, 1, RW, EE, "", 0, 252, default=1),
+        reg(N.BAUD_RATE, 8, 1, RW, EE, "", 0, 7, default=1),
+        reg(N.RETURN_DELAY_TIME, 9, 1, RW, EE, "2 µs", 0, 254, default=250),
+        reg(N.DRIVE_MODE, 10, 1, RW, EE, "", 0, 13),
+        reg(N.OPERATING_MODE, 11, 1, RW, EE, "", 0, 16, default=3),
+        reg(N.SECONDARY_ID, 12, 1, RW, EE, "", 0, 255, default=255),
+        reg(N.PROTOCOL_TYPE, 13, 1, RW, EE, "", 1, 2, default=2),
+        reg(N.HOMING_OFFSET, 20, 4, RW, EE, "1 pulse", -1_044_479, 1_044_479, S),
+        reg(N.MOVING_THRESHOLD, 24, 4, RW, EE, "0.229 rev/min", 0, 1023, default=10),
+        reg(N.TEMPERATURE_LIMIT, 31, 1, RW, EE, "1 °C", 0, 100),
+        reg(N.MAX_VOLTAGE_LIMIT, 32, 2, RW, EE, "0.1 V"),
+        reg(N.MIN_VOLTAGE_LIMIT, 34, 2, RW, EE, "0.1 V"),
+        reg(N.PWM_LIMIT, 36, 2, RW, EE, "0.113 %", 0, 885, default=885),
         *effort,
-        Register(N.VELOCITY_LIMIT, 44, 4, RW, EE, "0.229 rev/min", 0, 1023, default=265),
-        Register(N.MAX_POSITION_LIMIT, 48, 4, RW, EE, "1 pulse", 0, 4095, default=4095),
-        Register(N.MIN_POSITION_LIMIT, 52, 4, RW, EE, "1 pulse", 0, 4095),
-        Register(N.SHUTDOWN, 63, 1, RW, EE, "", 0, 255, default=52),
-        Register(N.TORQUE_ENABLE, 64, 1, RW, RAM, "", 0, 1),
-        Register(N.LED, 65, 1, RW, RAM, "", 0, 1),
-        Register(N.STATUS_RETURN_LEVEL, 68, 1, RW, RAM, "", 0, 2, default=2),
-        Register(N.REGISTERED_INSTRUCTION, 69, 1, R, RAM, "", 0, 1),
-        Register(N.HARDWARE_ERROR_STATUS, 70, 1, R, RAM),
-        Register(N.VELOCITY_I_GAIN, 76, 2, RW, RAM, "", 0, 16383, default=1920),
-        Register(N.VELOCITY_P_GAIN, 78, 2, RW, RAM, "", 0, 16383, default=100),
-        Register(N.POSITION_D_GAIN, 80, 2, RW, RAM, "", 0, 16383),
-        Register(N.POSITION_I_GAIN, 82, 2, RW, RAM, "", 0, 16383),
-        Register(N.POSITION_P_GAIN, 84, 2, RW, RAM, "", 0, 16383, default=800),
+        reg(N.VELOCITY_LIMIT, 44, 4, RW, EE, "0.229 rev/min", 0, 1023),
+        reg(N.MAX_POSITION_LIMIT, 48, 4, RW, EE, "1 pulse", 0, 4095, default=4095),
+        reg(N.MIN_POSITION_LIMIT, 52, 4, RW, EE, "1 pulse", 0, 4095),
+        *(r for name, r in extra.items() if name in data.extra),
+        reg(N.SHUTDOWN, 63, 1, RW, EE, "", 0, 255),
+        reg(N.TORQUE_ENABLE, 64, 1, RW, RAM, "", 0, 1),
+        reg(N.LED, 65, 1, RW, RAM, "", 0, 1),
+        reg(N.STATUS_RETURN_LEVEL, 68, 1, RW, RAM, "", 0, 2, default=2),
+        reg(N.REGISTERED_INSTRUCTION, 69, 1, R, RAM, "", 0, 1),
+        reg(N.HARDWARE_ERROR_STATUS, 70, 1, R, RAM),
+        reg(N.VELOCITY_I_GAIN, 76, 2, RW, RAM, "", 0, 16383),
+        reg(N.VELOCITY_P_GAIN, 78, 2, RW, RAM, "", 0, 16383),
+        reg(N.POSITION_D_GAIN, 80, 2, RW, RAM, "", 0, 16383),
+        reg(N.POSITION_I_GAIN, 82, 2, RW, RAM, "", 0, 16383),
+        reg(N.POSITION_P_GAIN, 84, 2, RW, RAM, "", 0, 16383),
+        reg(N.FEEDFORWARD_2ND_GAIN, 88, 2, RW, RAM, "", 0, 16383),
+        reg(N.FEEDFORWARD_1ST_GAIN, 90, 2, RW, RAM, "", 0, 16383),
         # The table gives 1 ~ 127; 0 turns it off (and clears a trip); it reads -1 when tripped.
-        Register(N.BUS_WATCHDOG, 98, 1, RW, RAM, "20 ms", 0, 127, S),
-        Register(N.GOAL_PWM, 100, 2, RW, RAM, "0.113 %", -885, 885, S),
-        Register(N.GOAL_VELOCITY, 104, 4, RW, RAM, "0.229 rev/min", -1023, 1023, S),
-        Register(N.PROFILE_ACCELERATION, 108, 4, RW, RAM, "214.577 rev/min²", 0, 32767),
-        Register(N.PROFILE_VELOCITY, 112, 4, RW, RAM, "0.229 rev/min", 0, 32767),
-        Register(N.GOAL_POSITION, 116, 4, RW, RAM, "1 pulse", -1_048_575, 1_048_575, S),
-        Register(N.REALTIME_TICK, 120, 2, R, RAM, "1 ms", 0, 32767),
-        Register(N.MOVING, 122, 1, R, RAM, "", 0, 1),
-        Register(N.MOVING_STATUS, 123, 1, R, RAM),
-        Register(N.PRESENT_PWM, 124, 2, R, RAM, "0.113 %", encoding=S),
-        Register(N.PRESENT_VELOCITY, 128, 4, R, RAM, "0.229 rev/min", encoding=S),
-        Register(N.PRESENT_POSITION, 132, 4, R, RAM, "1 pulse", encoding=S),
-        Register(N.PRESENT_INPUT_VOLTAGE, 144, 2, R, RAM, "0.1 V"),
-        Register(N.PRESENT_TEMPERATURE, 146, 1, R, RAM, "1 °C"),
-    )
+        reg(N.BUS_WATCHDOG, 98, 1, RW, RAM, "20 ms", 0, 127, S),
+        reg(N.GOAL_PWM, 100, 2, RW, RAM, "0.113 %", -885, 885, S,
+            dependent=_plus_minus(N.PWM_LIMIT)),
+        reg(N.GOAL_VELOCITY, 104, 4, RW, RAM, "0.229 rev/min", -velocity_max, velocity_max, S,
+            dependent=_plus_minus(N.VELOCITY_LIMIT)),
+        reg(N.PROFILE_ACCELERATION, 108, 4, RW, RAM, "214.577 rev/min²", 0, 32767),
+        reg(N.PROFILE_VELOCITY, 112, 4, RW, RAM, "0.229 rev/min", 0, 32767),
+        reg(N.GOAL_POSITION, 116, 4, RW, RAM, "1 pulse", -_MULTI_TURN_GOAL, _MULTI_TURN_GOAL, S,
+            dependent=goal_position),
+        reg(N.REALTIME_TICK, 120, 2, R, RAM, "1 ms", 0, 32767),
+        reg(N.MOVING, 122, 1, R, RAM, "", 0, 1),
+        reg(N.MOVING_STATUS, 123, 1, R, RAM),
+        reg(N.PRESENT_PWM, 124, 2, R, RAM, "0.113 %", encoding=S),
+        reg(N.PRESENT_VELOCITY, 128, 4, R, RAM, "0.229 rev/min", encoding=S),
+        reg(N.PRESENT_POSITION, 132, 4, R, RAM, "1 pulse", encoding=S),
+        reg(N.VELOCITY_TRAJECTORY, 136, 4, R, RAM, "0.229 rev/min", encoding=S),
+        reg(N.POSITION_TRAJECTORY, 140, 4, R, RAM, "1 pulse", encoding=S),
+        reg(N.PRESENT_INPUT_VOLTAGE, 144, 2, R, RAM, "0.1 V"),
+        reg(N.PRESENT_TEMPERATURE, 146, 1, R, RAM, "1 °C"),
+    )  # fmt: skip
 
 
-def _protocol1(*, mx: bool, current: bool = False) -> ControlTable:
-    """AX / MX(1.0) layout (https://emanual.robotis.com/docs/en/dxl/ax/ax-12a/)."""
+def _indirect_registers(areas: Iterable[IndirectArea]) -> tuple[Register, ...]:
+    """Indirect Address ``k`` (default: its data byte's address) and Indirect Data ``k``."""
+    out: list[Register] = []
+    for area in areas:
+        for i in range(area.count):
+            k = area.first + i
+            data = area.data + i
+            out.append(
+                Register(N.INDIRECT_ADDRESS, area.address + 2 * i, 2, RW, RAM, "",
+                         area.target_min, area.target_max, default=data, index=k)
+            )  # fmt: skip
+            out.append(Register(N.INDIRECT_DATA, data, 1, RW, RAM, "", 0, 255, index=k))
+    return tuple(out)
+
+
+def _protocol1(data: ModelTable, *, mx: bool, current: bool = False) -> ControlTable:
+    """AX / MX(1.0) layout (https://emanual.robotis.com/docs/en/dxl/ax/ax-12a/, mx/mx-28/)."""
+    reg = _Filler(data)
     pos_max = 4095 if mx else 1023
     gains = (
         [
-            Register(N.D_GAIN, 26, 1, RW, RAM, "", 0, 254),
-            Register(N.I_GAIN, 27, 1, RW, RAM, "", 0, 254),
-            Register(N.P_GAIN, 28, 1, RW, RAM, "", 0, 254, default=32),
+            reg(N.D_GAIN, 26, 1, RW, RAM, "", 0, 254),
+            reg(N.I_GAIN, 27, 1, RW, RAM, "", 0, 254),
+            reg(N.P_GAIN, 28, 1, RW, RAM, "", 0, 254, default=32),
         ]
         if mx
         else [
-            Register(N.CW_COMPLIANCE_MARGIN, 26, 1, RW, RAM, "", 0, 255, default=1),
-            Register(N.CCW_COMPLIANCE_MARGIN, 27, 1, RW, RAM, "", 0, 255, default=1),
-            Register(N.CW_COMPLIANCE_SLOPE, 28, 1, RW, RAM, "", 0, 255, default=32),
-            Register(N.CCW_COMPLIANCE_SLOPE, 29, 1, RW, RAM, "", 0, 255, default=32),
+            reg(N.CW_COMPLIANCE_MARGIN, 26, 1, RW, RAM, "", 0, 255, default=1),
+            reg(N.CCW_COMPLIANCE_MARGIN, 27, 1, RW, RAM, "", 0, 255, default=1),
+            reg(N.CW_COMPLIANCE_SLOPE, 28, 1, RW, RAM, "", 0, 255, default=32),
+            reg(N.CCW_COMPLIANCE_SLOPE, 29, 1, RW, RAM, "", 0, 255, default=32),
         ]
     )
-    extra = [Register(N.GOAL_ACCELERATION, 73, 1, RW, RAM, "8.583 °/s²", 0, 254)] if mx else []
+    extra: list[Register] = []
+    if mx:
+        extra += [
+            reg(N.MULTI_TURN_OFFSET, 20, 2, RW, EE, "1 pulse", encoding=S),
+            reg(N.RESOLUTION_DIVIDER, 22, 1, RW, EE, "", 1, 4, default=1),
+            reg(N.REALTIME_TICK, 50, 2, R, RAM, "1 ms", 0, 32767),
+            reg(N.GOAL_ACCELERATION, 73, 1, RW, RAM, "8.583 °/s²", 0, 254),
+        ]
+    if N.DRIVE_MODE in data.extra:
+        extra.append(reg(N.DRIVE_MODE, 10, 1, RW, EE, "", 0, 3))
     if current:
-        # MX-64/106: current [mA] = 4.5 * (value - 2048)
-        extra.append(Register(N.PRESENT_CURRENT, 68, 2, R, RAM, "4.5 mA, 2048 = 0", 0, 4095))
+        # MX-64/106 "Current": I = 4.5 mA * (value - 2048); the page marks it RW.
+        extra.append(reg(N.PRESENT_CURRENT, 68, 2, RW, RAM, "4.5 mA, 2048 = 0", 0, 4095))
+    if N.TORQUE_CTRL_MODE_ENABLE in data.extra:
+        extra += [
+            reg(N.TORQUE_CTRL_MODE_ENABLE, 70, 1, RW, RAM, "", 0, 1),
+            reg(N.GOAL_TORQUE, 71, 2, RW, RAM, "4.5 mA", 0, 2047),
+        ]
+    max_torque = data.defaults.get(N.MAX_TORQUE, 1023)
+    speed = (DependentRange(0, 1023, frozenset({_JOINT, _MULTI_TURN})),)
     return _table(
-        Register(N.MODEL_NUMBER, 0, 2, R, EE),
-        Register(N.FIRMWARE_VERSION, 2, 1, R, EE),
-        Register(N.ID, 3, 1, RW, EE, "", 0, 253, default=1),
-        Register(N.BAUD_RATE, 4, 1, RW, EE, "", 0, 254, default=34 if mx else 1),
-        Register(N.RETURN_DELAY_TIME, 5, 1, RW, EE, "2 µs", 0, 254, default=250),
-        Register(N.CW_ANGLE_LIMIT, 6, 2, RW, EE, "1 pulse", 0, pos_max),
-        Register(N.CCW_ANGLE_LIMIT, 8, 2, RW, EE, "1 pulse", 0, pos_max, default=pos_max),
-        Register(N.TEMPERATURE_LIMIT, 11, 1, RW, EE, "1 °C", 0, 99, default=70 if not mx else 80),
-        Register(N.MIN_VOLTAGE_LIMIT, 12, 1, RW, EE, "0.1 V", 50, 160, default=60),
-        Register(
-            N.MAX_VOLTAGE_LIMIT, 13, 1, RW, EE, "0.1 V", 50, 160, default=140 if not mx else 160
-        ),
-        Register(N.MAX_TORQUE, 14, 2, RW, EE, "0.1 %", 0, 1023, default=1023),
-        Register(N.STATUS_RETURN_LEVEL, 16, 1, RW, EE, "", 0, 2, default=2),
-        Register(N.ALARM_LED, 17, 1, RW, EE, "", 0, 127, default=36),
-        Register(N.SHUTDOWN, 18, 1, RW, EE, "", 0, 127, default=36),
-        Register(N.TORQUE_ENABLE, 24, 1, RW, RAM, "", 0, 1),
-        Register(N.LED, 25, 1, RW, RAM, "", 0, 1),
+        reg(N.MODEL_NUMBER, 0, 2, R, EE),
+        reg(N.FIRMWARE_VERSION, 2, 1, R, EE),
+        reg(N.ID, 3, 1, RW, EE, "", 0, 253, default=1),
+        reg(N.BAUD_RATE, 4, 1, RW, EE, "", 0, 254, default=34 if mx else 1),
+        reg(N.RETURN_DELAY_TIME, 5, 1, RW, EE, "2 µs", 0, 254, default=250),
+        reg(N.CW_ANGLE_LIMIT, 6, 2, RW, EE, "1 pulse", 0, pos_max),
+        reg(N.CCW_ANGLE_LIMIT, 8, 2, RW, EE, "1 pulse", 0, pos_max, default=pos_max),
+        reg(N.TEMPERATURE_LIMIT, 11, 1, RW, EE, "1 °C", 0, 99),
+        reg(N.MIN_VOLTAGE_LIMIT, 12, 1, RW, EE, "0.1 V", 50, 250, default=60),
+        reg(N.MAX_VOLTAGE_LIMIT, 13, 1, RW, EE, "0.1 V", 50, 250),
+        reg(N.MAX_TORQUE, 14, 2, RW, EE, "0.1 %", 0, 1023),
+        reg(N.STATUS_RETURN_LEVEL, 16, 1, RW, EE, "", 0, 2, default=2),
+        reg(N.ALARM_LED, 17, 1, RW, EE, "", 0, 127, default=36),
+        reg(N.SHUTDOWN, 18, 1, RW, EE, "", 0, 127, default=36),
+        reg(N.TORQUE_ENABLE, 24, 1, RW, RAM, "", 0, 1),
+        reg(N.LED, 25, 1, RW, RAM, "", 0, 1),
         *gains,
-        Register(N.GOAL_POSITION, 30, 2, RW, RAM, "1 pulse", 0, pos_max),
-        Register(N.MOVING_SPEED, 32, 2, RW, RAM, "speed unit", 0, 2047),
-        Register(N.TORQUE_LIMIT, 34, 2, RW, RAM, "0.1 %", 0, 1023, default=1023),
-        Register(N.PRESENT_POSITION, 36, 2, R, RAM, "1 pulse", 0, pos_max),
-        Register(N.PRESENT_SPEED, 38, 2, R, RAM, "speed unit", -1023, 1023, SM),
-        Register(N.PRESENT_LOAD, 40, 2, R, RAM, "0.1 %", -1023, 1023, SM),
-        Register(N.PRESENT_INPUT_VOLTAGE, 42, 1, R, RAM, "0.1 V"),
-        Register(N.PRESENT_TEMPERATURE, 43, 1, R, RAM, "1 °C"),
-        Register(N.REGISTERED_INSTRUCTION, 44, 1, R, RAM, "", 0, 1),
-        Register(N.MOVING, 46, 1, R, RAM, "", 0, 1),
-        Register(N.LOCK, 47, 1, RW, RAM, "", 0, 1),
-        Register(N.PUNCH, 48, 2, RW, RAM, "", 0, 1023, default=32),
+        reg(N.GOAL_POSITION, 30, 2, RW, RAM, "1 pulse", 0, pos_max),
+        reg(N.MOVING_SPEED, 32, 2, RW, RAM, "speed unit", 0, 2047, dependent=speed),
+        reg(N.TORQUE_LIMIT, 34, 2, RW, RAM, "0.1 %", 0, 1023, default=max_torque),
+        reg(N.PRESENT_POSITION, 36, 2, R, RAM, "1 pulse", 0, pos_max),
+        reg(N.PRESENT_SPEED, 38, 2, R, RAM, "speed unit", -1023, 1023, SM),
+        reg(N.PRESENT_LOAD, 40, 2, R, RAM, "0.1 %", -1023, 1023, SM),
+        reg(N.PRESENT_INPUT_VOLTAGE, 42, 1, R, RAM, "0.1 V"),
+        reg(N.PRESENT_TEMPERATURE, 43, 1, R, RAM, "1 °C"),
+        reg(N.REGISTERED_INSTRUCTION, 44, 1, R, RAM, "", 0, 1),
+        reg(N.MOVING, 46, 1, R, RAM, "", 0, 1),
+        reg(N.LOCK, 47, 1, RW, RAM, "", 0, 1),
+        # AX: "0x20 to 0x3FF" (e-manual Punch); MX pages give the default 0 and no range.
+        reg(N.PUNCH, 48, 2, RW, RAM, "", 0 if mx else 32, 1023, default=0 if mx else 32),
         *extra,
     )
 
-
-X_LOAD_TABLE = _x_series(current=False)  # XL430, XC430, MX-28(2.0): address 126 is Present Load
-AX_TABLE = _protocol1(mx=False)
-MX1_TABLE = _protocol1(mx=True)
-MX1_CURRENT_TABLE = _protocol1(mx=True, current=True)
 
 #: Baud Rate register value -> bit/s, X series and MX(2.0)
 #: (https://emanual.robotis.com/docs/en/dxl/x/xm430-w350/#baud-rate8).
@@ -374,6 +377,10 @@ class ModelSpec:
             none when ``has_fast_sync_read`` is false).
         bus_watchdog_min_firmware: the lowest firmware with the Bus Watchdog (0: any).
         url: the e-manual page the table was transcribed from.
+        source: the e-manual source file (and version) the values were read from.
+        series: registers of numbered series (Indirect Address / Data), in address order.
+        indirect: the Indirect Address / Data blocks.
+        unsourced: what the e-manual page does not give, and what is used instead.
     """
 
     name: str
@@ -396,6 +403,34 @@ class ModelSpec:
     bus_watchdog_min_firmware: int = 0
     current_zero: int = 0  # MX(1.0) Current register is offset by 2048
     operating_modes: frozenset[OperatingMode] = field(default_factory=frozenset)
+    source: str = ""
+    series: tuple[Register, ...] = ()
+    indirect: tuple[IndirectArea, ...] = ()
+    unsourced: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_layout(self.registers())  # the series must not overlap the named registers
+
+    def registers(self) -> Iterator[Register]:
+        """Every register: the named ones, then the numbered series."""
+        yield from self.table.values()
+        yield from self.series
+
+    def operating_mode(self, value_of: Callable[[RegisterName], int]) -> int:
+        """The operating mode the range rules use, from the registers read by ``value_of``.
+
+        Protocol 2.0: Operating Mode (11). Protocol 1.0 has no such register: CW and
+        CCW Angle Limit both 0 is wheel mode (answered as velocity mode, 1), both 4095
+        on an MX is multi-turn (extended position, 4), anything else joint mode (3).
+        """
+        if N.OPERATING_MODE in self.table:
+            return value_of(N.OPERATING_MODE)
+        cw, ccw = value_of(N.CW_ANGLE_LIMIT), value_of(N.CCW_ANGLE_LIMIT)
+        if cw == ccw == 0:
+            return _WHEEL
+        if cw == ccw == 4095:
+            return _MULTI_TURN
+        return _JOINT
 
     @property
     def radians_per_tick(self) -> float:
@@ -487,6 +522,16 @@ _FAST_READ_XL330 = 46
 _WATCHDOG_X = 38
 
 
+def _spec_fields(name: str) -> dict[str, object]:
+    data = MODEL_TABLES[name]
+    return {
+        "source": data.source,
+        "series": _indirect_registers(data.indirect),
+        "indirect": data.indirect,
+        "unsourced": data.unsourced,
+    }
+
+
 def _x(
     name: str,
     number: int,
@@ -500,11 +545,14 @@ def _x(
 ) -> ModelSpec:
     """An X-series or MX(2.0) model; ``fast_read_firmware=None``: no fast reads at all."""
     current = amps_per_tick is not None
+    data = MODEL_TABLES[name]
+    if current and data.ranges[N.CURRENT_LIMIT][1] != current_max:
+        raise ValueError(f"{name}: Current Limit maximum disagrees with model_tables")
     return ModelSpec(
         name=name,
         model_number=number,
         protocol=2,
-        table=_x_series(current=True, current_max=current_max) if current else X_LOAD_TABLE,
+        table=_x_series(data, current=current),
         ticks_per_rev=4096,
         center_tick=2048,
         position_min=0,
@@ -520,6 +568,7 @@ def _x(
         fast_read_min_firmware=fast_read_firmware or 0,
         bus_watchdog_min_firmware=watchdog_firmware,
         operating_modes=_X_MODES if current else _LOAD_MODES,
+        **_spec_fields(name),  # type: ignore[arg-type]
     )
 
 
@@ -528,7 +577,7 @@ def _mx1(name: str, number: int, page: str, *, current: bool) -> ModelSpec:
         name=name,
         model_number=number,
         protocol=1,
-        table=MX1_CURRENT_TABLE if current else MX1_TABLE,
+        table=_protocol1(MODEL_TABLES[name], mx=True, current=current),
         ticks_per_rev=4096,
         center_tick=2048,
         position_min=0,
@@ -541,6 +590,7 @@ def _mx1(name: str, number: int, page: str, *, current: bool) -> ModelSpec:
         has_bus_watchdog=False,
         has_bulk_read=True,
         url=_EMANUAL + page,
+        **_spec_fields(name),  # type: ignore[arg-type]
     )
 
 
@@ -549,7 +599,7 @@ def _ax(name: str, number: int, page: str) -> ModelSpec:
         name=name,
         model_number=number,
         protocol=1,
-        table=AX_TABLE,
+        table=_protocol1(MODEL_TABLES[name], mx=False),
         ticks_per_rev=1024 * 360 / 300,  # 1024 ticks span 300°, 0.29° per tick
         center_tick=512,
         position_min=0,
@@ -562,6 +612,7 @@ def _ax(name: str, number: int, page: str) -> ModelSpec:
         has_bus_watchdog=False,
         has_bulk_read=False,
         url=_EMANUAL + page,
+        **_spec_fields(name),  # type: ignore[arg-type]
     )
 
 

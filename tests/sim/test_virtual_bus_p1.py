@@ -99,9 +99,13 @@ def test_hardware_errors_are_bits_of_every_status_packet(p1):
     expected = Protocol1Error.OVERLOAD | Protocol1Error.OVERHEATING
     assert pk.ping(port, 2)[2] == expected
     assert pk.read2ByteTxRx(port, 2, PRESENT_POSITION)[2] == expected
-    # The SDK offers no 1.0 reboot; the MX firmware answers the instruction.
+    # Protocol 1.0 defines no Reboot (the SDK offers none): the instruction error bit,
+    # and the error stays latched.
     replies = exchange(p1, InstructionPacket(1, 2, Instruction.REBOOT), 1)
-    assert [(r.id, r.error) for r in replies] == [(2, expected)]
+    assert [(r.id, r.error) for r in replies] == [(2, expected | Protocol1Error.INSTRUCTION)]
+    assert pk.ping(port, 2)[2] == expected
+    p1.bus.faults(2).unplug()  # a power cycle clears it
+    p1.bus.faults(2).replug()
     assert pk.ping(port, 2)[2] == 0
 
 

@@ -87,11 +87,16 @@ def test_refused_writes_report_the_error_and_change_nothing(p2, address, size, v
     assert memory.read(address, size) == before
 
 
-def test_goal_is_clamped_by_the_position_limits(p2):
+def test_a_goal_beyond_the_position_limits_is_refused_with_the_data_limit_error(p2):
+    # e-manual: Goal Position(116) ranges over Min ~ Max Position Limit in Position
+    # Control Mode; the firmware refuses the write (Data Limit Error) and keeps the goal.
     pk, port = p2.packet, p2.port
     assert pk.write4ByteTxRx(port, 1, MAX_POSITION_LIMIT, 3000) == (COMM_SUCCESS, 0)
     pk.write1ByteTxRx(port, 1, TORQUE_ENABLE, 1)
-    assert pk.write4ByteTxRx(port, 1, GOAL_POSITION, 4000) == (COMM_SUCCESS, 0)
+    before = pk.read4ByteTxRx(port, 1, GOAL_POSITION)[0]
+    assert pk.write4ByteTxRx(port, 1, GOAL_POSITION, 3500) == (COMM_SUCCESS, 6)
+    assert pk.read4ByteTxRx(port, 1, GOAL_POSITION)[0] == before
+    assert pk.write4ByteTxRx(port, 1, GOAL_POSITION, 3000) == (COMM_SUCCESS, 0)
     settle(1.0)
     assert abs(pk.read4ByteTxRx(port, 1, PRESENT_POSITION)[0] - 3000) <= 1
 
