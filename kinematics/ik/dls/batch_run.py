@@ -68,15 +68,16 @@ class BatchRun:
         q, res, ori, status, its = self.iterate(q0, batch, self.options.max_iterations)
         if batch.kind is OrientationKind.NONE:
             return q, res, ori, status, its
+        # Each item's polish gets the iterations it has left (as ``DLSSolver`` does).
+        budget = self.options.max_iterations - its
         polish = (res > self.options.tolerance) & (status != STATUSES.index(Status.TIMEOUT))
-        polish &= ~self.on_delta_bound(q)
+        polish &= (budget > 0) & ~self.on_delta_bound(q)
         if polish.any():
             idx = np.flatnonzero(polish)
             sub = Batch(OrientationKind.NONE, batch.point[idx], None)
-            budget = max(self.options.max_iterations - int(its[idx].min()), 10)
             saved = self.lo, self.hi
             self.lo, self.hi = self._rows(self.lo, idx), self._rows(self.hi, idx)
-            q2, res2, _, status2, its2 = self.iterate(q[idx], sub, budget)
+            q2, res2, _, status2, its2 = self.iterate(q[idx], sub, budget[idx])
             self.lo, self.hi = saved
             better = res2 < res[idx]
             take = idx[better]
@@ -127,8 +128,11 @@ class BatchRun:
         pose, _ = self.fk_jacobian(q)
         return _errors(pose, batch)
 
-    def iterate(self, q0: Array, batch: Batch, max_iterations: int) -> Out:
-        """The DLS loop on every item (see ``DLSSolver``), vectorised."""
+    def iterate(self, q0: Array, batch: Batch, max_iterations: int | Ints) -> Out:
+        """The DLS loop on every item (see ``DLSSolver``), vectorised.
+
+        ``max_iterations`` is one budget for all items or a (B,) budget per item.
+        """
         s = self.s
         size = q0.shape[0]
         w = s.orientation_weight

@@ -417,14 +417,16 @@ class _Run:
     ) -> tuple[list[float], int, Evaluation, Status]:
         """Position wins: polish an unmet pose's position alone, starting from the compromise.
 
-        Skipped for intermediate attempts (``options.polish`` false) and when a
-        ``max_delta`` bound, not the chain, stopped the solve.
+        Skipped for intermediate attempts (``options.polish`` false), when a
+        ``max_delta`` bound, not the chain, stopped the solve, and when the weighted
+        solve used up the budget: the polish gets only the iterations left of
+        ``max_iterations``, so a solve never runs past it.
         """
         options = self.options
-        if not options.polish or self.on_delta_bound(q):
+        budget = options.max_iterations - iterations
+        if not options.polish or budget <= 0 or self.on_delta_bound(q):
             return q, iterations, ev, status
         point = Target(target.point)
-        budget = max(options.max_iterations - iterations, 10)
         q2, more, ev2, status2 = self.iterate(q, point, budget)
         if ev2.position < ev.position:
             full = evaluate(target, self.ctx.fk(q2), [])
