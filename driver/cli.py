@@ -4,6 +4,10 @@ Each subcommand lives in its own module under ``hilbot.driver.commands`` and
 exposes ``HELP: str``, ``add_arguments(parser)`` and ``run(args) -> int``.
 Modules are imported only when their subcommand runs, so ``hilbot --help``
 stays fast and a missing optional dependency only affects its own command.
+
+Expected errors (a bad option, config or port, an unreachable broker) end in one line,
+``hilbot <command>: <what happened and what to do>``, and exit status 2 (bad input) or
+1 (a failure while running), never a traceback (see ``hilbot.driver.commands.failures``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from hilbot import __version__
 
@@ -28,6 +33,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("hilbot.driver.commands.doctor", "check a robot's bus set-up and timing budget"),
     "sim-bus": ("hilbot.driver.commands.sim_bus", "serve a virtual Dynamixel bus on a pty"),
 }
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line that points to ``--help``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _load(module: str) -> ModuleType | None:
@@ -46,7 +58,7 @@ def build_parser(*, load: str | None = None) -> argparse.ArgumentParser:
         load: the subcommand whose module is imported so that its arguments
             are known; ``"*"`` imports all of them (tests use it).
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="hilbot",
         description="hilbot: drive Dynamixel arms, teleoperate them over MQTT, "
         "and bench-test them against a simulator.",
@@ -55,7 +67,7 @@ def build_parser(*, load: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)"
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module_name, help_text) in COMMANDS.items():
         if load not in (name, "*"):
             sub.add_parser(name, help=help_text, add_help=False)
@@ -83,7 +95,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if module is None:
         parser.error(f"the command {args.command!r} is not available in this install")
     _configure_logging(args.verbose)
-    result: int = module.run(args)
+    try:
+        result: int = module.run(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        from hilbot.driver.commands.failures import describe
+
+        failure = describe(exc)
+        if failure is None:
+            raise  # a bug: keep its traceback
+        print(f"hilbot {args.command}: {failure.message}", file=sys.stderr)
+        return failure.exit_code
     return result
 
 

@@ -5,6 +5,7 @@ can carry for these servos and registers at this baud rate. Reads only; never
 enables torque or writes a register. Exit status 1 when something is wrong.
 
 Examples: hilbot doctor robot.yaml
+          hilbot doctor robot.yaml --port /dev/ttyUSB1   (the config's servos on another port)
           hilbot doctor --port /dev/ttyUSB0 --baud 1000000 --servo 1:XM430-W350 --servo 2:XM430-W350
 """
 
@@ -29,9 +30,11 @@ def _servo(text: str) -> tuple[int, str]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``hilbot doctor`` options."""
     parser.add_argument("config", nargs="?", help="robot config YAML (or use --port/--servo)")
-    parser.add_argument("--port", help="serial device, without a config")
-    parser.add_argument("--baud", type=int, default=1_000_000, help="baud rate, without a config")
-    parser.add_argument("--protocol", type=int, choices=(1, 2), default=2)
+    parser.add_argument(
+        "--port", help="serial device: without a config, or overriding a single-bus config's"
+    )
+    parser.add_argument("--baud", type=int, help="baud rate, without a config (default 1000000)")
+    parser.add_argument("--protocol", type=int, choices=(1, 2), help="without a config (default 2)")
     parser.add_argument(
         "--servo", type=_servo, action="append", default=[], metavar="ID:MODEL", help="repeat"
     )
@@ -45,12 +48,28 @@ def buses_from_args(args: argparse.Namespace) -> list[tuple[BusSpec, Sequence[Se
     if args.config:
         from hilbot.driver.config import load_config
 
+        ignored = [f"--{name}" for name in ("baud", "protocol", "servo") if getattr(args, name)]
+        if ignored:
+            raise ValueError(
+                f"{', '.join(ignored)} describe a bus without a config; with a config they "
+                "come from its buses and servos (edit it, or drop the config)"
+            )
         config = load_config(args.config)
-        return [(spec, config.servo_specs(name)) for name, spec in config.bus_specs().items()]
+        specs = config.bus_specs()
+        if args.port is not None:
+            if len(specs) != 1:
+                raise ValueError(
+                    f"--port needs a single-bus robot; {args.config} has buses "
+                    f"{', '.join(specs)}: edit their ports in the config"
+                )
+            ((name, spec),) = specs.items()
+            specs = {name: BusSpec(args.port, spec.baudrate, spec.protocol)}
+        return [(spec, config.servo_specs(name)) for name, spec in specs.items()]
     if not args.port or not args.servo:
         raise ValueError("give a robot config, or --port and at least one --servo ID:MODEL")
     servos = [ServoSpec(i, model, f"servo{i}") for i, model in args.servo]
-    return [(BusSpec(args.port, args.baud, args.protocol), servos)]
+    baud = args.baud if args.baud is not None else 1_000_000
+    return [(BusSpec(args.port, baud, args.protocol or 2), servos)]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,6 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hilbot.driver.commands.failures import (
+    EXIT_BAD_INPUT,
+    port_problem,
+    positive_hz,
+    positive_seconds,
+    reason_of,
+)
 from hilbot.driver.errors import DriverError
 
 DEFAULT_CONFIG = "openmanipulator_x"
@@ -44,17 +51,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="sim: in-process simulator (default); virtual: the virtual Dynamixel bus on a "
         "pty, driven by the real Dynamixel backend; dynamixel: the real bus",
     )
-    parser.add_argument("--port", help="serial port, overriding the config (single-bus robots)")
+    parser.add_argument(
+        "--port",
+        help="--backend dynamixel: serial port, overriding the config (single-bus robots)",
+    )
     parser.add_argument(
         "--virtual-return-delay",
         type=int,
-        default=0,
         metavar="N",
         help="--backend virtual: the virtual servos' Return Delay Time register, in 2 µs units "
         "(default 0, a set-up arm; 250 is the factory value)",
     )
-    parser.add_argument("--rate", type=float, metavar="HZ", help="loop rate, overriding the config")
-    parser.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    parser.add_argument(
+        "--rate", type=positive_hz, metavar="HZ", help="loop rate, overriding the config"
+    )
+    parser.add_argument(
+        "--duration", type=positive_seconds, metavar="S", help="stop after S seconds"
+    )
     parser.add_argument("--enable", action="store_true", help="enable torque (arm) at start")
     parser.add_argument(
         "--trajectory", type=Path, metavar="FILE", help="play a YAML/CSV trajectory"
@@ -87,11 +100,12 @@ def run(args: argparse.Namespace) -> int:
     from hilbot.driver.config import load_config
     from hilbot.driver.errors import ConfigError
     from hilbot.driver.ticker import enable_realtime
-    from hilbot.hal.errors import HalError
+    from hilbot.hal.errors import HalError, PortError
 
-    if getattr(args, "demo", None) is not None and args.no_mqtt:
-        print("hilbot run: --demo publishes through MQTT; drop --no-mqtt", file=sys.stderr)
-        return 2
+    problem = option_problem(args)
+    if problem is not None:
+        print(f"hilbot run: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.trajectory is not None and not args.enable:
         log.warning("--trajectory without --enable: the robot stays disarmed and does not move")
     if args.realtime and not enable_realtime():
@@ -115,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         return asyncio.run(_main(args, config, trajectory, build_backend))
+    except PortError as exc:
+        origin = port_origin(args, config, exc.port)
+        print(f"hilbot run: {port_problem(exc.port, reason_of(exc), origin)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (BackendError, HalError) as exc:
         print(f"hilbot run: {exc}", file=sys.stderr)
         return 1
@@ -122,13 +140,48 @@ def run(args: argparse.Namespace) -> int:
         return 130
 
 
+def option_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with a combination of options (one they ignore), if anything."""
+    if getattr(args, "demo", None) is not None and args.no_mqtt:
+        return "--demo publishes through MQTT; drop --no-mqtt"
+    if args.port is not None and args.backend != "dynamixel":
+        return (
+            f"--port is for --backend dynamixel; the {args.backend} backend opens no serial "
+            "port of yours (drop --port, or add --backend dynamixel)"
+        )
+    if args.virtual_return_delay is not None and args.backend != "virtual":
+        return f"--virtual-return-delay is for --backend virtual, not {args.backend}"
+    for option in ("stats", "record"):
+        path = getattr(args, option, None)
+        if path is not None and not Path(path).parent.is_dir():
+            return f"--{option} {path}: the folder {Path(path).parent} does not exist"
+    return None
+
+
+def port_origin(args: argparse.Namespace, config: Any, port: str) -> str:
+    """Where the serial port ``port`` was named: ``--port`` or the config's bus."""
+    if args.port is not None:
+        return "--port"
+    for i, bus in enumerate(config.buses):
+        if bus.port == port:
+            return f"buses[{i}].port of the config {args.config}"
+    return f"the config {args.config}"
+
+
 def _with_rate(config: Any, rate: float, *, check_bus: bool) -> Any:
+    from pydantic import TypeAdapter, ValidationError
+
+    from hilbot.driver.config import RateHz, check_watchdog
     from hilbot.driver.errors import ConfigError
     from hilbot.driver.validation import check_rate
 
-    if not rate > 0:
-        raise ConfigError(None, ("rate_hz",), f"--rate must be positive, got {rate}")
+    try:
+        TypeAdapter(RateHz).validate_python(rate)
+    except ValidationError as exc:
+        problem = exc.errors()[0]["msg"]
+        raise ConfigError(None, ("rate_hz",), f"--rate {rate:g}: {problem}") from None
     updated = config.model_copy(update={"rate_hz": rate})
+    check_watchdog(updated)
     if check_bus:
         check_rate(updated, source=None)
     return updated
@@ -176,7 +229,7 @@ async def _main(
             continue
         with contextlib.suppress(NotImplementedError):  # not on Windows
             loop.add_signal_handler(sig, stop.set)
-    backend_options = {"virtual_return_delay": args.virtual_return_delay}
+    backend_options = {"virtual_return_delay": args.virtual_return_delay or 0}
     async with (
         build(config, args.backend, **backend_options) as backend,
         Runtime(config, backend) as runtime,

@@ -1,0 +1,121 @@
+"""Expected errors of the command line, told in one line: what failed and what to do.
+
+``hilbot`` never shows a traceback for an error a user can cause or fix (a bad config,
+a missing serial port, a broker that is not there): :func:`describe` turns it into one
+line and an exit status, 2 for bad input (nothing was started), 1 for a failure while
+running. Unexpected exceptions (bugs) keep their traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from typing import NamedTuple
+
+EXIT_FAILED = 1  # the command started and then failed
+EXIT_BAD_INPUT = 2  # options, config or environment were wrong; nothing was started
+
+
+class Failure(NamedTuple):
+    """An expected error as the terminal shows it: one line and an exit status."""
+
+    message: str
+    exit_code: int
+
+
+def describe(exc: BaseException) -> Failure | None:
+    """One line and an exit status for an expected error; ``None`` for a bug.
+
+    An ``ExceptionGroup`` (from a ``TaskGroup``) is described by its first leaf when
+    every leaf is expected.
+    """
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = [describe(e) for e in exc.exceptions]
+        if not leaves or any(leaf is None for leaf in leaves):
+            return None
+        return leaves[0]
+    from hilbot.driver.errors import ConfigError, DriverError, InvalidTarget, TrajectoryError
+    from hilbot.hal.errors import ConfigError as HalConfigError
+    from hilbot.hal.errors import HalError, PortError
+
+    message = _one_line(str(exc) or type(exc).__name__)
+    if isinstance(exc, PortError):
+        return Failure(port_problem(exc.port, reason_of(exc)), EXIT_BAD_INPUT)
+    if isinstance(exc, ConfigError | HalConfigError):
+        return Failure(f"bad config: {message}", EXIT_BAD_INPUT)
+    if isinstance(exc, TrajectoryError | InvalidTarget | FileNotFoundError | IsADirectoryError):
+        return Failure(message, EXIT_BAD_INPUT)
+    if isinstance(exc, DriverError | HalError | OSError | TimeoutError):
+        return Failure(message, EXIT_FAILED)
+    return None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def reason_of(exc: BaseException) -> str:
+    """The OS's words for why a port failed, without the SDK's repetitions."""
+    cause = exc.__cause__
+    while cause is not None and cause.__cause__ is not None:
+        cause = cause.__cause__
+    if isinstance(cause, OSError) and isinstance(cause.errno, int) and cause.errno > 0:
+        return os.strerror(cause.errno)  # pyserial's strerror repeats the port and errno
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror
+    text = _one_line(str(cause if cause is not None else exc))
+    return text.rsplit("] ", 1)[-1] if "] " in text else text
+
+
+def candidate_ports() -> list[str]:
+    """Serial ports this machine has now (pyserial's ``list_ports``), USB adapters first."""
+    try:
+        from serial.tools import list_ports
+    except ImportError:  # pragma: no cover - pyserial is a dependency of the HAL
+        return []
+    ports = list(list_ports.comports())
+    ports.sort(key=lambda p: (p.vid is None, p.device))  # USB adapters carry a vendor id
+    return [p.device for p in ports]
+
+
+def port_problem(port: str, reason: str, origin: str | None = None) -> str:
+    """Say that ``port`` cannot be opened, where it came from, and which ports exist."""
+    found = candidate_ports()
+    where = f" (from {origin})" if origin else ""
+    ports = (
+        f"serial ports here: {', '.join(found)}"
+        if found
+        else "no serial port found: is the adapter plugged in and powered?"
+    )
+    return (
+        f"cannot open the serial port {port}{where}: {reason}; {ports}; give the right one "
+        "with --port or in the config's buses (`hilbot scan --port PORT` checks that servos "
+        "answer there)"
+    )
+
+
+def positive_seconds(text: str) -> float:
+    """``argparse`` type of a duration [s]: a finite number above zero."""
+    return _positive(text, "s")
+
+
+def positive_hz(text: str) -> float:
+    """``argparse`` type of a rate [Hz]: a finite number above zero."""
+    return _positive(text, "Hz")
+
+
+def positive_number(text: str) -> float:
+    """``argparse`` type of a size or step: a finite number above zero."""
+    return _positive(text, "")
+
+
+def _positive(text: str, unit: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value > 0.0):
+        suffix = f" [{unit}]" if unit else ""
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0{suffix}, got {text}")
+    return value
