@@ -140,7 +140,12 @@ class ChainRunner:
                 return None, exc, False
             self.last_q = self._pick(best, seed)
             return self.last_q, exc, False
-        self.last_reached = bool(solution.reached)
+        # Settled: the whole target met, or the position met with the orientation as good
+        # as the arm allows (position wins, stalled: not out of iterations). Solving the
+        # same target again would change nothing.
+        self.last_reached = bool(solution.reached) or (
+            bool(solution.position_reached) and solution.status != "timeout"
+        )
         self.last_q = solution.q
         return self.last_q, solution, self.last_reached
 

@@ -50,8 +50,11 @@ class Solution:
         residual: position error norm [m].
         orientation_residual: orientation error [rad] (angle between the z-axes for a
             tool-axis target), ``None`` for position-only targets.
-        reached: the position is within tolerance, and, with ``strict_orientation``,
-            the orientation too.
+        reached: the target is met: the position within ``tolerance`` and, when the
+            target has an orientation (a rotation or a tool axis), the orientation within
+            ``orientation_tolerance`` too.
+        position_reached: the position is within ``tolerance`` (the orientation may be
+            best effort: "position wins" on an arm that cannot take the orientation).
         status: how the solve ended (see ``Status``).
         positions: every joint's position: the given state or mapping with the chain's
             joints replaced (built on first access, so tight loops that read ``q`` pay
@@ -64,6 +67,7 @@ class Solution:
         "_to_dict",
         "iterations",
         "orientation_residual",
+        "position_reached",
         "q",
         "reached",
         "residual",
@@ -80,12 +84,15 @@ class Solution:
         status: Status,
         base: Mapping[str, Any] | Callable[[], Mapping[str, Any]],
         to_dict: Callable[[NDArray[np.float64]], Mapping[str, Any]],
+        position_reached: bool | None = None,
     ) -> None:
         self.q = q
         self.iterations = iterations
         self.residual = residual
         self.orientation_residual = orientation_residual
         self.reached = reached
+        # Not given: known only when the whole target is met.
+        self.position_reached = reached if position_reached is None else position_reached
         self.status = status
         self._base = base
         self._to_dict = to_dict

@@ -31,10 +31,14 @@ or a flat (dof,) array, the box, target parsing, the reach check, building the
 ``Solution`` and raising ``Unreachable``, ``NoSolution`` or
 ``OrientationUnreachable`` with best-effort positions.
 
-Failure policy: a solve that ends ``timeout``, or short of the target because
-the ``max_delta`` box stopped it, returns a ``Solution`` with ``reached=False``
-(the next call continues from there); a solve that ``stalled`` or ``diverged``
-away from the target otherwise raises ``NoSolution``.
+Failure policy: ``reached`` means the whole target is met (position, and the
+orientation when the target has one). A solve that meets the position but not
+the orientation returns its ``Solution`` (``reached=False``,
+``position_reached=True``: position wins), or raises ``OrientationUnreachable``
+with ``strict_orientation``. A solve that ends ``timeout``, or short of the
+target because the ``max_delta`` box stopped it, returns a ``Solution`` with
+``reached=False`` (the next call continues from there); a solve that ``stalled``
+or ``diverged`` away from the target otherwise raises ``NoSolution``.
 """
 
 from __future__ import annotations
@@ -127,7 +131,8 @@ class Solver(abc.ABC):
             tolerance: position tolerance [m].
             orientation_tolerance: orientation tolerance [rad].
             strict_orientation: raise ``OrientationUnreachable`` when the orientation is
-                not met; otherwise position wins and orientation is best effort.
+                not met; otherwise position wins: the solution is returned with
+                ``reached=False`` and ``position_reached=True``.
             respect_limits: keep every joint within its limits.
             initial_positions: the seed (same forms as ``state_or_positions``); defaults
                 to ``state_or_positions``. ``max_delta`` is measured from the seed.
@@ -209,10 +214,9 @@ class Solver(abc.ABC):
         if not box.contains(q):
             safe = np.minimum(np.maximum(q, box.lower), box.upper)
             residual, orientation = residuals(chain, safe, target)
-        reached = residual <= options.tolerance and (
-            not options.strict_orientation
-            or orientation is None
-            or orientation <= options.orientation_tolerance
+        position_reached = residual <= options.tolerance
+        reached = position_reached and (
+            orientation is None or orientation <= options.orientation_tolerance
         )
         return Solution(
             safe,
@@ -223,12 +227,15 @@ class Solver(abc.ABC):
             meta.status,
             base,
             info.to_dict,
+            position_reached,
         )
 
     def _failed(self, solution: Solution, q0: Array, box: Box, options: SolveOptions) -> Solution:
         """Decide whether an unreached solve is returned or raised."""
-        if solution.residual <= options.tolerance:
-            # Position met, orientation not, with strict_orientation.
+        if solution.position_reached:
+            # Position met, orientation not: position wins, unless strict_orientation.
+            if not options.strict_orientation:
+                return solution
             assert solution.orientation_residual is not None
             raise OrientationUnreachable(
                 solution.orientation_residual,

@@ -41,9 +41,11 @@ class BatchResult(NamedTuple):
         q: (B, dof) configurations.
         residual: (B,) position residuals [m].
         orientation_residual: (B,) orientation residuals [rad] (NaN without orientation).
-        reached: (B,) bool, position within tolerance (and orientation, if strict).
+        reached: (B,) bool, the target met: position within tolerance, and the
+            orientation too when the targets have one.
         status: (B,) int codes, indices into ``STATUSES``.
         iterations: (B,) iterations per item.
+        position_reached: (B,) bool, position within tolerance.
     """
 
     q: Array
@@ -52,6 +54,7 @@ class BatchResult(NamedTuple):
     reached: NDArray[np.bool_]
     status: NDArray[np.int64]
     iterations: NDArray[np.int64]
+    position_reached: NDArray[np.bool_]
 
 
 class BatchSolver(Solver):
@@ -139,7 +142,8 @@ class BatchSolver(Solver):
             max_iterations: iteration budget per item.
             tolerance: position tolerance [m].
             orientation_tolerance: orientation tolerance [rad].
-            strict_orientation: ``reached`` also needs the orientation within tolerance.
+            strict_orientation: accepted for the same call as ``Solver.solve``; a batch
+                never raises, and ``reached`` always needs the orientation met.
             respect_limits: keep every item within the joint limits.
             max_delta: per-call bound on each coordinate's change from its seed.
             as_arrays: return a ``BatchResult`` of arrays instead of ``Solution`` objects.
@@ -172,11 +176,12 @@ class BatchSolver(Solver):
         q0 = np.minimum(np.maximum(q0, lo), hi)
         q, res, ori, status, its = self._run(info, lo, hi, options).solve(q0, batch)
         q = np.minimum(np.maximum(q, lo), hi)  # the final safety projection
-        reached = res <= options.tolerance
-        if options.strict_orientation and batch.kind is not OrientationKind.NONE:
+        position_reached = res <= options.tolerance
+        reached = position_reached.copy()
+        if batch.kind is not OrientationKind.NONE:
             reached &= ori <= options.orientation_tolerance
         if as_arrays:
-            return BatchResult(q, res, ori, reached, status.astype(np.int64), its)
+            return BatchResult(q, res, ori, reached, status.astype(np.int64), its, position_reached)
         none = batch.kind is OrientationKind.NONE
         return [
             Solution(
@@ -188,6 +193,7 @@ class BatchSolver(Solver):
                 STATUSES[status[b]],
                 bases[b] if bases is not None else {},
                 info.to_dict,
+                bool(position_reached[b]),
             )
             for b in range(size)
         ]

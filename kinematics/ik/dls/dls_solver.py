@@ -310,13 +310,20 @@ class DLSSolver(Solver):
         if not inside(q):
             return None  # never on scalar chains (pinned coordinates are clipped); to be safe
         residual, orientation = ev.position, ev.orientation
-        reached = residual <= options.tolerance and (
-            not options.strict_orientation
-            or orientation is None
-            or orientation <= options.orientation_tolerance
+        position_reached = residual <= options.tolerance
+        reached = position_reached and (
+            orientation is None or orientation <= options.orientation_tolerance
         )
         solution = Solution(
-            np.array(q), iterations, residual, orientation, reached, status, base, info.to_dict
+            np.array(q),
+            iterations,
+            residual,
+            orientation,
+            reached,
+            status,
+            base,
+            info.to_dict,
+            position_reached,
         )
         if reached:
             return solution
