@@ -119,11 +119,17 @@ class ChainRunner:
 
         Returns ``(chain joint values or None, solution or error, reached)``. A failed
         solve returns its best-effort positions when it has them, else ``None`` (hold).
+
+        Raises:
+            Exception: anything but a ``KinematicsError`` from the solver (a bug, an
+                overflow): the runtime faults on it. This runner is left as if the
+                target had failed, so it is solved again, never taken as reached.
         """
         from hilbot.kinematics.errors import KinematicsError
 
         self.last_seq = seq
         self.last_q = None
+        self.last_reached = False
         try:
             solution = self.solver.solve(
                 self.robot,

@@ -6,7 +6,7 @@ Every error carries data, so callers and tests check fields, not messages::
     ├── ConfigError (ValueError)      a robot config that cannot work: file, field path, expected
     ├── UnknownChain (KeyError)       a target for a chain the robot does not have
     ├── UnknownJoint (KeyError)       a joint target for a joint the robot does not drive
-    ├── InvalidTarget (ValueError)    a target that cannot be used (shape, NaN/inf, type)
+    ├── InvalidTarget (ValueError)    a target that cannot be used (shape, NaN/inf, type, size)
     ├── TrajectoryError (ValueError)  a trajectory file that cannot be played
     └── RuntimeStateError             a command not allowed in the current mode
         └── LimitViolation            enabling while a joint is far outside its limits
@@ -14,6 +14,7 @@ Every error carries data, so callers and tests check fields, not messages::
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -71,18 +72,35 @@ class UnknownJoint(DriverError, KeyError):
         return f"unknown joint {self.joint!r}; driven joints: {', '.join(self.known)}"
 
 
+class TargetProblem(enum.StrEnum):
+    """Machine-readable kind of an :class:`InvalidTarget`.
+
+    The values are those of the teleop ``RejectReason`` for the same problem, so a
+    target refused by ``Runtime.set_target`` and one refused on MQTT report the same
+    ``reason``.
+    """
+
+    INVALID = "invalid"  # wrong type or shape, out of bounds, not a rotation, zero axis
+    NON_FINITE = "non_finite"  # NaN, infinity, or a number too large for a float
+
+
 class InvalidTarget(DriverError, ValueError):
     """A target was rejected before it could move anything.
 
     Attributes:
         chain: the chain (or ``"joints"`` for joint targets) the target was for.
-        reason: what was wrong with it.
+        detail: what was wrong with it, for people.
+        reason: what was wrong with it, for programs (``"invalid"`` or ``"non_finite"``,
+            the teleop ``RejectReason`` values).
     """
 
-    def __init__(self, chain: str, reason: str) -> None:
+    def __init__(
+        self, chain: str, detail: str, reason: TargetProblem = TargetProblem.INVALID
+    ) -> None:
         self.chain = chain
-        self.reason = reason
-        super().__init__(f"invalid target for {chain!r}: {reason}")
+        self.detail = detail
+        self.reason = TargetProblem(reason)
+        super().__init__(f"invalid target for {chain!r}: {detail}")
 
 
 class TrajectoryError(DriverError, ValueError):

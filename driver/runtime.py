@@ -10,6 +10,13 @@
 
 Lifecycle commands and bus access are serialised on the control loop: a command
 queued by ``command()`` runs between two cycles, never during bus I/O.
+
+The loop never dies of an exception: anything unexpected raised by the solver, the
+safety layer, the backend, a cycle listener or a command is reported as an
+``internal`` fault and puts the robot in its safe state (``safety.estop_action``:
+hold = goal := present, or torque off), and the runtime keeps answering ``estop``,
+``reset``, ``disable`` and shutdown (see ``docs/runtime.md``). Only shutdown or
+cancellation ends the loop.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from hilbot.driver.chains import ChainRunner, limited_robot
 from hilbot.driver.config import EstopAction, RobotConfig
 from hilbot.driver.errors import DriverError, LimitViolation, RuntimeStateError, UnknownChain
 from hilbot.driver.gc_pacer import GcPacer
+from hilbot.driver.internal_errors import InternalErrors, describe
 from hilbot.driver.safety import Mode, ModeMachine, SafetyLayer, effective_limits
 from hilbot.driver.state import Command, CycleRecord, Fault, FaultKind, RuntimeState
 from hilbot.driver.stats import StatsRecorder
@@ -49,6 +57,9 @@ DISARMING_ERRORS = (
 BUS_FAULT_TIME = 0.25  # [s] of consecutive failed reads or writes before the bus counts as down
 SHUTDOWN_TORQUE_TRIES = 3  # torque-off attempts at shutdown before giving up
 BUS_ERRORS = (HalError, OSError, TimeoutError)
+#: What a command may fail with and leave the runtime as it was (refused, or a bus error
+#: the command's caller hears of); anything else is an internal fault.
+EXPECTED_COMMAND_ERRORS = (DriverError, *BUS_ERRORS)
 
 CycleListener = Callable[[CycleRecord], None]
 
@@ -137,6 +148,11 @@ class Runtime:
         self._watchdog_tripped = False
         self._torque_off_pending = False  # a fault disarmed the robot: torque off next cycle
         self._torque_off_failing = False  # that torque-off failed (logged once)
+        self._hold_pending = False  # an internal fault (estop_action hold): write the hold goal
+        # (lo, hi) box of the goals that may be on the bus after writes that raised (a write
+        # that raised may still have gone out); None: the last command is what is on the bus.
+        self._possible: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
+        self._internal = InternalErrors()
         self._hardware_faulted = False  # some joint reported a hardware error last read
         self._bus_watchdog_faulted = False  # some joint's Bus Watchdog read tripped last read
         self._listeners: list[CycleListener] = []
@@ -351,26 +367,32 @@ class Runtime:
         self._cycle_waiters.append((self.stats.cycles + n, done))
         await done
 
-    # -- the loop -----------------------------------------------------------------------------
+    # -- the loop ---------------------------------------------------------------------------
     async def _loop(self) -> None:
+        """Run cycles until cancelled; no exception ends it (each one faults, see above)."""
         pacer, clock, period = self._gc, self._clock, self.period
-        try:
-            while True:
+        while True:
+            try:
                 tick = await self._ticker.wait()
+            except Exception as err:  # a broken tick source: fault, and pace by sleeping
+                self._internal_fault("ticker", err)
+                await asyncio.sleep(period)
+                self.stats.count_unrecorded()
+                self._wake_waiters()
+                continue
+            cycles = self.stats.cycles
+            try:
                 self.stats.overruns += tick.skipped
                 while not self._queue.empty():
                     await self._run_command(*self._queue.get_nowait())
                 await self._cycle(tick.deadline, tick.woke)
-                self._wake_waiters()
-                if pacer is not None:
-                    pacer.idle(tick.deadline + period - clock())
-        except asyncio.CancelledError:
-            raise
-        except Exception as err:
-            self._report(FaultKind.INTERNAL, None, f"control loop crashed: {err!r}")
-            self._modes.fault()
-            self._fail_waiters(err)
-            raise
+            except Exception as err:
+                self._internal_fault("control loop", err)
+            if self.stats.cycles == cycles:
+                self.stats.count_unrecorded()
+            self._wake_waiters()
+            if pacer is not None:
+                pacer.idle(tick.deadline + period - clock())
 
     async def _cycle(self, deadline: float, woke: float) -> None:
         clock = self._clock
@@ -386,34 +408,12 @@ class Runtime:
         state = await self._read()
         rec.read_time = clock() - t_read
         rec.state = state
-        if state is not None:
-            self._state = state
-            self._check_hardware(state)
-            if state.bus_watchdog_tripped or self._bus_watchdog_faulted:
-                self._check_bus_watchdog(state)
-        if self._torque_off_pending:
+        torque_tried = self._torque_off_pending
+        if torque_tried:
             await self._torque_off_after_fault()
-        mode = self._modes.mode
-        if mode is Mode.ARMED and state is not None:
-            desired = self._desired(rec)
-            command = self.safety.apply(desired, self._command, rec.cycle)
-            rec.desired[:] = desired
-            rec.command[:] = command
-            rec.written = await self._write(command, rec)
-            if rec.written:
-                self._command = command
-        elif mode is Mode.ESTOPPED and self._hold is not None and state is not None:
-            command = self.safety.apply(self._hold, self._command, rec.cycle)
-            rec.desired[:] = self._hold
-            rec.command[:] = command
-            rec.written = await self._write(command, rec)
-            if rec.written:
-                self._command = command
-        else:
-            if state is not None and mode is not Mode.ESTOPPED:
-                self._command = state.position.astype(np.float64).copy()  # follows the hand
-            rec.desired[:] = self._command
-            rec.command[:] = self._command
+        await self._command_stage(rec, state)
+        if self._torque_off_pending and not torque_tried:  # a fault this cycle: act now
+            await self._torque_off_after_fault()
         rec.mode = self._modes.mode
         new_clamps = self.safety.total_clamps - clamps_before
         rec.clamps = tuple(self.safety.events)[-new_clamps:] if new_clamps else ()
@@ -424,7 +424,67 @@ class Runtime:
             deadline, woke - deadline, rec.cycle_time, rec.read_time + rec.write_time, rec.ik_time
         )
         for listener in self._listeners:
-            listener(rec)
+            try:
+                listener(rec)
+            except Exception as err:
+                name = getattr(listener, "__qualname__", type(listener).__qualname__)
+                self._internal_fault(f"cycle listener {name}", err)
+
+    async def _command_stage(self, rec: CycleRecord, state: JointState | None) -> None:
+        """Decide this cycle's goal and write it: tracking, the e-stop hold or a fault hold."""
+        attempted = False
+        if self._modes.mode is Mode.ARMED and state is not None:
+            try:
+                desired = self._desired(rec)
+            except Exception as err:  # not a KinematicsError: ChainRunner passes those on
+                self._internal_fault("solver", err)
+            else:
+                attempted = True
+                await self._write_safe(desired, rec)
+        if attempted:
+            return
+        mode = self._modes.mode
+        if mode is Mode.ESTOPPED and self._hold is not None and state is not None:
+            await self._write_safe(self._hold, rec)
+        elif mode is Mode.FAULTED and self._hold_pending and self._hold is not None:
+            if await self._write_safe(self._hold, rec):
+                # Written once: goal := present (a step at a time if it is more than one
+                # step away); the servos then keep it without being told again.
+                self._hold_pending = not np.array_equal(self._command, self._hold)
+        else:
+            if state is not None and mode is not Mode.ESTOPPED and self._hold is None:
+                self._command = state.position.astype(np.float64).copy()  # follows the hand
+            rec.desired[:] = self._command
+            rec.command[:] = self._command
+
+    async def _write_safe(self, desired: NDArray[np.float64], rec: CycleRecord) -> bool:
+        """Pass ``desired`` through the safety layer and write it; whether it was written.
+
+        A safety layer that raises means no write at all this cycle (never an unclamped
+        one): the servos keep the last goal, which the safety layer did pass.
+        """
+        try:
+            command = self.safety.apply(desired, self._command, rec.cycle, possible=self._possible)
+            rec.desired[:] = desired
+            rec.command[:] = command
+        except Exception as err:
+            self._internal_fault("safety layer", err)
+            return False
+        rec.written = await self._write(command, rec)
+        if rec.written:
+            self._command = command
+            self._possible = None
+        else:
+            self._widen_possible(command)
+        return rec.written
+
+    def _widen_possible(self, command: NDArray[np.float64]) -> None:
+        """A write of ``command`` raised: it may be on the bus, or the previous goal may."""
+        if self._possible is None:
+            lo, hi = self._command.copy(), self._command.copy()
+        else:
+            lo, hi = self._possible
+        self._possible = (np.minimum(lo, command), np.maximum(hi, command))
 
     def _desired(self, rec: CycleRecord) -> NDArray[np.float64]:
         """Joint vector asked for by the home pose, joint targets and chain targets."""
@@ -481,11 +541,31 @@ class Runtime:
     async def _read(self) -> JointState | None:
         try:
             state = await self._backend.read()
+            self._check_state(state)
         except BUS_ERRORS as err:
             self._bus_failure("read", err)
             return None
+        except Exception as err:
+            self._internal_fault("backend read", err)
+            return None
         self._bus_ok()
+        self._state = state
+        try:
+            self._check_hardware(state)
+            if state.bus_watchdog_tripped or self._bus_watchdog_faulted:
+                self._check_bus_watchdog(state)
+        except Exception as err:
+            self._internal_fault("fault check", err)
         return state
+
+    def _check_state(self, state: JointState) -> None:
+        """Refuse a joint state the loop cannot use (a backend bug): wrong size, NaN, inf."""
+        position = np.asarray(state.position, dtype=np.float64)
+        if position.shape != (len(self.joint_names),) or not np.isfinite(position).all():
+            raise ValueError(
+                f"the backend read positions of shape {position.shape} "
+                f"(expected ({len(self.joint_names)},), finite): {position.tolist()}"
+            )
 
     async def _write(self, command: NDArray[np.float64], rec: CycleRecord) -> bool:
         t0 = self._clock()
@@ -493,6 +573,9 @@ class Runtime:
             await self._backend.write(dict(zip(self.joint_names, command.tolist(), strict=True)))
         except BUS_ERRORS as err:
             self._bus_failure("write", err)
+            return False
+        except Exception as err:
+            self._internal_fault("backend write", err)
             return False
         finally:
             rec.write_time = self._clock() - t0
@@ -517,15 +600,60 @@ class Runtime:
         self._home = None
         self._targets.clear()
         self._torque_off_pending = self._modes.mode is Mode.FAULTED
+        if self._torque_off_pending:
+            self._hold_pending = False
+            self._hold = None
+
+    def _internal_fault(self, stage: str, err: BaseException) -> None:
+        """An unexpected exception at ``stage``: report it (once) and enter the safe state.
+
+        The safe state is ``safety.estop_action``'s: ``hold`` writes goal := present once
+        (through the safety layer), ``torque_off`` turns torque off; either is retried
+        every cycle until the backend takes it. A latched e-stop stays as it is.
+        """
+        self.stats.internal_errors += 1
+        detail = describe(stage, err)
+        if self._internal.is_new(detail):
+            self._report(FaultKind.INTERNAL, None, detail)
+            self._log.debug("internal error at %s", stage, exc_info=err)
+        elif self._internal.at_limit() and not self._internal.suppressed:
+            self._internal.suppressed = True
+            self._log.error(
+                "fault (internal): more than %d distinct internal errors; further ones are "
+                "counted in stats.internal_errors, not logged, until reset",
+                self._internal.limit,
+            )
+        self._enter_safe_state()
+
+    def _enter_safe_state(self) -> None:
+        if self._modes.mode in (Mode.ESTOPPED, Mode.FAULTED):
+            # Latched e-stop: its own action holds. Faulted: torque is off (or going off),
+            # or the fault hold is in place: already safe.
+            return
+        self._modes.fault()
+        self._home = None
+        self._targets.clear()
+        if self.config.safety.estop_action is EstopAction.TORQUE_OFF:
+            self._torque_off_pending = True
+            return
+        present = self._state.position if self._state is not None else self._command
+        self._hold = np.clip(
+            np.asarray(present, dtype=np.float64), self.limits.lower, self.limits.upper
+        )
+        self._hold_pending = True
 
     async def _torque_off_after_fault(self) -> None:
-        """Turn torque off after a fault; retried every cycle until the bus takes it."""
+        """Turn torque off after a fault; retried every cycle until the backend takes it."""
         try:
             await self._backend.set_torque(False)
         except BUS_ERRORS as err:
             if not self._torque_off_failing:  # once per fault, not once per cycle
                 self._torque_off_failing = True
                 self._log.error("fault: could not disable torque yet (retrying): %s", err)
+            return
+        except Exception as err:
+            self._torque_off_failing = True
+            self._internal_fault("torque off", err)
             return
         self._torque_off_pending = False
         self._torque_off_failing = False
@@ -624,6 +752,8 @@ class Runtime:
         try:
             await handler()
         except Exception as err:
+            if not isinstance(err, EXPECTED_COMMAND_ERRORS):
+                self._internal_fault(f"command {cmd.value}", err)
             if not done.done():
                 done.set_exception(err)
             return
@@ -654,10 +784,18 @@ class Runtime:
             )
         self._targets.clear()  # a target sent before enabling must not make the arm jump
         self._home = None
-        await self._arm_bus_watchdog()  # first: a tripped watchdog would refuse the entry goal
-        await self._backend.write(dict(zip(self.joint_names, entry.tolist(), strict=True)))
-        self._command = entry
-        await self._backend.set_torque(True)
+        self._torque_off_pending = False  # an explicit enable overrides a pending torque off
+        try:
+            await self._arm_bus_watchdog()  # first: a tripped watchdog refuses the entry goal
+            await self._backend.write(dict(zip(self.joint_names, entry.tolist(), strict=True)))
+            self._command = entry
+            self._possible = None
+            await self._backend.set_torque(True)
+        except BaseException:
+            # Torque may have come on before the failure: make sure it goes off (retried
+            # every cycle), so a failed enable leaves the robot disarmed and limp.
+            self._torque_off_pending = True
+            raise
         self._modes.enable()
 
     async def _arm_bus_watchdog(self) -> None:
@@ -685,6 +823,7 @@ class Runtime:
 
     async def _disable(self) -> None:
         await self._backend.set_torque(False)
+        self._torque_off_pending = False
         self._modes.disable()
         self._targets.clear()
         self._home = None
@@ -693,9 +832,13 @@ class Runtime:
         self._modes.estop()
         self._targets.clear()
         self._home = None
+        self._hold_pending = False
         if self.config.safety.estop_action is EstopAction.TORQUE_OFF:
             self._hold = None
-            await self._backend.set_torque(False)
+            # Latched first, then torque off; if the backend refuses it, the loop retries
+            # every cycle (the e-stop itself is in effect: nothing more is written).
+            self._torque_off_pending = True
+            await self._torque_off_after_fault()
             return
         present = self._state.position if self._state is not None else self._command
         self._hold = np.clip(present.astype(np.float64), self.limits.lower, self.limits.upper)
@@ -717,9 +860,15 @@ class Runtime:
             self._active_faults.clear()
         if mode in (Mode.ESTOPPED, Mode.FAULTED):
             await self._backend.set_torque(False)
+            self._torque_off_pending = False
             await self._clear_bus_watchdog()
         self._modes.reset()
         self._hold = None
+        self._hold_pending = False
+        self._internal.clear()
+        self._active_faults = {
+            k: f for k, f in self._active_faults.items() if k[0] is not FaultKind.INTERNAL
+        }
 
     async def _start_home(self) -> None:
         self._modes.require("home", Mode.ARMED)

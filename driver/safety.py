@@ -116,7 +116,12 @@ class SafetyLayer:
         self.events.append(ClampEvent(cycle, kind, self.limits.names[j], before, after))
 
     def apply(
-        self, desired: NDArray[np.float64], last: NDArray[np.float64], cycle: int = 0
+        self,
+        desired: NDArray[np.float64],
+        last: NDArray[np.float64],
+        cycle: int = 0,
+        *,
+        possible: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
     ) -> NDArray[np.float64]:
         """Return the safe command for this cycle (a new array; inputs are not changed).
 
@@ -124,17 +129,29 @@ class SafetyLayer:
             desired: (n,) what the targets and IK ask for [rad or m].
             last: (n,) the previous command, which is inside the limits.
             cycle: the cycle number, for the events.
+            possible: ``(lo, hi)``, each (n,): the box of goals that may be on the bus
+                when writes failed since ``last`` went out (a write that raised may
+                still have reached the servos). The command is then kept within one
+                step of every goal in that box, not only of ``last``.
         """
         lower, upper = self.limits.lower, self.limits.upper
         # Fast path, the common case: finite, inside the limits, a small step. NaN fails
         # both tests below; infinity is clipped, so it fails the equality test.
         cmd = np.minimum(np.maximum(desired, lower), upper)
-        if (np.abs(cmd - last) <= self.step_bound).all() and (cmd == desired).all():
+        if (
+            possible is None
+            and (np.abs(cmd - last) <= self.step_bound).all()
+            and (cmd == desired).all()
+        ):
             return cmd
-        return self._apply_slow(desired, last, cycle)
+        return self._apply_slow(desired, last, cycle, possible)
 
     def _apply_slow(
-        self, desired: NDArray[np.float64], last: NDArray[np.float64], cycle: int
+        self,
+        desired: NDArray[np.float64],
+        last: NDArray[np.float64],
+        cycle: int,
+        possible: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
     ) -> NDArray[np.float64]:
         cmd = desired.copy()
         finite = np.isfinite(cmd)
@@ -153,6 +170,12 @@ class SafetyLayer:
         bound = self.step_bound
         np.minimum(cmd, last + bound, out=cmd)
         np.maximum(cmd, last - bound, out=cmd)
+        if possible is not None:
+            # Within one step of every goal that may be on the bus: [hi - b, lo + b]. That
+            # box holds [lo, hi] (whose width the runtime keeps <= b), so it is not empty.
+            lo, hi = possible
+            np.minimum(cmd, lo + bound, out=cmd)
+            np.maximum(cmd, hi - bound, out=cmd)
         np.minimum(cmd, upper, out=cmd)
         np.maximum(cmd, lower, out=cmd)
         return cmd

@@ -50,6 +50,8 @@ class LoopStats:
             only slowed by the max-delta bound is not a failure.
         watchdog_trips: times a stale target stream made the robot hold.
         clamps: safety clamps applied since start.
+        internal_errors: unexpected exceptions the loop caught (each one faulted the
+            robot into its safe state; see ``docs/runtime.md``).
     """
 
     target_rate: float = 0.0
@@ -64,6 +66,7 @@ class LoopStats:
     ik_failures: int = 0
     watchdog_trips: int = 0
     clamps: int = 0
+    internal_errors: int = 0
 
 
 class _Ring:
@@ -108,6 +111,7 @@ class StatsRecorder:
         self.ik_failures = 0
         self.watchdog_trips = 0
         self.clamps = 0
+        self.internal_errors = 0
 
     def record(
         self, deadline: float, lateness: float, cycle: float, bus_io: float, ik: float
@@ -119,6 +123,14 @@ class StatsRecorder:
         self._cycle.push(cycle)
         self._overhead.push(cycle - bus_io)
         self._ik.push(ik)
+
+    def count_unrecorded(self) -> None:
+        """Count a cycle that an internal error ended before it could be recorded.
+
+        The cycle count is what ``Runtime.wait_cycles`` waits on: it must move on
+        every tick, whatever happened in the cycle.
+        """
+        self.cycles += 1
 
     def achieved_rate(self) -> float:
         """Cycles per second over the window, from the deadlines the cycles ran at."""
@@ -143,4 +155,5 @@ class StatsRecorder:
             ik_failures=self.ik_failures,
             watchdog_trips=self.watchdog_trips,
             clamps=self.clamps,
+            internal_errors=self.internal_errors,
         )

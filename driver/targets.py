@@ -8,18 +8,35 @@ new target from the one it already solved.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.driver.errors import InvalidTarget, UnknownChain, UnknownJoint
+from hilbot.driver.errors import InvalidTarget, TargetProblem, UnknownChain, UnknownJoint
 
 #: A pose target, in one of the forms the IK solvers accept (see ``hilbot.kinematics.ik``).
 PoseTarget = Any
 
 JOINTS = "joints"  # the slot name of joint-space targets
+
+# Bounds at the door, the same as the MQTT parser's (``hilbot.driver.teleop.messages``), so
+# a target is refused for the same reason whichever way it comes. They are far beyond any
+# arm hilbot drives, and far below where the solvers' arithmetic overflows: squared, 100 m
+# is 1e4, so every norm and dot product of a target stays exact and finite.
+#: Largest position coordinate [m] of a pose target (a 4 x 4 transform's translation too).
+MAX_COORDINATE_M = 100.0
+#: Largest joint target [rad or m]; the safety layer clamps to the joint limits anyway.
+MAX_JOINT_VALUE = 1000.0
+#: Largest tool-axis or quaternion component [unit-less] before normalising.
+MAX_DIRECTION_COMPONENT = 1e6
+#: Shortest tool axis or quaternion [unit-less] that still has a direction.
+MIN_DIRECTION_NORM = 1e-9
+QUATERNION_TOLERANCE = 1e-3  # |norm - 1| allowed for a quaternion, as the solvers allow
+ROTATION_TOLERANCE = 1e-4  # |R R^T - I| allowed for a rotation matrix
 
 
 class Stamped(NamedTuple):
@@ -30,18 +47,77 @@ class Stamped(NamedTuple):
     seq: int
 
 
-def _finite(chain: str, array: NDArray[np.float64], what: str) -> NDArray[np.float64]:
-    if not np.all(np.isfinite(array)):
-        raise InvalidTarget(chain, f"{what} contains NaN or infinity: {array.tolist()}")
-    return array
+def _invalid(chain: str, detail: str) -> InvalidTarget:
+    return InvalidTarget(chain, detail, TargetProblem.INVALID)
 
 
 def _as_array(chain: str, value: object, what: str) -> NDArray[np.float64]:
-    try:
-        array = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidTarget(chain, f"{what} is not numeric: {value!r}") from exc
-    return _finite(chain, array, what)
+    """``value`` as a float array: numbers only (no strings, no booleans), all finite."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+        array = value.astype(np.float64)
+    else:
+        try:
+            raw = np.asarray(value, dtype=object)
+        except Exception as exc:  # ragged or absurdly deep nesting
+            raise _invalid(chain, f"{what} is not an array of numbers: {value!r:.200}") from exc
+        if raw.ndim > 2:  # no target form has more than two (numpy iterates at most 32)
+            raise _invalid(chain, f"{what} has {raw.ndim} dimensions, at most 2")
+        if not all(_is_number(v) for v in raw.flat):
+            raise _invalid(chain, f"{what} is not numeric: {value!r:.200}")
+        try:
+            array = np.array([float(v) for v in raw.flat], dtype=np.float64).reshape(raw.shape)
+        except OverflowError as exc:  # an int beyond the float range
+            raise InvalidTarget(
+                chain, f"{what} has a number too large for a float", TargetProblem.NON_FINITE
+            ) from exc
+    if not np.all(np.isfinite(array)):
+        raise InvalidTarget(
+            chain, f"{what} contains NaN or infinity: {array.tolist()}", TargetProblem.NON_FINITE
+        )
+    return array
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+
+
+def robust_norm(vector: NDArray[np.float64]) -> float:
+    """Euclidean norm that neither overflows nor underflows: scaled by the largest entry."""
+    scale = float(np.max(np.abs(vector))) if vector.size else 0.0
+    if scale == 0.0:
+        return 0.0
+    return scale * float(np.sqrt(np.sum(np.square(vector / scale))))
+
+
+def _position(chain: str, position: NDArray[np.float64], what: str) -> NDArray[np.float64]:
+    if np.max(np.abs(position)) > MAX_COORDINATE_M:
+        raise _invalid(chain, f"{what} is beyond {MAX_COORDINATE_M} m: {position.tolist()}")
+    return position
+
+
+def _direction(chain: str, array: NDArray[np.float64], what: str) -> NDArray[np.float64]:
+    """A tool axis or quaternion, normalised; the norm is computed without overflow."""
+    if np.max(np.abs(array)) > MAX_DIRECTION_COMPONENT:
+        raise _invalid(
+            chain, f"{what} has a component beyond {MAX_DIRECTION_COMPONENT:g}: {array.tolist()}"
+        )
+    norm = robust_norm(array)
+    if norm < MIN_DIRECTION_NORM:
+        raise _invalid(chain, f"{what} has (almost) zero length: {array.tolist()}")
+    unit: NDArray[np.float64] = array / norm
+    return unit
+
+
+def _rotation(chain: str, array: NDArray[np.float64], what: str) -> NDArray[np.float64]:
+    # Entries of a rotation are in [-1, 1]: checked first, so R R^T cannot overflow.
+    if np.max(np.abs(array)) > 1.0 + ROTATION_TOLERANCE:
+        raise _invalid(chain, f"{what} is not a rotation matrix (an entry beyond 1)")
+    if (
+        not np.allclose(array @ array.T, np.eye(3), atol=ROTATION_TOLERANCE)
+        or np.linalg.det(array) < 0
+    ):
+        raise _invalid(chain, f"{what} is not a rotation matrix")
+    return array
 
 
 def _orientation(chain: str, value: object) -> NDArray[np.float64] | None:
@@ -49,19 +125,15 @@ def _orientation(chain: str, value: object) -> NDArray[np.float64] | None:
         return None
     array = _as_array(chain, value, "orientation")
     if array.shape == (3,):
-        if np.linalg.norm(array) < 1e-9:
-            raise InvalidTarget(chain, "a tool-axis orientation must not be the zero vector")
-        return array
+        return _direction(chain, array, "the tool axis")
     if array.shape == (4,):
-        norm = np.linalg.norm(array)
-        if abs(norm - 1.0) > 1e-3:
-            raise InvalidTarget(chain, f"quaternion (w, x, y, z) must be unit length, not {norm}")
-        return array / norm
+        raw_norm = robust_norm(array)
+        if abs(raw_norm - 1.0) > QUATERNION_TOLERANCE:
+            raise _invalid(chain, f"quaternion (w, x, y, z) must be unit length, not {raw_norm:g}")
+        return _direction(chain, array, "the quaternion")
     if array.shape == (3, 3):
-        if not np.allclose(array @ array.T, np.eye(3), atol=1e-4) or np.linalg.det(array) < 0:
-            raise InvalidTarget(chain, "a 3x3 orientation must be a rotation matrix")
-        return array
-    raise InvalidTarget(
+        return _rotation(chain, array, "the 3x3 orientation")
+    raise _invalid(
         chain,
         f"orientation of shape {array.shape}: expected None, an axis (3,), "
         "a quaternion (4,) or a rotation matrix (3, 3)",
@@ -73,52 +145,65 @@ def normalize_pose_target(chain: str, target: object) -> PoseTarget:
 
     Accepted: a position ``(3,)``, ``(position, orientation)`` with orientation
     ``None``, a tool axis ``(3,)``, a quaternion ``(w, x, y, z)`` or a 3 x 3
-    rotation, or a 4 x 4 homogeneous transform.
+    rotation, or a 4 x 4 homogeneous transform. Positions beyond
+    ``MAX_COORDINATE_M`` are refused; tool axes and quaternions are returned
+    normalised.
 
     Raises:
-        InvalidTarget: naming what is wrong.
+        InvalidTarget: naming what is wrong; ``reason`` is ``non_finite`` for NaN,
+            infinity or an int too large for a float, ``invalid`` for the rest.
     """
     if isinstance(target, tuple | list) and len(target) == 2:
         position = _as_array(chain, target[0], "position")
         if position.shape != (3,):
-            raise InvalidTarget(chain, f"position of shape {position.shape}, expected (3,)")
-        return (position, _orientation(chain, target[1]))
+            raise _invalid(chain, f"position of shape {position.shape}, expected (3,)")
+        return (_position(chain, position, "position"), _orientation(chain, target[1]))
     array = _as_array(chain, target, "target")
     if array.shape == (3,):
-        return array
+        return _position(chain, array, "position")
     if array.shape == (4, 4):
         if not np.allclose(array[3], (0.0, 0.0, 0.0, 1.0)):
-            raise InvalidTarget(chain, "the last row of a 4x4 transform must be [0, 0, 0, 1]")
-        _orientation(chain, array[:3, :3])
+            raise _invalid(chain, "the last row of a 4x4 transform must be [0, 0, 0, 1]")
+        _position(chain, array[:3, 3], "the 4x4 transform's translation")
+        _rotation(chain, array[:3, :3], "the 4x4 transform's rotation")
         return array
-    raise InvalidTarget(
+    raise _invalid(
         chain,
         f"target of shape {array.shape}: expected a position (3,), "
         "(position, orientation) or a 4x4 transform",
     )
 
 
-def normalize_joint_targets(
-    positions: Mapping[str, float], known: Sequence[str]
-) -> dict[str, float]:
-    """Validate joint targets: known joints, finite numbers.
+def normalize_joint_targets(positions: object, known: Sequence[str]) -> dict[str, float]:
+    """Validate joint targets: a mapping of known joints to finite, bounded numbers.
 
     Raises:
         UnknownJoint: a joint the robot does not drive.
-        InvalidTarget: a value that is not a finite number.
+        InvalidTarget: not a mapping, or a value that is not a number (``invalid``), not
+            finite (``non_finite``) or beyond ``MAX_JOINT_VALUE`` (``invalid``).
     """
+    if not isinstance(positions, Mapping):
+        raise _invalid(JOINTS, f"expected {{joint: position}}, got {type(positions).__name__}")
     if not positions:
-        raise InvalidTarget(JOINTS, "no joints given")
+        raise _invalid(JOINTS, "no joints given")
     out: dict[str, float] = {}
     for joint, value in positions.items():
-        if joint not in known:
-            raise UnknownJoint(joint, known)
+        if not isinstance(joint, str) or joint not in known:
+            raise UnknownJoint(str(joint), known)
+        if not _is_number(value):
+            raise _invalid(JOINTS, f"{joint}: not a number: {value!r:.100}")
         try:
             number = float(value)
-        except (TypeError, ValueError) as exc:
-            raise InvalidTarget(JOINTS, f"{joint}: not a number: {value!r}") from exc
-        if not np.isfinite(number):
-            raise InvalidTarget(JOINTS, f"{joint}: {number} is not finite")
+        except OverflowError as exc:
+            raise InvalidTarget(
+                JOINTS, f"{joint}: too large for a float", TargetProblem.NON_FINITE
+            ) from exc
+        if not math.isfinite(number):
+            raise InvalidTarget(
+                JOINTS, f"{joint}: {number} is not finite", TargetProblem.NON_FINITE
+            )
+        if abs(number) > MAX_JOINT_VALUE:
+            raise _invalid(JOINTS, f"{joint}: {number} is beyond ±{MAX_JOINT_VALUE}")
         out[joint] = number
     return out
 

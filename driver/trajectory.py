@@ -20,6 +20,12 @@ CSV: a header ``t,<joint>,<joint>...`` gives joint waypoints; ``t,x,y,z`` or
 ``t,x,y,z,qw,qx,qy,qz`` gives pose waypoints for the first chain. Times are in
 seconds from the start and must increase. Positions are interpolated linearly,
 quaternions by slerp; after the last waypoint the trajectory holds it (or loops).
+
+Every number is checked at load, with the waypoint (or CSV row) and field named:
+finite, joint values within ``MAX_JOINT_VALUE``, positions within
+``MAX_COORDINATE_M`` and quaternion components within ``MAX_DIRECTION_COMPONENT``
+(the bounds ``Runtime.set_target`` and MQTT apply), so a file that loads plays
+without a target being refused mid-run.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import enum
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +44,13 @@ import yaml
 from numpy.typing import NDArray
 
 from hilbot.driver.errors import TrajectoryError
+from hilbot.driver.targets import (
+    MAX_COORDINATE_M,
+    MAX_DIRECTION_COMPONENT,
+    MAX_JOINT_VALUE,
+    MIN_DIRECTION_NORM,
+    robust_norm,
+)
 
 POSE_COLUMNS = ("x", "y", "z")
 QUAT_COLUMNS = ("qw", "qx", "qy", "qz")
@@ -164,9 +178,18 @@ def from_mapping(data: object, *, source: Path | None = None) -> Trajectory:
         return _build(source, kind, times, values, names, None, None, bool(data.get("loop", False)))
     positions, quats = [], []
     for i, w in enumerate(waypoints):
-        positions.append(_vector(source, f"waypoints[{i}].position", w.get("position"), 3))
+        if not isinstance(w, dict):
+            raise TrajectoryError(source, f"waypoints[{i}]", "expected a mapping")
+        where = f"waypoints[{i}]"
+        positions.append(
+            _vector(source, f"{where}.position", w.get("position"), 3, MAX_COORDINATE_M, "m")
+        )
         q = w.get("orientation")
-        quats.append(None if q is None else _vector(source, f"waypoints[{i}].orientation", q, 4))
+        quats.append(
+            None
+            if q is None
+            else _vector(source, f"{where}.orientation", q, 4, MAX_DIRECTION_COMPONENT, "")
+        )
     if any(q is None for q in quats) and not all(q is None for q in quats):
         raise TrajectoryError(
             source, "waypoints", "give an orientation on every waypoint or on none"
@@ -186,22 +209,41 @@ def from_mapping(data: object, *, source: Path | None = None) -> Trajectory:
 
 
 def _number(source: Path | None, where: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
-        raise TrajectoryError(source, where, f"expected a finite number, got {value!r}")
-    return float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TrajectoryError(source, where, f"expected a finite number, got {value!r:.100}")
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond the float range
+        raise TrajectoryError(source, where, "the number is too large for a float") from None
+    if not math.isfinite(number):
+        raise TrajectoryError(source, where, f"expected a finite number, got {number}")
+    return number
 
 
-def _vector(source: Path | None, where: str, value: object, n: int) -> list[float]:
+def _bounded(source: Path | None, where: str, value: object, bound: float, unit: str) -> float:
+    number = _number(source, where, value)
+    if abs(number) > bound:
+        unit = f" {unit}" if unit else ""
+        raise TrajectoryError(source, where, f"{number:g} is beyond ±{bound:g}{unit}")
+    return number
+
+
+def _vector(
+    source: Path | None, where: str, value: object, n: int, bound: float, unit: str
+) -> list[float]:
     if not isinstance(value, list | tuple) or len(value) != n:
-        raise TrajectoryError(source, where, f"expected a list of {n} numbers, got {value!r}")
-    return [_number(source, where, v) for v in value]
+        raise TrajectoryError(source, where, f"expected a list of {n} numbers, got {value!r:.200}")
+    return [_bounded(source, f"{where}[{k}]", v, bound, unit) for k, v in enumerate(value)]
 
 
 def _joint_row(source: Path | None, i: int, waypoint: object) -> dict[str, float]:
     joints = waypoint.get("joints") if isinstance(waypoint, dict) else None
     if not isinstance(joints, dict) or not joints:
         raise TrajectoryError(source, f"waypoints[{i}].joints", "expected {joint: position}")
-    return {str(k): _number(source, f"waypoints[{i}].joints.{k}", v) for k, v in joints.items()}
+    return {
+        str(k): _bounded(source, f"waypoints[{i}].joints.{k}", v, MAX_JOINT_VALUE, "rad or m")
+        for k, v in joints.items()
+    }
 
 
 def _build(
@@ -220,9 +262,10 @@ def _build(
     q = None
     if quats is not None:
         q = np.array(quats, dtype=np.float64)
-        norms = np.linalg.norm(q, axis=1)
-        if np.any(norms < 1e-9):
-            raise TrajectoryError(source, "waypoints", "a quaternion is zero")
+        norms = np.array([robust_norm(row) for row in q])  # no overflow, no underflow
+        if np.any(norms < MIN_DIRECTION_NORM):
+            k = int(np.argmax(norms < MIN_DIRECTION_NORM))
+            raise TrajectoryError(source, f"waypoint {k} orientation", "the quaternion is zero")
         q = q / norms[:, None]
     if chain is not None and not isinstance(chain, str):
         raise TrajectoryError(source, "chain", f"expected a chain name, got {chain!r}")
@@ -243,10 +286,10 @@ def _from_csv(source: Path, text: str) -> Trajectory:
         except ValueError as exc:
             raise TrajectoryError(source, f"row {r}", f"not a number: {exc}") from None
     array = np.array(data, dtype=np.float64)
-    if not np.all(np.isfinite(array)):
-        raise TrajectoryError(source, "rows", "NaN or infinity in the data")
+    pose = header in (POSE_COLUMNS, POSE_COLUMNS + QUAT_COLUMNS)
+    _check_csv(source, ("t", *header), array, pose)
     times = array[:, 0].tolist()
-    if header in (POSE_COLUMNS, POSE_COLUMNS + QUAT_COLUMNS):
+    if pose:
         quats = array[:, 4:8].tolist() if len(header) == 7 else None
         return _build(
             source,
@@ -261,6 +304,29 @@ def _from_csv(source: Path, text: str) -> Trajectory:
     return _build(
         source, TrajectoryKind.JOINTS, times, array[:, 1:].tolist(), header, None, None, False
     )
+
+
+def _check_csv(
+    source: Path, columns: tuple[str, ...], array: NDArray[np.float64], pose: bool
+) -> None:
+    """Every CSV value finite and within its column's bound; the first bad one named."""
+    bounds = [math.inf]  # t: any finite time
+    for name in columns[1:]:
+        if not pose:
+            bounds.append(MAX_JOINT_VALUE)
+        else:
+            bounds.append(MAX_COORDINATE_M if name in POSE_COLUMNS else MAX_DIRECTION_COMPONENT)
+    limit = np.array(bounds)
+    bad = ~np.isfinite(array) | (np.abs(array) > limit)
+    if bad.any():
+        r, c = (int(i) for i in np.argwhere(bad)[0])
+        value = float(array[r, c])
+        reason = (
+            f"{value} is not finite"
+            if not math.isfinite(value)
+            else f"{value:g} is beyond ±{limit[c]:g}"
+        )
+        raise TrajectoryError(source, f"row {r + 2}, column {columns[c]}", reason)
 
 
 class TargetSink(Protocol):

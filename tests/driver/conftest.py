@@ -1,13 +1,25 @@
 """Fixtures of the driver tests: shipped configs, a simulated backend on a manual clock,
-and a runtime on the virtual bus through the real Dynamixel backend."""
+a runtime on the virtual bus through the real Dynamixel backend, and ``FaultyBackend``.
+
+``FaultyBackend`` wraps a real backend for the crash-safety tests: it is our own
+``Backend`` protocol, not an SDK; the wrapped backend (``SimBackend`` or the real
+``DynamixelBackend`` on the virtual bus) does every real transaction. The wrapper
+raises injected exceptions before or after delegating, and checks the safety
+invariant on every goal that actually reached the wrapped backend: inside the
+effective joint limits, and within one safety step (``step_bound``) of the previous
+goal as long as torque stayed on in between (a goal written with torque off moves
+nothing, and enabling starts from goal := present)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -16,6 +28,7 @@ from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
 from hilbot.driver.config import RobotConfig, parse_config
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.ticker import ManualClock
+from hilbot.hal.backend import JointState
 from hilbot.sim.sim_backend import SimBackend
 from hilbot.sim.testing import running_virtual_bus
 
@@ -92,3 +105,154 @@ def running(request: pytest.FixtureRequest) -> Callable[..., Any]:
             assert vbus.errors == []  # the bus server itself never failed
 
     return run
+
+
+# -- FaultyBackend ---------------------------------------------------------------------------
+STAGES = ("read", "write", "set_torque")
+SLACK = 1e-9  # [rad] float rounding allowed in the invariant checks
+
+
+class Injected(Exception):
+    """An exception the test injected (not one the code under test may expect)."""
+
+
+class FaultyBackend:
+    """Delegates to ``inner``; raises what :meth:`fail` or :meth:`set_rates` planned.
+
+    Call :meth:`watch` with the runtime's limits before the first write.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        n = len(inner.joint_names)
+        self.lower = np.full(n, -np.inf)
+        self.upper = np.full(n, np.inf)
+        self.step_bound = np.full(n, np.inf)
+        self._plans: dict[str, deque[tuple[BaseException, bool]]] = {s: deque() for s in STAGES}
+        self._rates: dict[str, float] = {}
+        self._rng: np.random.Generator | None = None
+        self.previous: np.ndarray | None = None  # last goal that reached ``inner``
+        self.torque_on = False  # as far as the writes through this wrapper tell
+        self.goals_written = 0
+        self.injected = dict.fromkeys(STAGES, 0)
+        self.violations: list[str] = []
+
+    def watch(self, lower: np.ndarray, upper: np.ndarray, step_bound: np.ndarray) -> None:
+        """Check every goal against these effective limits and per-cycle step bounds."""
+        self.lower, self.upper, self.step_bound = lower, upper, step_bound
+
+    # -- planning ------------------------------------------------------------------------
+    def fail(
+        self, stage: str, times: int = 1, *, after: bool = False, exc: BaseException | None = None
+    ) -> None:
+        """Make the next ``times`` calls of ``stage`` raise (``after`` delegating, or before)."""
+        for _ in range(times):
+            error = exc if exc is not None else Injected(f"injected {stage} failure")
+            self._plans[stage].append((error, after))
+
+    def clear_plans(self) -> None:
+        """Drop the planned failures that have not happened yet, and stop random ones."""
+        for plan in self._plans.values():
+            plan.clear()
+        self._rates = {}
+
+    def set_rates(self, rates: Mapping[str, float], rng: np.random.Generator) -> None:
+        """Raise at random: per call of a stage, with that stage's probability."""
+        self._rates = dict(rates)
+        self._rng = rng
+
+    def _planned(self, stage: str) -> tuple[BaseException, bool] | None:
+        plan = self._plans[stage]
+        if plan:
+            return plan.popleft()
+        rate = self._rates.get(stage, 0.0)
+        if rate and self._rng is not None and self._rng.random() < rate:
+            kind = (Injected, ValueError, OverflowError, ZeroDivisionError, KeyError)
+            cls = kind[int(self._rng.integers(len(kind)))]
+            return cls(f"injected {stage} failure"), bool(self._rng.random() < 0.5)
+        return None
+
+    async def _call(self, stage: str, call: Any, *args: Any) -> Any:
+        planned = self._planned(stage)
+        if planned is not None and not planned[1]:
+            self.injected[stage] += 1
+            raise planned[0]
+        result = await call(*args)
+        if planned is not None:
+            self.injected[stage] += 1
+            raise planned[0]
+        return result
+
+    # -- the Backend protocol --------------------------------------------------------------
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return tuple(self.inner.joint_names)
+
+    async def __aenter__(self) -> FaultyBackend:
+        await self.inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.inner.__aexit__(exc_type, exc, tb)
+
+    async def read(self) -> JointState:
+        state: JointState = await self._call("read", self.inner.read)
+        return state
+
+    async def write(self, positions: Mapping[str, float]) -> None:
+        await self._call("write", self._checked_write, positions)
+
+    async def _checked_write(self, positions: Mapping[str, float]) -> None:
+        goal = np.array([positions[n] for n in self.joint_names], dtype=np.float64)
+        self._check(goal)
+        await self.inner.write(positions)
+        self.previous = goal
+        self.goals_written += 1
+
+    def _check(self, goal: np.ndarray) -> None:
+        if not np.all(np.isfinite(goal)):
+            self.violations.append(f"non-finite goal {goal.tolist()}")
+            return
+        if np.any(goal < self.lower - SLACK) or np.any(goal > self.upper + SLACK):
+            self.violations.append(f"goal outside the limits: {goal.tolist()}")
+        if self.torque_on and self.previous is not None:
+            step = np.abs(goal - self.previous)
+            if np.any(step > self.step_bound + SLACK):
+                self.violations.append(
+                    f"goal step {step.max():.6g} beyond the max delta "
+                    f"{self.step_bound.min():.6g}: {self.previous.tolist()} -> {goal.tolist()}"
+                )
+
+    async def set_torque(self, enabled: bool, joints: Iterable[str] | None = None) -> None:
+        await self._call("set_torque", self._torque, enabled, joints)
+
+    async def _torque(self, enabled: bool, joints: Iterable[str] | None) -> None:
+        if joints is None:
+            await self.inner.set_torque(enabled)
+        else:
+            await self.inner.set_torque(enabled, joints)
+        if not enabled:
+            self.previous = None  # limp: the next goal may start anywhere (goal := present)
+        self.torque_on = enabled if joints is None else self.torque_on or enabled
+
+    async def reboot(self, joints: Iterable[str]) -> None:
+        await self.inner.reboot(joints)
+        self.previous = None  # a rebooted servo comes back with torque off
+        self.torque_on = False
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:  # arm_watchdog, disarm_watchdog, counters...
+        return getattr(self.inner, name)
+
+
+@pytest.fixture
+def faulty() -> type[FaultyBackend]:
+    """``faulty(inner)``: a :class:`FaultyBackend` around a real backend."""
+    return FaultyBackend
