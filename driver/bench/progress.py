@@ -1,4 +1,4 @@
-"""A live status line for long bench work on a terminal; silent when not a TTY."""
+"""A live status line on a terminal (bench progress, run and teleop status); silent off a TTY."""
 
 from __future__ import annotations
 
@@ -59,9 +59,15 @@ class Progress:
         fraction = min(done / self.total, 1.0)
         filled = int(fraction * 20)
         bar = "#" * filled + "-" * (20 - filled)
+        self.show(f"[{bar}] {fraction * 100:5.1f}% {status}")
+
+    def show(self, line: str) -> None:
+        """Redraw the status line as ``line`` now (not throttled): a free-form status line."""
+        if not self.enabled:
+            return
         if not self._shown:
             self._watch_logging()
-        self.stream.write(f"\r[{bar}] {fraction * 100:5.1f}% {status}\x1b[K")
+        self.stream.write(f"\r{line}\x1b[K")
         self.stream.flush()
         self._shown = self._on_line = True
 

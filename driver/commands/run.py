@@ -4,7 +4,11 @@ The robot starts disarmed (torque as found, goal = present). ``--enable`` arms i
 targets come from ``--trajectory``, from MQTT teleop (an embedded broker unless
 ``--mqtt URL`` or ``--no-mqtt``), or from the Python API. Ctrl+C (SIGINT), SIGTERM
 or SIGHUP (the terminal closed) stops it: the robot holds and torque goes off (per
-the config).
+the config), and the last lines say what the shutdown did.
+
+Local e-stop, never through MQTT: press space or e in this terminal, or send SIGUSR1
+(kill -USR1 PID). It latches like the MQTT estop (hold or torque off per
+safety.estop_action) until a reset: the key r, or cmd reset over MQTT.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -21,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hilbot.driver.bench.progress import Progress
 from hilbot.driver.commands.failures import (
     EXIT_BAD_INPUT,
     port_problem,
@@ -28,6 +34,8 @@ from hilbot.driver.commands.failures import (
     positive_seconds,
     reason_of,
 )
+from hilbot.driver.commands.local_stop import HINT, LocalStop
+from hilbot.driver.commands.shutdown_report import TorqueWatch, shutdown_text
 from hilbot.driver.errors import DriverError
 
 DEFAULT_CONFIG = "openmanipulator_x"
@@ -230,10 +238,14 @@ async def _main(
         with contextlib.suppress(NotImplementedError):  # not on Windows
             loop.add_signal_handler(sig, stop.set)
     backend_options = {"virtual_return_delay": args.virtual_return_delay or 0}
+    status = Progress(1, enabled=not args.no_status and sys.stderr.isatty())
     async with (
-        build(config, args.backend, **backend_options) as backend,
-        Runtime(config, backend) as runtime,
+        build(config, args.backend, **backend_options) as built,
+        Runtime(config, watch := TorqueWatch(built)) as runtime,
+        LocalStop(runtime) as local_stop,
     ):
+        if local_stop.keys_active:
+            print(HINT.format(pid=os.getpid()), file=sys.stderr)
         for listener in extra_listeners(args, runtime):
             runtime.add_cycle_listener(listener)
         if args.enable:
@@ -253,8 +265,8 @@ async def _main(
             (background if args.duration is not None else ending).append(player)
         if not args.no_mqtt:
             ending.append(asyncio.create_task(_teleop(args, config, runtime), name="mqtt"))
-        if not args.no_status and sys.stderr.isatty():
-            background.append(asyncio.create_task(_status_line(runtime), name="status"))
+        if status.enabled:
+            background.append(asyncio.create_task(_status_line(runtime, status), name="status"))
         await asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)
         results = await _cancel_all([*ending, *background])
         error = next(
@@ -266,9 +278,9 @@ async def _main(
             None,
         )
         state = runtime.state()
+    status.close()
+    print(shutdown_text(config, watch))
     _save_recording(args)  # --record: written once the runtime has stopped
-    if sys.stderr.isatty() and not args.no_status:
-        print(file=sys.stderr)
     _summary(state)
     if args.stats is not None:
         args.stats.write_text(json.dumps(stats_dict(state), indent=2))
@@ -316,11 +328,11 @@ def status_text(state: Any) -> str:
     )
 
 
-async def _status_line(runtime: Any) -> None:
+async def _status_line(runtime: Any, line: Progress) -> None:
+    """Redraw the status line; log records clear it first (they never run into it)."""
     while True:
         await asyncio.sleep(STATUS_PERIOD)
-        sys.stderr.write("\r\x1b[K" + status_text(runtime.state()))
-        sys.stderr.flush()
+        line.show(status_text(runtime.state()))
 
 
 def stats_dict(state: Any) -> dict[str, Any]:
