@@ -87,7 +87,8 @@ _PORTS = frozenset(
 )
 _NO_BACKUP_ROW = (
     "Startup Configuration(60) and Backup Ready(147): not in the table of the page version "
-    "read; modelled as on the sibling models whose pages list them (firmware v45+)"
+    "read; modelled as on the sibling models whose pages list them (Backup Ready exists "
+    "from firmware v45, XL330 v46: _includes/en/dxl/control_table_backup_ready.md)"
 )
 _NO_RANGE_COLUMN = (
     "the page version read has no Range column: constant ranges are the X-series template's "
