@@ -190,17 +190,52 @@ def dynamixel_backend(
 ) -> Backend:
     """The real Dynamixel backend(s) of the config, optionally on other ports (virtual buses).
 
-    ``options`` go to every ``DynamixelBackend`` (``margin_ms``, ``retries``, ...).
+    ``options`` go to every ``DynamixelBackend`` (``margin_ms``, ``retries``, ...). Each
+    gets its bus's read set and the joint limits the safety layer enforces, which its
+    start-up checks against every servo's own limit registers.
     """
     from hilbot.hal.dynamixel.backend import DynamixelBackend
 
+    limits = _enforced_limits(config)
     backends: list[Backend] = []
     for bus in config.buses:
         spec = bus.bus_spec()
         if ports is not None:
             spec = type(spec)(ports[bus.name], spec.baudrate, spec.protocol)
-        backends.append(DynamixelBackend(spec, config.servo_specs(bus.name), **options))
+        servos = config.servo_specs(bus.name)
+        joints = {s.joint for s in servos}
+        backends.append(
+            DynamixelBackend(
+                spec,
+                servos,
+                read=bus.read,
+                joint_limits={j: v for j, v in limits.items() if j in joints},
+                **options,
+            )
+        )
     return backends[0] if len(backends) == 1 else MultiBackend(backends)
+
+
+def _enforced_limits(config: RobotConfig) -> dict[str, tuple[float, float]]:
+    """The finite joint limits the safety layer enforces (URDF, margin, soft limits)."""
+    from hilbot.driver.safety import effective_limits
+    from hilbot.driver.validation import load_robot
+
+    robot = load_robot(config.urdf)
+    names = list(config.joint_names)
+    urdf = {j: (*robot.joints[j].bounds(), 1.0) for j in names}
+    limits = effective_limits(
+        names,
+        urdf,
+        soft_limits=config.safety.soft_limits,
+        margin=config.safety.soft_limit_margin,
+        velocity=1.0,
+    )
+    return {
+        j: (float(lo), float(hi))
+        for j, lo, hi in zip(names, limits.lower, limits.upper, strict=True)
+        if np.isfinite(lo) and np.isfinite(hi)
+    }
 
 
 @contextlib.asynccontextmanager

@@ -58,12 +58,16 @@ class BusConfig(_Frozen):
             replaces it with the virtual bus's pty.
         baudrate: [bit/s].
         protocol: Dynamixel protocol version, 1 or 2.
+        read: what each cycle reads from every servo: ``position``,
+            ``position+velocity`` or ``position+velocity+effort``; unset, position only
+            on protocol 1 and all three on 2 (see ``hilbot.hal.dynamixel.read_set``).
     """
 
     name: str = "main"
     port: str
     baudrate: int = Field(default=1_000_000, gt=0)
     protocol: Literal[1, 2] = 2
+    read: Literal["position", "position+velocity", "position+velocity+effort"] | None = None
 
     def bus_spec(self) -> BusSpec:
         """The HAL's ``BusSpec`` of this bus."""

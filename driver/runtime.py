@@ -44,7 +44,7 @@ from hilbot.driver.stats import StatsRecorder
 from hilbot.driver.targets import JOINTS, TargetSlots
 from hilbot.driver.ticker import ManualClock, SteppedTicker, ThreadTicker, Ticker
 from hilbot.hal.backend import Backend, HardwareErrorFlags, JointState
-from hilbot.hal.errors import HalError
+from hilbot.hal.errors import HalError, TorqueNotConfirmed
 
 #: Hardware errors that make the runtime disarm (the servo firmware shuts torque off on these
 #: by default: Shutdown register 63 of the X series, Alarm Shutdown 18 of the AX series).
@@ -649,7 +649,15 @@ class Runtime:
         except BUS_ERRORS as err:
             if not self._torque_off_failing:  # once per fault, not once per cycle
                 self._torque_off_failing = True
-                self._log.error("fault: could not disable torque yet (retrying): %s", err)
+                # a TorqueNotConfirmed names, per servo, which took torque off and which
+                # did not answer; anything else failed before any servo could confirm
+                self._log.error(
+                    "fault: torque off %s (retrying): %s",
+                    "not confirmed on every servo"
+                    if isinstance(err, TorqueNotConfirmed)
+                    else "failed on the bus",
+                    err,
+                )
             return
         except Exception as err:
             self._torque_off_failing = True

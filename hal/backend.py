@@ -53,7 +53,11 @@ class BusCounters:
 
     ``crc_errors`` counts every corrupt reply: a bad CRC or checksum, or a well-formed
     packet of the wrong shape (too short, another id). ``watchdog_trips`` counts the
-    servos found with a tripped Bus Watchdog (each trip once).
+    servos found with a tripped Bus Watchdog (each trip once). ``data_limit_errors``
+    counts goals outside a servo's own limit registers: refused by the backend before
+    they went out, or answered with Data Limit Error (Angle Limit on Protocol 1.0); each
+    is also raised as ``DataLimitError`` (and counted in ``servo_errors`` when a servo
+    answered it).
     """
 
     transactions: int = 0
@@ -62,6 +66,7 @@ class BusCounters:
     retries: int = 0
     servo_errors: int = 0
     watchdog_trips: int = 0
+    data_limit_errors: int = 0
 
     def copy(self) -> BusCounters:
         """Return a snapshot that later bus activity does not change."""
@@ -72,6 +77,7 @@ class BusCounters:
             self.retries,
             self.servo_errors,
             self.watchdog_trips,
+            self.data_limit_errors,
         )
 
 

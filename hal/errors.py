@@ -6,13 +6,16 @@ Every error carries data, so callers and tests check fields, not messages::
     ├── ConfigError (ValueError)   a servo/joint mapping that cannot work: servo_id, field
     ├── BusError (ConnectionError)
     │   ├── PortError              the serial port cannot be opened or used: port
+    │   ├── TorqueNotConfirmed     torque off not read back on every servo: off, on, silent
     │   └── CommError              a transaction failed: servo_id, instruction, result
     │       ├── CommTimeout (TimeoutError)  no (complete) status packet within the deadline
     │       └── CrcError           a status packet arrived corrupt
     │           └── MalformedReply a valid packet of the wrong shape (short, garbled): detail
     ├── ServoError                 the servo answered with error bits: servo_id, instruction, error
-    │   └── HardwareFault          the hardware-error status is set: servo_id, flags
+    │   ├── HardwareFault          the hardware-error status is set: servo_id, flags
+    │   └── DataLimitError         a goal outside a limit register: register, value, limit
     ├── StartupError               start-up checks failed: servo_id, problem, expected, found
+    │   └── ServoLimitError        joint limits past a limit register: register, found, expected
     └── CommandError (ValueError)  a command outside what the hardware may be sent: joint, value
 """
 
@@ -51,6 +54,44 @@ class PortError(BusError):
     def __init__(self, message: str, *, port: str) -> None:
         super().__init__(message)
         self.port = port
+
+
+class TorqueNotConfirmed(BusError):
+    """Torque off was sent, but not every servo's read-back says it is off.
+
+    Raised by a torque-off whose read-back misses servos, so the caller learns which
+    servos are safe and which are not, instead of one servo's timeout.
+
+    Attributes:
+        off: ids whose Torque Enable reads 0.
+        on: ids that answered with torque still on.
+        silent: ids that did not answer the read-back (their torque is unknown).
+        joints: ``{id: joint}`` of the servos above, for messages.
+    """
+
+    def __init__(
+        self,
+        *,
+        off: tuple[int, ...],
+        on: tuple[int, ...],
+        silent: tuple[int, ...],
+        joints: dict[int, str] | None = None,
+    ) -> None:
+        names = joints or {}
+
+        def who(ids: tuple[int, ...]) -> str:
+            return ", ".join(f"{i} ({names[i]})" if i in names else str(i) for i in ids)
+
+        parts = [f"torque is off on servo(s) {who(off)}"] if off else []
+        if on:
+            parts.append(f"servo(s) {who(on)} still have torque on")
+        if silent:
+            parts.append(f"servo(s) {who(silent)} did not answer: their torque is unknown")
+        super().__init__("; ".join(parts) or "no servo confirmed torque off")
+        self.off = off
+        self.on = on
+        self.silent = silent
+        self.joints = names
 
 
 class CommResult(enum.Enum):
@@ -148,6 +189,57 @@ class HardwareFault(ServoError):
         self.flags = flags
 
 
+class DataLimitError(ServoError):
+    """A goal outside the servo's own limit register (the firmware's Data Limit Error).
+
+    Raised when a servo answers a write with Data Limit Error (Angle Limit Error on
+    Protocol 1.0), and by the backend before a sync write (which has no reply, so the
+    firmware would drop the goal unseen) whose goal lies outside the limit registers the
+    backend read at start-up. Counted in ``BusCounters.data_limit_errors``; never
+    clamped.
+
+    Attributes:
+        register: the limit register, e.g. ``"Max Position Limit"`` (``""`` when the
+            servo's reply does not say which).
+        address: its control-table address, or ``None``.
+        value: the refused goal [ticks], or ``None`` when unknown.
+        limit: the limit register's value [ticks], or ``None`` when unknown.
+    """
+
+    def __init__(
+        self,
+        servo_id: int,
+        instruction: str,
+        error: int,
+        *,
+        register: str = "",
+        address: int | None = None,
+        value: int | None = None,
+        limit: int | None = None,
+        joint: str = "",
+    ) -> None:
+        super().__init__(servo_id, instruction, error, "data limit error")
+        where = f" at address {address}" if address is not None else ""
+        if register and value is not None and limit is not None:
+            side = "above" if register.startswith(("Max", "CCW")) else "below"
+            of = f" (joint {joint!r})" if joint else ""
+            message = (
+                f"servo {servo_id}{of}: goal {value} is {side} its {register} "
+                f"({address}) of {limit}: refused, not clamped (data limit error)"
+            )
+        else:
+            message = (
+                f"servo {servo_id} refused {instruction}{where}: data limit error (a value "
+                "outside its limit registers)"
+            )
+        self.args = (message,)
+        self.register = register
+        self.address = address
+        self.value = value
+        self.limit = limit
+        self.joint = joint
+
+
 class StartupProblem(enum.Enum):
     """What a start-up check found.
 
@@ -161,6 +253,8 @@ class StartupProblem(enum.Enum):
     UNSUPPORTED_MODEL = "unsupported model"
     WRONG_MODE = "wrong operating mode"
     NO_STATUS_RETURN = "status return level 0"  # the servo never answers reads
+    LIMITS = "joint limits beyond the servo's limit registers"
+    NO_TORQUE = "a limit register that leaves no torque"  # PWM Limit 0, Current Limit 0
 
 
 class StartupError(HalError):
@@ -201,3 +295,33 @@ class CommandError(HalError, ValueError):
         super().__init__(message)
         self.joint = joint
         self.value = value
+
+
+class ServoLimitError(StartupError):
+    """The config lets a joint go where the servo's own limit register forbids.
+
+    Attributes:
+        register: the limit register, e.g. ``"Max Position Limit"``.
+        address: its control-table address.
+        command: the ``hilbot servo`` command line that sets the register.
+        (``expected`` is the value the config needs, ``found`` the register's.)
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        servo_id: int,
+        register: str,
+        address: int,
+        expected: int,
+        found: int,
+        command: str,
+        problem: StartupProblem = StartupProblem.LIMITS,
+    ) -> None:
+        super().__init__(
+            message, servo_id=servo_id, problem=problem, expected=expected, found=found
+        )
+        self.register = register
+        self.address = address
+        self.command = command

@@ -1,4 +1,4 @@
-"""Change one servo's id, baud rate or return delay time, safely.
+"""Change one servo's id, baud rate, return delay time or limit registers, safely.
 
 Torque is turned off first (EEPROM is locked while it is on); a new id must be
 free on the bus; after each change the servo must answer as itself at its new id
@@ -12,8 +12,22 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hilbot.hal.dynamixel.tools import change_baudrate, change_id, open_bus, set_return_delay
+from hilbot.hal.dynamixel.tools import (
+    change_baudrate,
+    change_id,
+    open_bus,
+    set_limit,
+    set_return_delay,
+)
 from hilbot.hal.errors import HalError
+
+#: Limit registers ``hilbot servo`` sets (EEPROM: torque goes off first), in ticks/units.
+LIMIT_HELP = {
+    "min_position_limit": "Min Position Limit (2.0, address 52) / CW Angle Limit (1.0, 6)",
+    "max_position_limit": "Max Position Limit (2.0, address 48) / CCW Angle Limit (1.0, 8)",
+    "pwm_limit": "PWM Limit (2.0, address 36)",
+    "current_limit": "Current Limit (2.0, address 38)",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,12 +44,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="Return Delay Time in 2 µs units; 0 answers fastest",
     )
+    for option, what in LIMIT_HELP.items():
+        parser.add_argument(f"--{option.replace('_', '-')}", type=int, metavar="V", help=what)
 
 
 def run(args: argparse.Namespace) -> int:
     """Apply the requested changes in order (return delay, id, baud rate)."""
-    if args.set_id is None and args.set_baud is None and args.return_delay is None:
-        print("hilbot servo: nothing to do; give --set-id, --set-baud or --return-delay")
+    limits = {o: getattr(args, o) for o in LIMIT_HELP if getattr(args, o) is not None}
+    if args.set_id is None and args.set_baud is None and args.return_delay is None and not limits:
+        print(
+            "hilbot servo: nothing to do; give --set-id, --set-baud, --return-delay or a limit "
+            "(--min-position-limit, --max-position-limit, --pwm-limit, --current-limit)"
+        )
         return 2
     servo_id = args.id
     try:
@@ -45,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
                 print(
                     f"servo {servo_id} ({spec.name}): return delay time {2 * args.return_delay} µs"
                 )
+            for option, value in limits.items():
+                name = set_limit(bus, servo_id, option, value)
+                print(f"servo {servo_id}: {name.value} {value}")
             if args.set_id is not None:
                 spec = change_id(bus, servo_id, args.set_id)
                 print(f"servo {servo_id} ({spec.name}) is now id {args.set_id}")

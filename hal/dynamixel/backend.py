@@ -58,6 +58,7 @@ from hilbot.hal.backend import BusCounters, JointState
 from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.layout import BusLayout
 from hilbot.hal.dynamixel.port import DEFAULT_MARGIN_MS
+from hilbot.hal.dynamixel.read_set import ReadSet
 from hilbot.hal.dynamixel.session import BusSession
 from hilbot.hal.dynamixel.startup import ServoReport
 from hilbot.hal.dynamixel.tables import RegisterName
@@ -66,7 +67,9 @@ from hilbot.hal.dynamixel.worker import BusCall, BusWorker, GoalWrite
 from hilbot.hal.errors import (
     CommandError,
     CommTimeout,
+    DataLimitError,
     HalError,
+    TorqueNotConfirmed,
 )
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
@@ -98,8 +101,8 @@ class DynamixelBackend:
         margin_ms: reply deadline slack beyond the wire time [ms].
         latency_ms: USB adapter latency [ms]; read from sysfs (FTDI) when ``None``.
         io_timeout: deadline [s] for any one backend call to finish on the worker.
-        temperature_every: read temperature every this many ``read()`` calls
-            (Protocol 2.0; it is not in the cycle's contiguous span). 1.0 reads it every cycle.
+        temperature_every: read temperature every this many ``read()`` calls (it is not
+            in the cycle's contiguous span).
         fast_read: use Fast Sync Read; ``None`` decides from models and firmware.
         read_method: force the cycle's read instruction (e.g. ``BULK_READ``); by default
             it is chosen from the models: every supported Protocol 2.0 model keeps the
@@ -107,6 +110,15 @@ class DynamixelBackend:
             chains, and a bulk read is needed only when the spans differ.
         clock: monotonic clock for timestamps.
         logger: where warnings go.
+        read: what each cycle reads from every servo (a :class:`ReadSet` or its name:
+            ``"position"``, ``"position+velocity"``, ``"position+velocity+effort"``);
+            ``None`` is the protocol's default (position only on 1.0, all three on 2.0;
+            see :mod:`hilbot.hal.dynamixel.read_set`). Readings left out are NaN.
+        joint_limits: ``{joint: (lower, upper)}`` [rad or m] the caller's safety layer
+            enforces. Start-up reads each servo's own limit registers and refuses limits
+            that, through offset, direction and gear ratio, pass them
+            (:class:`~hilbot.hal.errors.ServoLimitError`); whatever is given, a goal
+            outside them is refused by ``write()`` (see :mod:`hilbot.hal.dynamixel.limits`).
         pipeline: while goals are streamed (a ``write()`` between ``read()`` calls),
             queue the next cycle's read before this cycle's write, and return the
             state that read got one call later (see "Pipelining" above). ``"auto"``
@@ -134,11 +146,13 @@ class DynamixelBackend:
         clock: Callable[[], float] = time.monotonic,
         logger: logging.Logger | None = None,
         pipeline: bool | Literal["auto"] = False,
+        read: ReadSet | str | None = None,
+        joint_limits: Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
         if temperature_every < 1:
             raise ValueError(f"temperature_every must be >= 1, got {temperature_every!r}")
         self.spec = bus
-        self.layout = BusLayout(bus, servos)
+        self.layout = BusLayout(bus, servos, read)
         self.torque_off_on_exit = torque_off_on_exit
         self.io_timeout = io_timeout
         self.temperature_every = temperature_every
@@ -160,6 +174,7 @@ class DynamixelBackend:
             read_method=read_method,
             clock=clock,
             log=self._log,
+            joint_limits=joint_limits,
         )
         self._worker: BusWorker | None = None
         self._pending: Future[None] | None = None  # the last queued sync write
@@ -252,6 +267,9 @@ class DynamixelBackend:
         Raises:
             CommandError: an unknown joint, or a position outside a servo's range; nothing
                 is written then.
+            DataLimitError: a goal outside a servo's own limit registers (read at
+                start-up; the servo would drop it unseen): counted in
+                ``counters.data_limit_errors``, nothing is written.
         """
         self._require_open()
         ticks = self._goal_ticks(positions)
@@ -277,6 +295,8 @@ class DynamixelBackend:
 
         Raises:
             HardwareFault: enabling a servo whose hardware-error status is set.
+            TorqueNotConfirmed: disabling, a servo did not answer the read-back or still
+                has torque on; the error lists which servos are off and which are not.
         """
         self._require_open()
         slots = self.layout.servos_of(self._joints(joints))
@@ -347,6 +367,7 @@ class DynamixelBackend:
 
     def _goal_ticks(self, positions: Mapping[str, float]) -> dict[int, bytes]:
         data: dict[int, bytes] = {}
+        bounds = self._session.goal_bounds
         for joint, value in positions.items():
             if joint not in self.layout.primary:
                 raise CommandError(
@@ -355,8 +376,30 @@ class DynamixelBackend:
                     value=value,
                 )
             for slot in (self.layout.primary[joint], *self.layout.shadows[joint]):
-                data[slot.id] = self._goal.encode(slot.units.ticks(float(value)))
+                tick = slot.units.ticks(float(value))
+                limit = bounds.get(slot.id)
+                if limit is not None and not limit[0] <= tick <= limit[1]:
+                    raise self._data_limit(slot.id, joint, tick)
+                data[slot.id] = self._goal.encode(tick)
         return data
+
+    def _data_limit(self, servo_id: int, joint: str, tick: int) -> DataLimitError:
+        """Count and describe a goal outside a servo's limit registers."""
+        self._bus.counters.data_limit_errors += 1
+        limits = self._session.limits[servo_id]
+        below = tick < limits.low
+        reg = limits.low_register if below else limits.high_register
+        value = limits.low if below else limits.high
+        return DataLimitError(
+            servo_id,
+            "SYNC_WRITE",
+            0,
+            register=reg.name.value,
+            address=reg.address,
+            value=tick,
+            limit=value,
+            joint=joint,
+        )
 
     def _require_open(self) -> None:
         if self.state is not BackendState.OPEN:
@@ -431,6 +474,8 @@ class DynamixelBackend:
             closing = self._start(self._session.close, torque_off)
             async with asyncio.timeout(self.io_timeout):
                 await closing
+        except TorqueNotConfirmed as exc:  # per servo: which are off, which are not
+            self._log.error("%s: closing, torque off: %s", self.spec.port, exc)
         except (HalError, TimeoutError) as exc:
             self._log.warning("%s: closing: %s", self.spec.port, exc)
         finally:

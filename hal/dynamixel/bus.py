@@ -33,6 +33,7 @@ from hilbot.hal.dynamixel.replies import (
     WholeReply,
     command_failed,
     describe_error,
+    is_data_limit,
     plain,
     read_packet,
 )
@@ -42,6 +43,7 @@ from hilbot.hal.errors import (
     CommResult,
     CommTimeout,
     CrcError,
+    DataLimitError,
     MalformedReply,
     PortError,
     ServoError,
@@ -159,13 +161,22 @@ class DynamixelBus:
             raise CrcError(servo_id, instruction)
         raise CommError(servo_id, instruction, kind)
 
-    def _servo_error(self, servo_id: int, instruction: str, error: int) -> None:
+    def _servo_error(
+        self, servo_id: int, instruction: str, error: int, address: int | None = None
+    ) -> None:
         if error and command_failed(self.protocol, error):
             self.counters.servo_errors += 1
+            if is_data_limit(self.protocol, error):
+                self.counters.data_limit_errors += 1
+                raise DataLimitError(servo_id, instruction, error, address=address)
             raise ServoError(servo_id, instruction, error, describe_error(self.protocol, error))
 
     def _retrying(
-        self, servo_id: int, instruction: str, call: Callable[[], tuple[Any, int, int]]
+        self,
+        servo_id: int,
+        instruction: str,
+        call: Callable[[], tuple[Any, int, int]],
+        address: int | None = None,
     ) -> tuple[Any, int]:
         """Run ``call() -> (value, result, error)`` with bounded retries on timeouts/CRC."""
         for attempt in range(self.retries + 1):
@@ -190,7 +201,7 @@ class DynamixelBus:
                 if attempt == self.retries:
                     raise
                 continue
-            self._servo_error(servo_id, instruction, error)
+            self._servo_error(servo_id, instruction, error, address)
             return value, error
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -239,6 +250,7 @@ class DynamixelBus:
 
         Raises:
             CommTimeout, CrcError: no valid status after retries.
+            DataLimitError: the value is outside the servo's limit registers.
             ServoError: the servo rejected the write (range, access, EEPROM locked, ...).
         """
         _, error = self._retrying(
@@ -248,6 +260,7 @@ class DynamixelBus:
                 None,
                 *self.packets.writeTxRx(self.port, servo_id, address, len(data), list(data)),
             ),
+            address,
         )
         return error
 
@@ -375,26 +388,40 @@ class DynamixelBus:
             CrcError: a servo's reply was still corrupt after the retries.
             CommTimeout: a servo still did not answer (``servo_id`` is the first one).
         """
+        replies, pending, corrupt = self.group_read_partial(method, reads)
+        if not pending:
+            return replies
+        name = (plain(method) if self.retries else method).name
+        if any(i in corrupt for i in pending):
+            raise CrcError(next(i for i in pending if i in corrupt), name)
+        raise CommTimeout(pending[0], name)
+
+    def group_read_partial(
+        self, method: ReadMethod, reads: Sequence[tuple[int, int, int]]
+    ) -> tuple[dict[int, ServoReply], list[int], set[int]]:
+        """Like :meth:`group_read`, but a servo that never answers validly does not raise.
+
+        Returns ``(replies of the servos that answered, ids that did not, ids of those
+        whose last reply was corrupt)``: the torque-off read-back reports per servo.
+        """
         replies: dict[int, ServoReply] = {}
         pending = list(reads)
+        corrupt: set[int] = set()
         for attempt in range(self.retries + 1):
             if attempt:
                 self.counters.retries += 1
                 method = plain(method)
             got, corrupt = self._group_attempt(method, pending)
             if not attempt and len(got) == len(pending):  # the usual cycle: all answered
-                return got
+                return got, [], set()
             replies.update(got)
             missing = [r for r in pending if r[0] not in got]
             self.counters.timeouts += sum(1 for r in missing if r[0] not in corrupt)
             if not missing:
-                return replies
+                return replies, [], set()
             pending = missing
             self._drain()
-        first = pending[0][0]
-        if any(r[0] in corrupt for r in pending):
-            raise CrcError(next(r[0] for r in pending if r[0] in corrupt), method.name)
-        raise CommTimeout(first, method.name)
+        return replies, [r[0] for r in pending], corrupt
 
     def _group_attempt(
         self, method: ReadMethod, reads: Sequence[tuple[int, int, int]]

@@ -12,8 +12,9 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hilbot.hal.dynamixel.read_set import ReadSet, cycle_registers, resolve
 from hilbot.hal.dynamixel.tables import Encoding, ModelSpec, Register, RegisterName
-from hilbot.hal.dynamixel.timing import ReadMethod, choose_read_method, cycle_registers
+from hilbot.hal.dynamixel.timing import ReadMethod, choose_read_method
 from hilbot.hal.dynamixel.units import ServoUnits
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.mapping import BusSpec, ServoSpec
@@ -35,15 +36,17 @@ class Field:
 
 @dataclass(frozen=True, slots=True)
 class ServoSlot:
-    """One servo: conversions, and the span the cycle reads from it."""
+    """One servo: conversions, and the span the cycle reads from it.
+
+    ``velocity`` and ``effort`` are ``None`` when the bus's read set leaves them out.
+    """
 
     units: ServoUnits
     address: int
     length: int
     position: Field
-    velocity: Field
-    effort: Field
-    temperature: Field | None  # in the cycle span on Protocol 1.0 only
+    velocity: Field | None
+    effort: Field | None
 
     @property
     def id(self) -> int:
@@ -61,23 +64,21 @@ class ServoSlot:
         return self.units.spec.shadow_of is not None
 
 
-def _slot(units: ServoUnits) -> ServoSlot:
+def _slot(units: ServoUnits, read: ReadSet) -> ServoSlot:
     m = units.model
-    address, length = m.span(cycle_registers(m))
+    address, length = m.span(cycle_registers(m, read))
 
     def field(name: RegisterName) -> Field:
         reg = m.register(name)
         return Field(reg.address - address, reg)
 
-    temperature = field(N.PRESENT_TEMPERATURE) if m.protocol == 1 else None
     return ServoSlot(
         units=units,
         address=address,
         length=length,
         position=field(N.PRESENT_POSITION),
-        velocity=field(m.velocity_register),
-        effort=field(m.effort_register),
-        temperature=temperature,
+        velocity=field(m.velocity_register) if read.velocity else None,
+        effort=field(m.effort_register) if read.effort else None,
     )
 
 
@@ -96,17 +97,17 @@ class CycleDecoder:
 
     The arithmetic is :class:`~hilbot.hal.dynamixel.units.ServoUnits`' own, in the same
     order, so the floats are the same; spans of registers ``struct`` cannot express
-    (Protocol 1.0's sign-magnitude speed and load) go through ``Field.decode``.
+    (Protocol 1.0's sign-magnitude speed and load) go through ``Field.decode``. A
+    reading the read set leaves out decodes as NaN.
     """
 
-    __slots__ = ("_constants", "_order", "_struct", "slot")
+    __slots__ = ("_constants", "_fields", "_order", "_struct", "slot")
 
     def __init__(self, slot: ServoSlot) -> None:
         self.slot = slot
         units = slot.units
-        fields = [slot.position, slot.velocity, slot.effort]
-        if slot.temperature is not None:
-            fields.append(slot.temperature)
+        fields = [f for f in (slot.position, slot.velocity, slot.effort) if f is not None]
+        self._fields = tuple(fields)
         self._struct: struct.Struct | None = None
         self._order: tuple[int, ...] = ()
         codes = [_FORMATS.get((f.register.size, f.register.encoding)) for f in fields]
@@ -133,39 +134,50 @@ class CycleDecoder:
         )
 
     def raw(self, data: bytes) -> tuple[int, ...]:
-        """(position, velocity, effort[, temperature]) register values of a span."""
-        s = self.slot
+        """Register values of a span: position, then velocity and effort where read."""
         if self._struct is None or len(data) != self._struct.size:
-            fields = [s.position, s.velocity, s.effort]
-            if s.temperature is not None:
-                fields.append(s.temperature)
-            return tuple(f.decode(data) for f in fields)
+            return tuple(f.decode(data) for f in self._fields)
         values = self._struct.unpack(data)
         return tuple(values[k] for k in self._order)
 
-    def decode(self, data: bytes) -> tuple[float, float, float, int | None]:
-        """Position, velocity, effort (as ``ServoUnits`` converts them) and raw temperature."""
+    def decode(self, data: bytes) -> tuple[float, float, float]:
+        """Position, velocity, effort (as ``ServoUnits`` converts them; NaN where not read)."""
         raw = self.raw(data)
         offset, center, scale, direction, per_velocity_tick, gear, per_effort_tick = self._constants
+        n = len(raw)
         return (
             offset + (raw[0] - center) * scale,
-            direction * raw[1] * per_velocity_tick / gear,
-            direction * raw[2] * per_effort_tick,
-            raw[3] if len(raw) > 3 else None,
+            direction * raw[1] * per_velocity_tick / gear if n > 1 else _NAN,
+            direction * raw[2] * per_effort_tick if n > 2 else _NAN,
         )
+
+
+_NAN = float("nan")
 
 
 class BusLayout:
     """The validated servos of one bus.
+
+    Args:
+        bus: the bus.
+        servos: its servos.
+        read: what each cycle reads (``None``: the protocol's default, see
+            :mod:`hilbot.hal.dynamixel.read_set`).
 
     Raises:
         ConfigError: duplicate ids, unknown models, a model of the other protocol,
             a joint with no or two primaries, a shadow of a missing servo or on another joint.
     """
 
-    def __init__(self, bus: BusSpec, servos: Sequence[ServoSpec]) -> None:
+    def __init__(
+        self, bus: BusSpec, servos: Sequence[ServoSpec], read: ReadSet | str | None = None
+    ) -> None:
         if not servos:
             raise ConfigError(f"bus {bus.port} has no servos", field="servos")
+        try:
+            self.read_set = resolve(read, bus.protocol)
+        except ValueError as exc:
+            raise ConfigError(str(exc), field="read") from None
         self.bus = bus
         seen: set[int] = set()
         slots = []
@@ -181,7 +193,7 @@ class BusLayout:
                     servo_id=spec.id,
                     field="model",
                 )
-            slots.append(_slot(units))
+            slots.append(_slot(units, self.read_set))
         self.slots: tuple[ServoSlot, ...] = tuple(slots)
         self.by_id = {s.id: s for s in self.slots}
         self._check_joints()
@@ -243,7 +255,9 @@ class BusLayout:
 
     def read_method(self, *, fast_ok: bool) -> ReadMethod:
         """The cycle's read instruction for this bus."""
-        return choose_read_method([s.model for s in self.slots], fast_ok=fast_ok)
+        return choose_read_method(
+            [s.model for s in self.slots], fast_ok=fast_ok, read=self.read_set
+        )
 
     def reads(self) -> list[tuple[int, int, int]]:
         """``(id, address, length)`` of the cycle read, for every servo."""

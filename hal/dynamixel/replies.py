@@ -67,6 +67,18 @@ def command_failed(protocol: int, error: int) -> bool:
     return bool(error & _COMMAND_BITS[protocol])
 
 
+def is_data_limit(protocol: int, error: int) -> bool:
+    """True when ERR is a limit refusal: 2.0 Data Limit Error (6), 1.0 Angle Limit (bit 1).
+
+    (https://emanual.robotis.com/docs/en/dxl/protocol2/#error: "Data Limit Error: data to
+    be written is out of the range of the limit value"; Protocol 1.0 sets Angle Limit Error
+    when "Goal Position is written out of the range from CW Angle Limit to CCW Angle Limit".)
+    """
+    if protocol == 2:
+        return error & 0x7F == int(P.StatusErrorCode.DATA_LIMIT_ERROR)
+    return bool(error & P.Protocol1Error.ANGLE_LIMIT)
+
+
 class WholeReply:
     """Takes the whole, well-formed reply to one Protocol 2.0 group read in one check.
 

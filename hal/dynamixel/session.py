@@ -22,13 +22,20 @@ import numpy as np
 from hilbot.hal.backend import HardwareErrorFlags, JointState
 from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
+from hilbot.hal.dynamixel.limits import ServoLimits, check_joint_range, check_torque, read_limits
 from hilbot.hal.dynamixel.protocol import ALERT_BIT, hardware_flags_from_protocol1
 from hilbot.hal.dynamixel.replies import ServoReply
 from hilbot.hal.dynamixel.startup import ServoReport, check_bus, hardware_status
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod, bus_budget
 from hilbot.hal.dynamixel.units import temperature
-from hilbot.hal.errors import CommTimeout, CrcError, HardwareFault, ServoError
+from hilbot.hal.errors import (
+    CommTimeout,
+    CrcError,
+    HardwareFault,
+    ServoError,
+    TorqueNotConfirmed,
+)
 
 N = RegisterName
 
@@ -39,11 +46,13 @@ class BusSession:
     Args:
         layout: the validated servos.
         bus: the transactions on the port.
-        temperature_every: read temperature every this many cycles (Protocol 2.0).
+        temperature_every: read temperature every this many cycles.
         fast_read: force (or forbid) Fast Sync Read; ``None`` decides from the firmware.
         read_method: force the cycle's read instruction.
         clock: timestamps of ``JointState``.
         log: where warnings go.
+        joint_limits: ``{joint: (lower, upper)}`` the safety layer enforces; start-up
+            refuses limits that a servo's own position limits would not accept.
     """
 
     def __init__(
@@ -56,8 +65,14 @@ class BusSession:
         read_method: ReadMethod | None,
         clock: Callable[[], float],
         log: logging.Logger,
+        joint_limits: Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
         self.layout = layout
+        self.joint_limits = dict(joint_limits or {})
+        #: Each servo's limit registers, read at start-up.
+        self.limits: dict[int, ServoLimits] = {}
+        #: ``(low, high)`` goal ticks per servo id where its firmware enforces them.
+        self.goal_bounds: dict[int, tuple[int, int]] = {}
         self.bus = bus
         self.temperature_every = temperature_every
         self._fast_read = fast_read
@@ -102,6 +117,7 @@ class BusSession:
             [s.units.spec for s in self.layout.slots],
             return_delay_time=rdt,
             fast_ok=fast,
+            read=self.layout.read_set,
         )
 
     def write_goals(self, data: Mapping[int, bytes]) -> None:
@@ -136,6 +152,7 @@ class BusSession:
         self.reports = tuple(check_bus(self.bus, self.layout, self._log))
         for r in self.reports:
             self._faults[r.id] = r.hardware_errors
+        self._check_limits()
         fast_ok = all(
             r.firmware >= self.layout.by_id[r.id].model.fast_read_min_firmware for r in self.reports
         )
@@ -167,6 +184,19 @@ class BusSession:
             self.budget().describe().splitlines()[-1].strip(),
         )
 
+    def _check_limits(self) -> None:
+        """Read every servo's limit registers; refuse limits the servo would not accept."""
+        for slot in self.layout.slots:
+            limits = read_limits(self.bus, slot)
+            check_torque(self.bus, slot, limits)
+            joint = self.joint_limits.get(slot.units.spec.joint)
+            if joint is not None:
+                check_joint_range(self.bus, slot, limits, joint)
+            self.limits[slot.id] = limits
+            bounds = limits.bounds()
+            if bounds is not None:
+                self.goal_bounds[slot.id] = bounds
+
     def hold(self, slots: Sequence[ServoSlot]) -> None:
         """Copy present into goal position for ``slots`` (no jump when torque comes on)."""
         pos = slots[0].position.register
@@ -189,11 +219,10 @@ class BusSession:
         A failure here keeps the last values (counted, logged): positions are fresh.
         """
         port = self.layout.bus.port
-        if self.layout.protocol == 2:
-            try:
-                self._read_temperatures()
-            except (CommTimeout, CrcError) as exc:
-                self._log.warning("%s: temperature read failed: %s", port, exc)
+        try:
+            self._read_temperatures()
+        except (CommTimeout, CrcError) as exc:
+            self._log.warning("%s: temperature read failed: %s", port, exc)
         if self._watchdog_armed or self._tripped:
             try:
                 self._read_watchdogs()
@@ -201,7 +230,12 @@ class BusSession:
                 self._log.warning("%s: Bus Watchdog read failed: %s", port, exc)
 
     def _slow_method(self) -> ReadMethod:
-        """The cycle's read method, as a sync read: the slow reads use one register."""
+        """The cycle's read method, as a sync read: the slow reads use one register.
+
+        Protocol 1.0 has no sync read: its cycle's bulk read (MX) or reads (AX) serve.
+        """
+        if self.layout.protocol == 1:
+            return self.method
         method = ReadMethod.SYNC_READ if self.method is ReadMethod.BULK_READ else self.method
         return ReadMethod.FAST_SYNC_READ if method is ReadMethod.FAST_BULK_READ else method
 
@@ -253,12 +287,10 @@ class BusSession:
         pos, vel, eff, tmp = [], [], [], []
         temperatures = self._temperatures
         for servo_id, decoder in self._decoders:
-            p, v, e, t = decoder.decode(replies[servo_id].data)
+            p, v, e = decoder.decode(replies[servo_id].data)
             pos.append(p)
             vel.append(v)
             eff.append(e)
-            if t is not None:
-                temperatures[servo_id] = temperature(t)
             tmp.append(temperatures[servo_id])
         return JointState(
             names=self.layout.joint_names,
@@ -285,19 +317,50 @@ class BusSession:
         return tuple(out)
 
     def set_torque(self, slots: Sequence[ServoSlot], enabled: bool) -> None:
-        """Set torque of ``slots`` (holding them first when enabling) and read it back."""
-        if enabled:
-            for slot in slots:
-                if self._faults[slot.id]:
-                    raise HardwareFault(slot.id, self._faults[slot.id], "TORQUE_ENABLE")
-            self.hold(slots)
-        value = self._torque.encode(1 if enabled else 0)
+        """Set torque of ``slots`` (holding them first when enabling) and read it back.
+
+        Raises:
+            HardwareFault: enabling a servo whose hardware-error status is set.
+            ServoError: an enabled servo reads torque off.
+            TorqueNotConfirmed: disabling, some servo did not answer or still has torque
+                on; it names which servos are off and which are not.
+        """
+        if not enabled:
+            self._torque_off([s.id for s in slots])
+            return
+        for slot in slots:
+            if self._faults[slot.id]:
+                raise HardwareFault(slot.id, self._faults[slot.id], "TORQUE_ENABLE")
+        self.hold(slots)
+        value = self._torque.encode(1)
         self.bus.sync_write(self._torque.address, self._torque.size, {s.id: value for s in slots})
         # Read back: a sync write has no reply, and torque is worth one round trip to confirm.
         reads = [(s.id, self._torque.address, self._torque.size) for s in slots]
         for servo_id, reply in self.bus.group_read(self.method, reads).items():
-            if self._torque.decode(reply.data) != int(enabled):
+            if self._torque.decode(reply.data) != 1:
                 raise ServoError(servo_id, "TORQUE_ENABLE", reply.error, "torque did not change")
+
+    def _torque_off(self, ids: Sequence[int]) -> None:
+        """Sync-write torque off to ``ids`` and read each one back, servo by servo.
+
+        A servo that does not answer must not hide the others: the read-back keeps every
+        reply that came, so the error says which servos are off and which are unknown.
+
+        Raises:
+            TorqueNotConfirmed: some servo did not answer or still has torque on.
+        """
+        reg = self._torque
+        self.bus.sync_write(reg.address, reg.size, dict.fromkeys(ids, reg.encode(0)))
+        reads = [(i, reg.address, reg.size) for i in ids]
+        replies, silent, _ = self.bus.group_read_partial(self.method, reads)
+        on = tuple(i for i in ids if i in replies and reg.decode(replies[i].data))
+        if on or silent:
+            raise TorqueNotConfirmed(
+                off=tuple(i for i in ids if i in replies and i not in on),
+                on=on,
+                silent=tuple(silent),
+                joints={s.id: s.units.spec.joint for s in self.layout.slots},
+            )
 
     def reboot(self, slots: Sequence[ServoSlot]) -> None:
         """Reboot ``slots``, wait until they answer, refresh their faults and hold them."""
@@ -317,17 +380,14 @@ class BusSession:
         raise CommTimeout(slot.id, "REBOOT")
 
     def close(self, torque_off: bool) -> None:
-        """Turn torque off (and confirm) when asked, then close the port."""
+        """Turn torque off (and confirm) when asked, then close the port.
+
+        Raises:
+            TorqueNotConfirmed: see :meth:`set_torque`; the port is closed all the same.
+        """
         try:
             if torque_off:
-                off = self._torque.encode(0)
-                self.bus.sync_write(
-                    self._torque.address, self._torque.size, dict.fromkeys(self.layout.ids, off)
-                )
-                # confirm: a servo left with torque on must not go unnoticed
-                reads = [(i, self._torque.address, self._torque.size) for i in self.layout.ids]
-                for servo_id, reply in self.bus.group_read(self.method, reads).items():
-                    if self._torque.decode(reply.data):
-                        self._log.error("servo %d still has torque on after close", servo_id)
+                # confirmed servo by servo: one left with torque on must not go unnoticed
+                self._torque_off(self.layout.ids)
         finally:
             self.bus.close()

@@ -23,8 +23,25 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hilbot.hal.dynamixel.tables import ModelSpec, RegisterName, model
+from hilbot.hal.dynamixel.read_set import ReadSet, cycle_registers, resolve
+from hilbot.hal.dynamixel.tables import ModelSpec, model
 from hilbot.hal.mapping import BusSpec, ServoSpec
+
+__all__ = [
+    "BITS_PER_BYTE",
+    "RETURN_DELAY_UNIT",
+    "CycleBudget",
+    "ReadMethod",
+    "budget_for_lengths",
+    "bus_budget",
+    "byte_time",
+    "choose_read_method",
+    "cycle_budget",
+    "cycle_registers",
+    "max_cycle_rate",
+    "read_bytes",
+    "write_bytes",
+]
 
 BITS_PER_BYTE = 10
 RETURN_DELAY_UNIT = 2e-6  # [s] per Return Delay Time unit (e-manual, address 9 / 5)
@@ -189,34 +206,9 @@ def budget_for_lengths(
     )
 
 
-#: Registers one cycle reads, in address order, per protocol (see ``cycle_registers``).
-CYCLE_REGISTERS_2 = (
-    RegisterName.PRESENT_CURRENT,  # or PRESENT_LOAD at the same address (126)
-    RegisterName.PRESENT_VELOCITY,
-    RegisterName.PRESENT_POSITION,
-)
-CYCLE_REGISTERS_1 = (
-    RegisterName.PRESENT_POSITION,
-    RegisterName.PRESENT_SPEED,
-    RegisterName.PRESENT_LOAD,
-    RegisterName.PRESENT_INPUT_VOLTAGE,
-    RegisterName.PRESENT_TEMPERATURE,
-)
-
-
-def cycle_registers(spec: ModelSpec) -> tuple[RegisterName, ...]:
-    """Registers the backend reads from a servo of this model every cycle.
-
-    On Protocol 2.0 that is effort, velocity and position (126..135, 10 bytes);
-    temperature sits 11 bytes further and is read on a slower schedule. On 1.0
-    position, speed, load, voltage and temperature are contiguous (36..43, 8 bytes).
-    """
-    if spec.protocol == 1:
-        return CYCLE_REGISTERS_1
-    return (spec.effort_register, RegisterName.PRESENT_VELOCITY, RegisterName.PRESENT_POSITION)
-
-
-def choose_read_method(models: Sequence[ModelSpec], *, fast_ok: bool = True) -> ReadMethod:
+def choose_read_method(
+    models: Sequence[ModelSpec], *, fast_ok: bool = True, read: ReadSet | None = None
+) -> ReadMethod:
     """The read the backend uses for a bus of these models.
 
     Protocol 2.0: a fast sync read when every model has it (and ``fast_ok``: the
@@ -230,7 +222,7 @@ def choose_read_method(models: Sequence[ModelSpec], *, fast_ok: bool = True) -> 
         return (
             ReadMethod.BULK_READ if all(m.has_bulk_read for m in models) else ReadMethod.READ_EACH
         )
-    spans = {m.span(cycle_registers(m)) for m in models}
+    spans = {m.span(cycle_registers(m, read)) for m in models}
     fast = fast_ok and all(m.has_fast_sync_read for m in models)
     if len(spans) == 1:
         return ReadMethod.FAST_SYNC_READ if fast else ReadMethod.SYNC_READ
@@ -243,10 +235,12 @@ def bus_budget(
     *,
     return_delay_time: int = 0,
     fast_ok: bool = True,
+    read: ReadSet | str | None = None,
 ) -> CycleBudget:
     """Budget of the cycle the Dynamixel backend runs for this bus and these servos.
 
     Shadow servos are read (their position is checked) and written like any other.
+    ``read`` is the cycle's read set or its name (``None``: the protocol's default).
 
     Raises:
         KeyError: a servo names an unknown model.
@@ -259,8 +253,9 @@ def bus_budget(
                 f"servo {s.id} ({m.name}) speaks protocol {m.protocol}.0 "
                 f"but bus {bus.port} is protocol {bus.protocol}.0"
             )
-    method = choose_read_method(models, fast_ok=fast_ok)
-    lengths = [m.span(cycle_registers(m))[1] for m in models]
+    read_set = resolve(read, bus.protocol)
+    method = choose_read_method(models, fast_ok=fast_ok, read=read_set)
+    lengths = [m.span(cycle_registers(m, read_set))[1] for m in models]
     write_length = 4 if bus.protocol == 2 else 2
     return budget_for_lengths(
         lengths=lengths,
@@ -273,7 +268,11 @@ def bus_budget(
 
 
 def max_cycle_rate(
-    bus: BusSpec, servos: Sequence[ServoSpec], *, return_delay_time: int = 0
+    bus: BusSpec,
+    servos: Sequence[ServoSpec],
+    *,
+    return_delay_time: int = 0,
+    read: ReadSet | str | None = None,
 ) -> float:
     """Highest cycle rate [Hz] this bus can carry for these servos (wire limit).
 
@@ -282,4 +281,4 @@ def max_cycle_rate(
     """
     if not servos:
         return float("inf")
-    return bus_budget(bus, servos, return_delay_time=return_delay_time).max_rate
+    return bus_budget(bus, servos, return_delay_time=return_delay_time, read=read).max_rate

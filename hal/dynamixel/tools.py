@@ -211,6 +211,44 @@ def set_return_delay(bus: DynamixelBus, servo_id: int, value: int) -> ModelSpec:
     return spec
 
 
+#: ``hilbot servo`` limit options -> the register they set, per protocol.
+LIMIT_OPTIONS: dict[str, dict[int, RegisterName]] = {
+    "min_position_limit": {2: N.MIN_POSITION_LIMIT, 1: N.CW_ANGLE_LIMIT},
+    "max_position_limit": {2: N.MAX_POSITION_LIMIT, 1: N.CCW_ANGLE_LIMIT},
+    "pwm_limit": {2: N.PWM_LIMIT},
+    "current_limit": {2: N.CURRENT_LIMIT},
+}
+
+
+def set_limit(bus: DynamixelBus, servo_id: int, option: str, value: int) -> RegisterName:
+    """Set one limit register (an EEPROM one: torque goes off first) and read it back.
+
+    ``option`` is a key of :data:`LIMIT_OPTIONS` (``"max_position_limit"``, ...): Min/Max
+    Position Limit on Protocol 2.0 are CW/CCW Angle Limit on 1.0. Returns the register.
+
+    Raises:
+        ChangeError: the model has no such register, the value is outside its range, or
+            it did not take.
+    """
+    spec = _identify(bus, servo_id)
+    name = LIMIT_OPTIONS[option].get(bus.protocol)
+    if name is None or not spec.has(name):
+        raise ChangeError(
+            f"servo {servo_id} ({spec.name}) has no {option.replace('_', ' ')} register",
+            servo_id=servo_id,
+        )
+    _torque_off(bus, servo_id, spec)
+    _write(bus, servo_id, spec, name, value)
+    reg = spec.register(name)
+    found = reg.decode(bus.read(servo_id, reg.address, reg.size)[0])
+    if found != value:
+        raise ChangeError(
+            f"servo {servo_id} reads {name.value} {found} after writing {value}",
+            servo_id=servo_id,
+        )
+    return name
+
+
 class Level(enum.Enum):
     """How bad a doctor finding is."""
 

@@ -1,0 +1,184 @@
+"""The backend honours each servo's own limit registers, on the virtual bus, end to end.
+
+Start-up reads Min/Max Position Limit (CW/CCW Angle Limit on 1.0), PWM Limit and
+Current Limit, and refuses joint limits the servo would not accept, naming the fix; a
+goal outside them at run time is a counted DataLimitError, never clamped.
+"""
+
+import pytest
+
+from hilbot.driver.cli import main as hilbot
+from hilbot.hal.dynamixel.bus import DynamixelBus
+from hilbot.hal.dynamixel.tables import RegisterName as N
+from hilbot.hal.dynamixel.tables import model
+from hilbot.hal.errors import DataLimitError, ServoLimitError, StartupProblem
+from hilbot.hal.mapping import ServoSpec
+
+XM = model("XM430-W350")
+AX = model("AX-12A")
+
+
+def tick_of(spec: ServoSpec, joint: float) -> int:
+    """The Goal Position tick of a joint position, by the mapping's formula."""
+    m = model(spec.model)
+    scale = spec.direction * m.radians_per_tick / spec.gear_ratio
+    return round(m.center_tick + (joint - spec.offset) / scale)
+
+
+def servo_cli(vbus, *args: str, protocol: int = 2) -> None:
+    argv = ["servo", "--port", vbus.port, "--protocol", str(protocol), *args]
+    assert hilbot(argv) == 0
+
+
+async def test_startup_refuses_joint_limits_past_max_position_limit_and_names_the_fix(
+    open_bus, backend_for, capsys
+):
+    servos = [ServoSpec(1, "XM430-W350", "j1"), ServoSpec(2, "XM430-W350", "j2")]
+    vbus = open_bus(servos)
+    servo_cli(vbus, "--id", "2", "--max-position-limit", "3000")
+    limits = {"j1": (-1.0, 1.0), "j2": (-1.0, 1.6)}
+    needed = tick_of(servos[1], 1.6)
+    with pytest.raises(ServoLimitError) as info:
+        async with backend_for(vbus, servos, joint_limits=limits):
+            pytest.fail("the backend started")
+    err = info.value
+    assert (err.servo_id, err.register, err.address) == (2, "Max Position Limit", 48)
+    assert (err.found, err.expected, err.problem) == (3000, needed, StartupProblem.LIMITS)
+    assert err.command.endswith(f"--id 2 --max-position-limit {needed}")
+    assert "3000" in str(err) and str(needed) in str(err) and "j2" in str(err)
+    assert vbus.register(2, N.TORQUE_ENABLE) == 0
+    # the command the error names makes the config acceptable
+    servo_cli(vbus, *err.command.split(" --port ")[1].split()[1:])
+    capsys.readouterr()
+    async with backend_for(vbus, servos, joint_limits=limits) as arm:
+        await arm.read()
+
+
+@pytest.mark.parametrize(
+    ("spec", "limits", "register", "option"),
+    [
+        # direction -1: the joint's upper limit is the servo's low tick (1396)
+        (
+            ServoSpec(1, "XM430-W350", "j1", offset=0.2, direction=-1),
+            (-0.5, 1.2),
+            "Min Position Limit",
+            "--min-position-limit",
+        ),
+        # gear ratio 2: the joint's 0.6 rad are 1.2 rad of the servo (tick 2830)
+        (
+            ServoSpec(1, "XM430-W350", "j1", gear_ratio=2.0),
+            (-0.2, 0.6),
+            "Max Position Limit",
+            "--max-position-limit",
+        ),
+    ],
+    ids=["direction-offset", "gear-ratio"],
+)
+async def test_the_check_maps_joint_limits_through_offset_direction_and_gear(
+    open_bus, backend_for, spec, limits, register, option
+):
+    vbus = open_bus([spec])
+    servo_cli(vbus, "--id", "1", "--min-position-limit", "1500", "--max-position-limit", "2600")
+    with pytest.raises(ServoLimitError) as info:
+        async with backend_for(vbus, [spec], joint_limits={"j1": limits}):
+            pytest.fail("the backend started")
+    ticks = sorted(tick_of(spec, v) for v in limits)
+    expected = ticks[0] if register.startswith("Min") else ticks[1]
+    assert (info.value.register, info.value.expected) == (register, expected)
+    assert option in info.value.command
+    assert f"upper limit {limits[1]:.4f}" in str(info.value)
+
+
+async def test_limits_inside_the_registers_start_and_extended_mode_does_not_use_them(
+    open_bus, backend_for
+):
+    spec = ServoSpec(1, "XM430-W350", "j1")
+    vbus = open_bus([spec])
+    servo_cli(vbus, "--id", "1", "--max-position-limit", "2500")
+    async with backend_for(vbus, [spec], joint_limits={"j1": (-0.5, 0.5)}) as arm:
+        await arm.read()
+    bus = DynamixelBus(vbus.port, 1_000_000, 2, margin_ms=100.0)
+    bus.open()
+    try:
+        bus.write(1, 11, bytes([4]))  # Extended Position Control Mode (torque is off)
+    finally:
+        bus.close()
+    async with backend_for(vbus, [spec], joint_limits={"j1": (-1.0, 1.0)}) as arm:
+        await arm.write({"j1": 0.9})  # tick 2635 > 2500: the register is not used in mode 4
+        assert arm.counters.data_limit_errors == 0
+
+
+async def test_a_goal_past_the_limit_register_is_a_counted_data_limit_error_not_a_clamp(
+    open_bus, backend_for
+):
+    servos = [ServoSpec(1, "XM430-W350", "j1"), ServoSpec(2, "XM430-W350", "j2")]
+    vbus = open_bus(servos)
+    servo_cli(vbus, "--id", "2", "--max-position-limit", "3000")
+    async with backend_for(vbus, servos) as arm:  # no joint limits given: the goal is checked
+        before = vbus.register(2, N.GOAL_POSITION)
+        goal = (3500 - 2048) * XM.radians_per_tick
+        with pytest.raises(DataLimitError) as info:
+            await arm.write({"j1": 0.1, "j2": goal})
+        err = info.value
+        assert (err.servo_id, err.joint, err.register, err.address) == (
+            2,
+            "j2",
+            "Max Position Limit",
+            48,
+        )
+        assert (err.value, err.limit) == (3500, 3000)
+        assert "refused, not clamped" in str(err)
+        assert arm.counters.data_limit_errors == 1
+        await arm.read()  # the bus is in order; nothing was written, not even j1's goal
+        assert vbus.register(2, N.GOAL_POSITION) == before
+        assert vbus.register(1, N.GOAL_POSITION) == 2048
+        state = await arm.read()
+        assert state.counters.data_limit_errors == 1
+        await arm.write({"j2": (2999 - 2048) * XM.radians_per_tick})  # inside: written
+        await arm.read()
+        assert vbus.register(2, N.GOAL_POSITION) == 2999
+
+
+async def test_a_pwm_limit_of_zero_is_refused_at_start_up(open_bus, backend_for):
+    spec = ServoSpec(1, "XM430-W350", "j1")
+    vbus = open_bus([spec])
+    servo_cli(vbus, "--id", "1", "--pwm-limit", "0")
+    with pytest.raises(ServoLimitError) as info:
+        async with backend_for(vbus, [spec]):
+            pytest.fail("the backend started")
+    assert (info.value.register, info.value.found) == ("PWM Limit", 0)
+    assert info.value.problem is StartupProblem.NO_TORQUE
+    assert "--pwm-limit 885" in info.value.command
+
+
+async def test_protocol1_angle_limits_are_honoured(open_bus, backend_for):
+    spec = ServoSpec(1, "AX-12A", "j1")
+    vbus = open_bus([spec], protocol=1)
+    servo_cli(vbus, "--id", "1", "--max-position-limit", "800", protocol=1)
+    high = (900 - 512) * AX.radians_per_tick
+    with pytest.raises(ServoLimitError) as info:
+        async with backend_for(vbus, [spec], protocol=1, joint_limits={"j1": (-0.5, high)}):
+            pytest.fail("the backend started")
+    assert (info.value.register, info.value.address) == ("CCW Angle Limit", 8)
+    assert (info.value.found, info.value.expected) == (800, 900)
+    assert "--protocol 1" in info.value.command
+    async with backend_for(vbus, [spec], protocol=1) as arm:
+        with pytest.raises(DataLimitError, match="CCW Angle Limit"):
+            await arm.write({"j1": high})
+        assert arm.counters.data_limit_errors == 1
+
+
+def test_a_write_answered_with_angle_limit_error_is_a_data_limit_error(open_bus):
+    vbus = open_bus([ServoSpec(1, "AX-12A", "j1")], protocol=1)
+    servo_cli(vbus, "--id", "1", "--max-position-limit", "800", protocol=1)
+    bus = DynamixelBus(vbus.port, 1_000_000, 1, margin_ms=100.0)
+    bus.open()
+    try:
+        goal = AX.register(N.GOAL_POSITION)
+        with pytest.raises(DataLimitError) as info:
+            bus.write(1, goal.address, goal.encode(900))
+        assert (info.value.servo_id, info.value.address) == (1, goal.address)
+        assert bus.counters.data_limit_errors == 1
+        assert bus.counters.servo_errors == 1
+    finally:
+        bus.close()
