@@ -100,6 +100,9 @@ class Register:
     range of the encoding applies. ``dependent`` holds the ranges that other registers
     give (a write outside is a limit error). ``unit`` is the manual's unit text;
     ``index`` numbers the items of a series (Indirect Address 1 ~ 56), else 0.
+    ``values``: where the manual lists the values a register takes (Operating Mode:
+    those of the model's modes), only those are in range; empty: every value of
+    ``min`` ~ ``max``.
     """
 
     name: enum.Enum
@@ -114,6 +117,7 @@ class Register:
     default: int = 0
     dependent: tuple[DependentRange, ...] = ()
     index: int = 0
+    values: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         if self.size not in (1, 2, 4):
@@ -123,6 +127,12 @@ class Register:
             low, high = self.raw_range()
             object.__setattr__(self, "min", low)
             object.__setattr__(self, "max", high)
+
+    def in_range(self, value: int) -> bool:
+        """Whether ``value`` is within the register's own range (and listed values)."""
+        if not self.min <= value <= self.max:
+            return False
+        return not self.values or value in self.values
 
     @property
     def label(self) -> str:

@@ -207,7 +207,7 @@ class ControlTableMemory:
             if eeprom_lock and torque_on and reg.area is Area.EEPROM:
                 return WriteRefused(WriteFault.ACCESS, reg.name)
             value = reg.decode(chunk)
-            if not reg.min <= value <= reg.max:
+            if not reg.in_range(value):
                 return WriteRefused(WriteFault.RANGE, reg.name, value)
             if reg.dependent:
                 mode = self.operating_mode() if mode is None else mode

@@ -115,6 +115,7 @@ class _Filler:
         encoding: Encoding = Encoding.UNSIGNED,
         default: int = 0,
         dependent: tuple[DependentRange, ...] = (),
+        values: frozenset[int] = frozenset(),
     ) -> Register:
         low, high = self.data.ranges.get(name, (low, high))
         return Register(
@@ -129,6 +130,7 @@ class _Filler:
             encoding,
             self.data.defaults.get(name, default),
             dependent,
+            values=values,
         )
 
 
@@ -139,6 +141,10 @@ def _x_series(data: ModelTable, *, current: bool) -> ControlTable:
     Load at 126.
     """
     reg = _Filler(data)
+    # Operating Mode(11) takes the values of the model's modes: six with current
+    # sensing (0, 1, 3, 4, 5, 16), four without (1, 3, 4, 16; e-manual Operating Mode
+    # of the XL430 / MX-28(2.0) pages).
+    modes = frozenset(_X_MODES if current else _LOAD_MODES)
     current_max = data.ranges.get(N.CURRENT_LIMIT, (0, 0))[1]
     velocity_max = data.ranges.get(N.VELOCITY_LIMIT, (0, 1023))[1]
     effort = (
@@ -180,7 +186,7 @@ def _x_series(data: ModelTable, *, current: bool) -> ControlTable:
         reg(N.BAUD_RATE, 8, 1, RW, EE, "", 0, 7, default=1),
         reg(N.RETURN_DELAY_TIME, 9, 1, RW, EE, "2 µs", 0, 254, default=250),
         reg(N.DRIVE_MODE, 10, 1, RW, EE, "", 0, 13),
-        reg(N.OPERATING_MODE, 11, 1, RW, EE, "", 0, 16, default=3),
+        reg(N.OPERATING_MODE, 11, 1, RW, EE, "", 0, 16, default=3, values=modes),
         reg(N.SECONDARY_ID, 12, 1, RW, EE, "", 0, 255, default=255),
         reg(N.PROTOCOL_TYPE, 13, 1, RW, EE, "", 1, 2, default=2),
         reg(N.HOMING_OFFSET, 20, 4, RW, EE, "1 pulse", -1_044_479, 1_044_479, S),

@@ -208,3 +208,17 @@ def test_reserved_addresses_read_zero_and_refuse_writes():
     s = servo("XM430-W350")
     assert s.read(14, 6, 0.0) == (0, bytes(6))  # between Protocol Type(13) and Homing Offset(20)
     assert s.write(14, b"\x01", 0.0) == ACCESS
+
+
+@pytest.mark.parametrize(
+    ("name", "modes"),
+    [
+        ("XM430-W350", {0, 1, 3, 4, 5, 16}),
+        ("XL430-W250", {1, 3, 4, 16}),
+        ("MX-28(2.0)", {1, 3, 4, 16}),
+    ],
+)
+def test_operating_mode_takes_only_the_modes_the_model_has(name, modes):
+    s = servo(name)
+    for mode in range(18):
+        assert write(s, N.OPERATING_MODE, mode) == (0 if mode in modes else RANGE), mode
