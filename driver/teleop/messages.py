@@ -1,7 +1,8 @@
 """Teleop messages: parse and validate MQTT payloads, sans I/O.
 
-Each input topic carries one JSON object (see ``docs/teleop.md`` and the JSON
-Schema files in ``hilbot/driver/teleop/schema``):
+Each input topic carries one JSON object, defined by the pydantic models in
+:mod:`~hilbot.driver.teleop.payloads` (the shipped JSON Schema files are generated
+from them; see ``docs/teleop.md``):
 
 - ``target/<chain>``: ``{"seq", "position", "orientation"?, "stamp"?, "ttl"?, "sender"?}``
 - ``joints/target``: ``{"seq", "positions": {joint: value}, "stamp"?, "ttl"?, "sender"?}``
@@ -15,7 +16,6 @@ network or the robot.
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 from collections.abc import Mapping
@@ -24,75 +24,51 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import ValidationError
 
+from hilbot.driver.teleop.payload_errors import invalid_from
+from hilbot.driver.teleop.payloads import (
+    MAX_COORDINATE_M,
+    MAX_JOINT_VALUE,
+    MAX_JOINTS,
+    MAX_NAME_LENGTH,
+    MAX_SEQ,
+    CommandName,
+    CommandPayload,
+    Direction,
+    Envelope,
+    JointTargetPayload,
+    PoseTargetPayload,
+    Position,
+    Quaternion,
+    ToolAxis,
+    Wire,
+)
+from hilbot.driver.teleop.rejection import Invalid, MessageRejected, Rejection, RejectReason
 from hilbot.kinematics.spatial import rpy_to_matrix
 
-#: Largest accepted ``seq`` (the largest integer a JSON double holds exactly).
-MAX_SEQ = 2**53 - 1
-#: Bounds that keep hostile payloads cheap to reject.
-MAX_JOINTS = 64
-MAX_NAME_LENGTH = 64
-#: A coordinate larger than this [m] is a typo or an attack, not a target.
-MAX_COORDINATE_M = 100.0
-#: A joint target larger than this [rad or m] is rejected before the safety layer sees it.
-MAX_JOINT_VALUE = 1000.0
+__all__ = [
+    "MAX_COORDINATE_M",
+    "MAX_JOINTS",
+    "MAX_JOINT_VALUE",
+    "MAX_NAME_LENGTH",
+    "MAX_SEQ",
+    "CommandMessage",
+    "CommandName",
+    "Header",
+    "JointTarget",
+    "Message",
+    "MessageRejected",
+    "Orientation",
+    "PoseTarget",
+    "RejectReason",
+    "Rejection",
+    "Vocabulary",
+    "parse",
+]
+
+#: A quaternion or axis shorter than this has no direction.
 _MIN_NORM = 1e-9
-
-
-class RejectReason(enum.StrEnum):
-    """Why a message was dropped; the ``reason`` field on the ``error`` topic."""
-
-    OVERSIZED = "oversized"
-    NOT_JSON = "not_json"
-    INVALID = "invalid"  # wrong type, size, missing or unknown field
-    NON_FINITE = "non_finite"
-    UNKNOWN_TOPIC = "unknown_topic"
-    UNKNOWN_CHAIN = "unknown_chain"
-    UNKNOWN_JOINT = "unknown_joint"
-    UNKNOWN_COMMAND = "unknown_command"
-    STALE_SEQ = "stale_seq"  # older than or equal to the last accepted seq
-    EXPIRED = "expired"
-    FUTURE_STAMP = "future_stamp"
-    RETAINED = "retained"  # a retained target or command is never acted on
-    REFUSED = "refused"  # well-formed, but the runtime refused it
-
-
-class CommandName(enum.StrEnum):
-    """Commands accepted on the ``cmd`` topic."""
-
-    ENABLE = "enable"
-    DISABLE = "disable"
-    ESTOP = "estop"
-    RESET = "reset"
-    HOME = "home"
-    REBOOT = "reboot"
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """A dropped message: what was wrong, where, and which ``seq`` it carried."""
-
-    reason: RejectReason
-    detail: str
-    topic: str
-    seq: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the ``error`` topic payload (without the counters)."""
-        return {
-            "reason": self.reason.value,
-            "detail": self.detail,
-            "topic": self.topic,
-            "seq": self.seq,
-        }
-
-
-class MessageRejected(ValueError):
-    """Raised by :func:`parse` and the freshness filter; carries the :class:`Rejection`."""
-
-    def __init__(self, rejection: Rejection) -> None:
-        super().__init__(f"{rejection.reason.value}: {rejection.detail} ({rejection.topic})")
-        self.rejection = rejection
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,16 +138,6 @@ class Vocabulary:
     max_payload_bytes: int = 4096
 
 
-class _Invalid(Exception):
-    """Internal: a field is wrong; turned into a Rejection by :func:`parse`."""
-
-    def __init__(self, reason: RejectReason, detail: str, seq: int | None = None) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-        self.seq = seq
-
-
 def parse(topic: str, payload: bytes, vocabulary: Vocabulary) -> Message:
     """Parse one input message.
 
@@ -190,7 +156,7 @@ def parse(topic: str, payload: bytes, vocabulary: Vocabulary) -> Message:
     seq: int | None = None
     try:
         if len(payload) > vocabulary.max_payload_bytes:
-            raise _Invalid(
+            raise Invalid(
                 RejectReason.OVERSIZED,
                 f"{len(payload)} bytes, the limit is {vocabulary.max_payload_bytes}",
             )
@@ -198,7 +164,7 @@ def parse(topic: str, payload: bytes, vocabulary: Vocabulary) -> Message:
         data = _decode(payload)
         seq = _peek_seq(data)
         return _build(kind, chain, data, vocabulary)
-    except _Invalid as exc:
+    except Invalid as exc:
         seq = seq if seq is not None else exc.seq
         raise MessageRejected(Rejection(exc.reason, exc.detail, topic, seq)) from None
 
@@ -206,7 +172,7 @@ def parse(topic: str, payload: bytes, vocabulary: Vocabulary) -> Message:
 def _route(topic: str, vocabulary: Vocabulary) -> tuple[str, str]:
     head = vocabulary.prefix + "/"
     if not topic.startswith(head):
-        raise _Invalid(RejectReason.UNKNOWN_TOPIC, f"not under the prefix {vocabulary.prefix!r}")
+        raise Invalid(RejectReason.UNKNOWN_TOPIC, f"not under the prefix {vocabulary.prefix!r}")
     rest = topic[len(head) :]
     if rest in ("cmd", "joints/target"):
         return rest, ""
@@ -214,28 +180,32 @@ def _route(topic: str, vocabulary: Vocabulary) -> tuple[str, str]:
         chain = rest[len("target/") :]
         if chain not in vocabulary.chains:
             known = ", ".join(sorted(vocabulary.chains)) or "none"
-            raise _Invalid(RejectReason.UNKNOWN_CHAIN, f"unknown chain {chain!r}; known: {known}")
+            raise Invalid(RejectReason.UNKNOWN_CHAIN, f"unknown chain {chain!r}; known: {known}")
         return "target", chain
-    raise _Invalid(
+    raise Invalid(
         RejectReason.UNKNOWN_TOPIC,
         f"unknown topic {rest!r}; inputs are target/<chain>, joints/target and cmd",
     )
 
 
 def _reject_constant(name: str) -> float:
-    raise _Invalid(RejectReason.NON_FINITE, f"{name} is not a JSON number (no NaN or Infinity)")
+    raise Invalid(RejectReason.NON_FINITE, f"{name} is not a JSON number (no NaN or Infinity)")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _Invalid(RejectReason.INVALID, f"duplicate field {key!r}")
-        result[key] = value
+    result = dict(pairs)
+    if len(result) < len(pairs):  # the common case costs one dict and one comparison
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise Invalid(RejectReason.INVALID, f"duplicate field {key!r}")
+            seen.add(key)
     return result
 
 
 #: One decoder for all messages (``json.loads`` with hooks builds a new one per call).
+#: Python's decoder, not pydantic's: it finds duplicate fields, which the schema
+#: cannot see and another reader of the same payload may resolve differently.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
 
 
@@ -243,13 +213,13 @@ def _decode(payload: bytes) -> dict[str, Any]:
     try:
         data = _DECODER.decode(payload.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
-        raise _Invalid(RejectReason.NOT_JSON, f"not JSON: {exc}") from None
-    except _Invalid as exc:
+        raise Invalid(RejectReason.NOT_JSON, f"not JSON: {exc}") from None
+    except Invalid as exc:
         if exc.reason is RejectReason.NON_FINITE:
             exc.seq = _seq_despite_non_finite(payload)
         raise
     if not isinstance(data, dict):
-        raise _Invalid(RejectReason.INVALID, f"expected a JSON object, got {_kind(data)}")
+        raise Invalid(RejectReason.INVALID, f"expected a JSON object, got {_kind(data)}")
     return data
 
 
@@ -269,199 +239,70 @@ def _peek_seq(data: Mapping[str, Any]) -> int | None:
     return None
 
 
-_HEADER_FIELDS = frozenset({"seq", "stamp", "ttl", "sender"})
-_FIELDS = {
-    "target": frozenset({"position", "orientation"}),
-    "joints/target": frozenset({"positions"}),
-    "cmd": frozenset({"command"}),
+_MODELS: dict[str, type[Wire]] = {
+    "target": PoseTargetPayload,
+    "joints/target": JointTargetPayload,
+    "cmd": CommandPayload,
 }
 
 
 def _build(kind: str, chain: str, data: dict[str, Any], vocabulary: Vocabulary) -> Message:
-    allowed = _FIELDS[kind] | _HEADER_FIELDS
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise _Invalid(
-            RejectReason.INVALID,
-            f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}",
-        )
-    header = _header(data, seq_required=kind != "cmd")
-    if kind == "target":
-        position = _vector(_require(data, "position"), "position")
-        return PoseTarget(header, chain, position, _orientation(data.get("orientation")))
-    if kind == "joints/target":
-        return JointTarget(header, _joint_positions(_require(data, "positions"), vocabulary))
-    return CommandMessage(header, _command(_require(data, "command")))
+    model = _MODELS[kind]
+    try:
+        body = model.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_from(exc, model.model_fields) from None
+    if isinstance(body, PoseTargetPayload):
+        position = _array(body.position)
+        return PoseTarget(_header(body, body.seq), chain, position, _orientation(body))
+    if isinstance(body, JointTargetPayload):
+        return JointTarget(_header(body, body.seq), _joint_positions(body.positions, vocabulary))
+    assert isinstance(body, CommandPayload)
+    return CommandMessage(_header(body, body.seq), body.command)
 
 
-def _require(data: Mapping[str, Any], key: str) -> Any:
-    if key not in data:
-        raise _Invalid(RejectReason.INVALID, f"missing field {key!r}")
-    return data[key]
+def _header(body: Envelope, seq: int | None) -> Header:
+    return Header(seq, body.stamp, body.ttl, body.sender)
 
 
-def _header(data: Mapping[str, Any], *, seq_required: bool) -> Header:
-    seq: int | None = None
-    if "seq" in data or seq_required:
-        raw = _require(data, "seq")
-        if not isinstance(raw, int) or isinstance(raw, bool) or not 0 <= raw <= MAX_SEQ:
-            raise _Invalid(
-                RejectReason.INVALID, f"seq must be an integer in [0, 2**53-1], got {raw!r}"
-            )
-        seq = raw
-    stamp = _optional_number(data, "stamp", low=0.0)
-    ttl = _optional_number(data, "ttl", low=0.0)
-    if ttl is not None and ttl <= 0.0:
-        raise _Invalid(RejectReason.INVALID, f"ttl must be > 0 s, got {ttl}")
-    if ttl is not None and stamp is None:
-        # Without the send time the receiver cannot tell how long the message travelled.
-        raise _Invalid(RejectReason.INVALID, "ttl needs stamp (the send time, Unix seconds)")
-    sender = data.get("sender", "")
-    if not isinstance(sender, str) or len(sender) > MAX_NAME_LENGTH:
-        raise _Invalid(
-            RejectReason.INVALID, f"sender must be a string of at most {MAX_NAME_LENGTH} characters"
-        )
-    return Header(seq, stamp, ttl, sender)
+def _array(vector: Position | Direction | list[float]) -> NDArray[np.float64]:
+    if isinstance(vector, list):
+        return np.array(vector)
+    return np.array((vector.x, vector.y, vector.z))
 
 
-def _optional_number(data: Mapping[str, Any], key: str, *, low: float) -> float | None:
-    if key not in data or data[key] is None:
-        return None
-    value = _number(data[key], key)
-    if value < low:
-        raise _Invalid(RejectReason.INVALID, f"{key} must be >= {low}, got {value}")
-    return value
-
-
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Invalid(RejectReason.INVALID, f"{where} must be a number, got {_kind(value)}")
-    number = float(value)
-    if not math.isfinite(number):
-        raise _Invalid(RejectReason.NON_FINITE, f"{where} is {number}")
-    return number
-
-
-def _vector(value: Any, where: str, keys: tuple[str, ...] = ("x", "y", "z")) -> NDArray[np.float64]:
-    """A fixed-size vector given as ``{"x": .., ...}`` or as a list in the same order."""
-    if isinstance(value, dict):
-        if set(value) != set(keys):
-            raise _Invalid(
-                RejectReason.INVALID,
-                f"{where} needs exactly the fields {', '.join(keys)}, "
-                f"got {', '.join(value) or 'none'}",
-            )
-        items = [value[k] for k in keys]
-        names = [f"{where}.{k}" for k in keys]
-    elif isinstance(value, list):
-        if len(value) != len(keys):
-            raise _Invalid(
-                RejectReason.INVALID, f"{where} needs {len(keys)} numbers, got {len(value)}"
-            )
-        items = value
-        names = [f"{where}[{i}]" for i in range(len(keys))]
-    else:
-        raise _Invalid(
-            RejectReason.INVALID, f"{where} must be an object or a list, got {_kind(value)}"
-        )
-    vector = np.array([_number(v, n) for v, n in zip(items, names, strict=True)])
-    if where == "position" and np.max(np.abs(vector)) > MAX_COORDINATE_M:
-        raise _Invalid(
-            RejectReason.INVALID, f"position is beyond {MAX_COORDINATE_M} m: {vector.tolist()}"
-        )
-    return vector
-
-
-def _orientation(value: Any) -> Orientation:
+def _orientation(body: PoseTargetPayload) -> Orientation:
+    value = body.orientation
     if value is None:
         return None
-    if not isinstance(value, dict):
-        raise _Invalid(
-            RejectReason.INVALID,
-            "orientation must be null, {w,x,y,z}, {axis: [x,y,z]} or {roll,pitch,yaw}, "
-            f"got {_kind(value)}",
-        )
-    if "axis" in value:
-        if len(value) != 1:
-            raise _Invalid(RejectReason.INVALID, "orientation.axis takes no other fields")
-        return _unit(_vector(value["axis"], "orientation.axis"), "orientation.axis")
-    if "w" in value:
-        quaternion = _vector(value, "orientation", ("w", "x", "y", "z"))
-        return _unit(quaternion, "orientation")
-    if "roll" in value:
-        roll, pitch, yaw = _vector(value, "orientation", ("roll", "pitch", "yaw"))
-        # URDF convention: fixed axes, Rz(yaw) @ Ry(pitch) @ Rx(roll).
-        return rpy_to_matrix((roll, pitch, yaw))
-    raise _Invalid(
-        RejectReason.INVALID,
-        "orientation must be {w,x,y,z}, {axis: [x,y,z]} or {roll,pitch,yaw}, "
-        f"got the fields {', '.join(value) or 'none'}",
-    )
+    if isinstance(value, Quaternion):
+        return _unit(np.array((value.w, value.x, value.y, value.z)), "orientation")
+    if isinstance(value, ToolAxis):
+        return _unit(_array(value.axis), "orientation.axis")
+    # URDF convention: fixed axes, Rz(yaw) @ Ry(pitch) @ Rx(roll).
+    return rpy_to_matrix((value.roll, value.pitch, value.yaw))
 
 
 def _unit(vector: NDArray[np.float64], where: str) -> NDArray[np.float64]:
-    norm = float(np.linalg.norm(vector))
+    # math.hypot scales before squaring: exact, and finite for any finite vector.
+    norm = math.hypot(*vector.tolist())
     if norm < _MIN_NORM:
-        raise _Invalid(RejectReason.INVALID, f"{where} has zero length")
+        raise Invalid(RejectReason.INVALID, f"{where} has zero length")
     result: NDArray[np.float64] = vector / norm
     return result
 
 
-def _joint_positions(value: Any, vocabulary: Vocabulary) -> dict[str, float]:
-    if not isinstance(value, dict):
-        raise _Invalid(
-            RejectReason.INVALID,
-            f"positions must be an object {{joint: value}}, got {_kind(value)}",
-        )
-    if not value:
-        raise _Invalid(RejectReason.INVALID, "positions is empty")
-    if len(value) > MAX_JOINTS:
-        raise _Invalid(
-            RejectReason.INVALID, f"positions has {len(value)} joints, at most {MAX_JOINTS}"
-        )
-    result: dict[str, float] = {}
-    for name, raw in value.items():
+def _joint_positions(positions: dict[str, float], vocabulary: Vocabulary) -> dict[str, float]:
+    for name in positions:
         if name not in vocabulary.joints:
             known = ", ".join(sorted(vocabulary.joints)) or "none"
-            raise _Invalid(
+            raise Invalid(
                 RejectReason.UNKNOWN_JOINT,
                 f"unknown joint {name[:MAX_NAME_LENGTH]!r}; known: {known}",
             )
-        number = _number(raw, f"positions.{name}")
-        if abs(number) > MAX_JOINT_VALUE:
-            raise _Invalid(
-                RejectReason.INVALID, f"positions.{name} = {number} is beyond ±{MAX_JOINT_VALUE}"
-            )
-        result[name] = number
-    return result
-
-
-def _command(value: Any) -> CommandName:
-    if not isinstance(value, str):
-        raise _Invalid(RejectReason.INVALID, f"command must be a string, got {_kind(value)}")
-    try:
-        return CommandName(value)
-    except ValueError:
-        known = ", ".join(c.value for c in CommandName)
-        raise _Invalid(
-            RejectReason.UNKNOWN_COMMAND,
-            f"unknown command {value[:MAX_NAME_LENGTH]!r}; known: {known}",
-        ) from None
+    return positions
 
 
 def _kind(value: Any) -> str:
-    """JSON name of a value's type, for error messages."""
-    match value:
-        case None:
-            return "null"
-        case bool():
-            return "a boolean"
-        case int() | float():
-            return "a number"
-        case str():
-            return "a string"
-        case list():
-            return "an array"
-        case dict():
-            return "an object"
-    return type(value).__name__
+    """JSON name of a top-level value's type."""
+    return "an array" if isinstance(value, list) else type(value).__name__

@@ -255,6 +255,50 @@ def test_unknown_chain_names_the_known_ones():
     assert "known: arm" in info.value.rejection.detail
 
 
+OVERFLOWING = [
+    {"w": 1e200, "x": 0, "y": 0, "z": 0},
+    {"w": 1e300, "x": 1e300, "y": 0, "z": 0},
+    {"w": 1e-300, "x": 0, "y": 0, "z": -1e155},
+    {"axis": [1e200, 0, 0]},
+    {"axis": {"x": 0, "y": -1e300, "z": 1e300}},
+    {"roll": 1e300, "pitch": 0, "yaw": 0},
+]
+
+
+@pytest.mark.parametrize("orientation", OVERFLOWING)
+def test_an_orientation_whose_norm_overflows_is_invalid(orientation):
+    # Its squared norm is inf: normalising it gave a zero vector, which the runtime refused.
+    with pytest.raises(MessageRejected) as info:
+        parse(TARGET, payload({"seq": 7, "position": [0, 0, 0], "orientation": orientation}), VOCAB)
+    rejection = info.value.rejection
+    assert rejection.reason is RejectReason.INVALID
+    assert rejection.detail.startswith("orientation.")
+    assert "must be <= " in rejection.detail or "must be >= " in rejection.detail
+    assert rejection.seq == 7
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(
+            {"seq": 7, "position": [0, 0, 0], "orientation": orientation},
+            load_schema("pose_target"),
+        )
+
+
+def test_large_orientations_within_bounds_are_normalised_exactly():
+    m = parse(
+        TARGET,
+        payload(
+            {"seq": 1, "position": [0, 0, 0], "orientation": {"w": 1e6, "x": 1e6, "y": 0, "z": 0}}
+        ),
+        VOCAB,
+    )
+    np.testing.assert_allclose(m.orientation, [2**-0.5, 2**-0.5, 0, 0], rtol=1e-15)
+    m = parse(
+        TARGET,
+        payload({"seq": 1, "position": [0, 0, 0], "orientation": {"axis": [0, 3e-9, 4e-9]}}),
+        VOCAB,
+    )
+    np.testing.assert_allclose(m.orientation, [0, 0.6, 0.8], rtol=1e-15)
+
+
 @pytest.mark.parametrize(
     ("topic", "data"),
     [
