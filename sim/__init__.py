@@ -4,8 +4,8 @@ from hilbot.sim.faults import FaultTable, Presence, ReplyFate, ServoFaults
 from hilbot.sim.servo_model import ServoModel
 from hilbot.sim.servo_physics import ServoPhysics, known_models, physics_for
 from hilbot.sim.sim_backend import SimBackend
-from hilbot.sim.testing import running_virtual_bus
 from hilbot.sim.virtual_bus import VirtualBus
+from hilbot.sim.virtual_bus_runner import running_virtual_bus
 
 __all__ = [
     "FaultTable",

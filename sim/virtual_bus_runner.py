@@ -1,9 +1,10 @@
-"""Test helpers shipped with hilbot: a virtual Dynamixel bus for your own tests.
+"""``running_virtual_bus``: a virtual Dynamixel bus set up in joint space, ready to enter.
 
-Like httpx's ``MockTransport``, this is public API. A pytest fixture::
+Used by ``hilbot sim-bus``, the bench and tests; shipped for your own tests too,
+like httpx's ``MockTransport``. A pytest fixture::
 
     import pytest
-    from hilbot.sim.testing import running_virtual_bus
+    from hilbot.sim import running_virtual_bus
 
     @pytest.fixture
     def bus():

@@ -125,7 +125,7 @@ async def _virtual(
 ) -> AsyncIterator[BenchBackend]:
     """One virtual bus per config bus, driven by the real Dynamixel backend."""
     from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
-    from hilbot.sim.testing import running_virtual_bus
+    from hilbot.sim.virtual_bus_runner import running_virtual_bus
 
     async with AsyncExitStack() as stack:
         ports: dict[str, str] = {}

@@ -143,7 +143,7 @@ def _ids(servos: Sequence[ServoSpec] | dict[int, str]) -> list[int]:
 
 @contextlib.contextmanager
 def _serving(buses: Sequence[_Bus], args: argparse.Namespace) -> Iterator[list[str]]:
-    from hilbot.sim.testing import running_virtual_bus
+    from hilbot.sim.virtual_bus_runner import running_virtual_bus
 
     with contextlib.ExitStack() as stack:
         ports = []

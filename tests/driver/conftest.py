@@ -29,8 +29,8 @@ from hilbot.driver.config import RobotConfig, parse_config
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.ticker import ManualClock
 from hilbot.hal.backend import JointState
+from hilbot.sim import running_virtual_bus
 from hilbot.sim.sim_backend import SimBackend
-from hilbot.sim.testing import running_virtual_bus
 
 
 def config_data(name: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from hilbot.driver.backends import MultiBackend
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.mapping import BusSpec, ServoSpec
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 
 
 async def test_trips_on_two_buses_are_joined_counted_and_cleared():

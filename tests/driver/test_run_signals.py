@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from hilbot.hal.dynamixel.tables import RegisterName
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 
 IDS = range(11, 16)  # the OpenManipulator-X's servos
 WAIT = 60.0  # [s] generous: start-up imports and the bus check on a busy machine

@@ -18,7 +18,7 @@ from hilbot.driver.runtime import Runtime
 from hilbot.driver.safety import Mode
 from hilbot.driver.state import Command, CycleRecord, FaultKind
 from hilbot.hal.dynamixel.tables import RegisterName
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 
 N = RegisterName
 RATE = 100.0  # modest: the virtual servos share this (busy, 2-core) machine

@@ -6,7 +6,7 @@ import pytest
 
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.mapping import BusSpec, ServoSpec
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 
 # The machine running the tests is shared and busy: allow replies to be late by
 # this much before calling them lost (real hardware uses the 3 ms default).

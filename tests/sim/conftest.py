@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 from dynamixel_sdk import PacketHandler, PortHandler, port_handler
 
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 from hilbot.sim.virtual_bus import VirtualBus
 
 

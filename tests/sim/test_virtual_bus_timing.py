@@ -11,7 +11,7 @@ from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.timing import ReadMethod
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.mapping import BusSpec, ServoSpec
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 from hilbot.sim.virtual_bus import BITS_PER_BYTE, VirtualBus
 
 

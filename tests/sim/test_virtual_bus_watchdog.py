@@ -19,7 +19,7 @@ from dynamixel_sdk import COMM_SUCCESS, GroupSyncWrite
 
 from hilbot.hal.dynamixel.protocol import StatusErrorCode
 from hilbot.hal.dynamixel.tables import RegisterName
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 
 N = RegisterName
 TORQUE_ENABLE, BUS_WATCHDOG, GOAL_POSITION = 64, 98, 116
