@@ -9,13 +9,16 @@ that reached it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.driver.config import SOLVE_OPTIONS, ChainConfig, SolverKind
 from hilbot.driver.safety import JointLimits
+from hilbot.driver.solver_kind import SOLVE_OPTIONS, SolverKind
+
+if TYPE_CHECKING:  # the config models import this module (through validation)
+    from hilbot.driver.config import ChainConfig
 
 
 def limited_robot(robot: Any, limits: JointLimits) -> Any:

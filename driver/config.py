@@ -36,6 +36,8 @@ from hilbot.driver.bounds import (
     MIN_RATE_HZ,
 )
 from hilbot.driver.errors import ConfigError
+from hilbot.driver.solver_kind import SOLVE_OPTIONS as SOLVE_OPTIONS  # re-exported
+from hilbot.driver.solver_kind import SolverKind as SolverKind  # re-exported
 from hilbot.driver.teleop.settings import TeleopSettings
 from hilbot.hal.mapping import MAX_SERVO_ID, BusSpec, ServoSpec
 
@@ -85,28 +87,6 @@ class ServoConfig(_Frozen):
     direction: Literal[1, -1] = 1
     gear_ratio: Positive = 1.0
     shadow_of: int | None = None
-
-
-class SolverKind(enum.StrEnum):
-    """The IK solver a chain uses (``hilbot.kinematics.ik``)."""
-
-    DLS = "dls"
-    QP = "qp"
-    FABRIK = "fabrik"
-    MULTITASK = "multitask"
-
-
-#: Options a chain may pass to ``solver.solve``; any other option goes to the solver's constructor.
-SOLVE_OPTIONS = frozenset(
-    {
-        "max_iterations",
-        "tolerance",
-        "orientation_tolerance",
-        "strict_orientation",
-        "respect_limits",
-        "max_delta",
-    }
-)
 
 
 class ChainConfig(_Frozen):

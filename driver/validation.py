@@ -9,12 +9,15 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hilbot.driver.bounds import margin_problem
 from hilbot.driver.chains import make_solver, split_options
-from hilbot.driver.config import RobotConfig, SolverKind
 from hilbot.driver.errors import ConfigError
+from hilbot.driver.solver_kind import SolverKind
+
+if TYPE_CHECKING:  # load_config calls check_config: at run time this module needs no config
+    from hilbot.driver.config import RobotConfig
 
 LIMIT_SLACK = 1e-6  # [rad] rounding allowed when comparing limits with a servo's range
 

@@ -1,0 +1,102 @@
+"""Imports point one way: no circle among driver and sim modules, no test helper in production."""
+
+import ast
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+PACKAGES = ("hilbot.driver", "hilbot.sim")
+
+
+def modules(package):
+    """``{module name: source path}`` of every module under ``package``."""
+    root = Path(str(resources.files(package)))
+    found = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join([package, *parts])] = path
+    return found
+
+
+def _type_checking_only(node):
+    test = node.test
+    return getattr(test, "id", getattr(test, "attr", None)) == "TYPE_CHECKING"
+
+
+def imported(path):
+    """Modules ``path`` imports at run time, lazily inside functions too (not for typing only)."""
+    names = set()
+    pending = [ast.parse(path.read_text(encoding="utf-8"))]
+    while pending:
+        for child in ast.iter_child_nodes(pending.pop()):
+            if isinstance(child, ast.If) and _type_checking_only(child):
+                pending.extend(child.orelse)
+                continue
+            if isinstance(child, ast.Import):
+                names.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
+                names.add(child.module)
+                names.update(f"{child.module}.{alias.name}" for alias in child.names)
+            pending.append(child)
+    return names
+
+
+def cycles(graph):
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.add(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph():
+    sources = {name: path for package in PACKAGES for name, path in modules(package).items()}
+    return {name: (imported(path) & set(sources)) - {name} for name, path in sources.items()}
+
+
+def test_the_driver_and_sim_modules_import_each_other_one_way(graph):
+    assert cycles(graph) == []
+
+
+def test_config_validation_and_chains_are_untied(graph):
+    assert "hilbot.driver.validation" in graph["hilbot.driver.config"]  # load_config checks
+    assert "hilbot.driver.config" not in graph["hilbot.driver.validation"]
+    assert "hilbot.driver.config" not in graph["hilbot.driver.chains"]
+
+
+def test_no_package_module_imports_the_test_helper_module(graph):
+    users = sorted(name for name, targets in graph.items() if "hilbot.sim.testing" in targets)
+    assert users == []
+    assert "hilbot.sim.virtual_bus_runner" in graph["hilbot.sim"]
+
+
+def test_the_finder_sees_lazy_imports():
+    # load_config imports validation inside the function: the graph must count it.
+    assert "hilbot.driver.validation" in imported(modules("hilbot.driver")["hilbot.driver.config"])
