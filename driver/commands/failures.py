@@ -79,8 +79,15 @@ def candidate_ports() -> list[str]:
     return [p.device for p in ports]
 
 
-def port_problem(port: str, reason: str, origin: str | None = None) -> str:
-    """Say that ``port`` cannot be opened, where it came from, and which ports exist."""
+#: What to do about a port that cannot be opened, for commands that take a config.
+PORT_FIX = (
+    "give the right one with --port or in the config's buses (`hilbot scan --port PORT` "
+    "checks that servos answer there)"
+)
+
+
+def port_problem(port: str, reason: str, origin: str | None = None, fix: str = PORT_FIX) -> str:
+    """Say that ``port`` cannot be opened, where it came from, which ports exist, the fix."""
     found = candidate_ports()
     where = f" (from {origin})" if origin else ""
     ports = (
@@ -88,11 +95,7 @@ def port_problem(port: str, reason: str, origin: str | None = None) -> str:
         if found
         else "no serial port found: is the adapter plugged in and powered?"
     )
-    return (
-        f"cannot open the serial port {port}{where}: {reason}; {ports}; give the right one "
-        "with --port or in the config's buses (`hilbot scan --port PORT` checks that servos "
-        "answer there)"
-    )
+    return f"cannot open the serial port {port}{where}: {reason}; {ports}; {fix}"
 
 
 def positive_seconds(text: str) -> float:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hilbot.driver.commands.failures import port_problem, reason_of
 from hilbot.hal.dynamixel.tools import COMMON_BAUD_RATES, scan
-from hilbot.hal.errors import HalError
+from hilbot.hal.errors import HalError, PortError
 
 
 def parse_baud_list(text: str) -> list[int]:
@@ -70,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
     protocols = (args.protocol,) if args.protocol else (2, 1)
     try:
         found = scan(args.port, args.baud, protocols, ids=args.ids, margin_ms=args.margin_ms)
+    except PortError as exc:
+        problem = port_problem(exc.port, reason_of(exc), "--port", "give the right one with --port")
+        print(f"hilbot scan: {problem}", file=sys.stderr)
+        return 2
     except HalError as exc:
         print(f"hilbot scan: {exc}", file=sys.stderr)
         return 2
