@@ -173,3 +173,13 @@ def test_trajectory_without_enable_warns(tmp_path, caplog):
     traj.write_text("t,joint1\n0,0\n0.1,0.1\n")
     assert main(["run", "--no-mqtt", "--trajectory", str(traj)]) == 0
     assert "without --enable" in caplog.text
+
+
+def test_the_run_says_it_holds_when_the_config_keeps_torque_on(tmp_path, capsys, config_data_of):
+    data = config_data_of("openmanipulator_x")
+    data["safety"]["torque_off_on_shutdown"] = False
+    path = tmp_path / "keep.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["run", str(path), "--no-mqtt", "--enable", "--duration", "0.3"]) == 0
+    out = capsys.readouterr().out
+    assert "shutdown: holding the last goal, torque left on on 5 servos" in out

@@ -192,3 +192,34 @@ def test_a_key_in_the_terminal_e_stops_and_ctrl_c_says_what_the_shutdown_did(rob
     records = [line for line in lines if " INFO " in line or " WARNING " in line]
     assert records and any(said in line for line in records)
     assert not [line for line in records if "Hz" in line and "late p50" in line], lines
+
+
+def test_the_local_stop_imports_and_runs_without_termios(tmp_path):
+    # As on Windows: no termios or tty module. Keys are off; nothing fails.
+    code = """
+import asyncio, sys
+sys.modules["termios"] = None
+sys.modules["tty"] = None
+from hilbot.driver.commands.local_stop import LocalStop
+
+class Runtime:
+    async def command(self, cmd):
+        pass
+
+async def main():
+    async with LocalStop(Runtime(), stdin=sys.stdin) as stop:
+        print("keys", stop.keys_active)
+
+asyncio.run(main())
+"""
+    controller, terminal = os.openpty()  # a terminal, so only the missing modules stop keys
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", code], stdin=terminal, capture_output=True, text=True,
+            timeout=WAIT,
+        )  # fmt: skip
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "keys False"
