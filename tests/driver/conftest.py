@@ -161,6 +161,11 @@ class FaultyBackend:
         self._rates = dict(rates)
         self._rng = rng
 
+    @property
+    def rates(self) -> dict[str, float]:
+        """The random failure rates per stage now in effect."""
+        return dict(self._rates)
+
     def _planned(self, stage: str) -> tuple[BaseException, bool] | None:
         plan = self._plans[stage]
         if plan:
