@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,11 +36,11 @@ from hilbot.driver.teleop.payloads import (
     CommandName,
     CommandPayload,
     Direction,
-    Envelope,
     JointTargetPayload,
     PoseTargetPayload,
     Position,
     Quaternion,
+    RollPitchYaw,
     ToolAxis,
     Wire,
 )
@@ -66,6 +66,8 @@ __all__ = [
     "Vocabulary",
     "parse",
 ]
+
+_Payload = TypeVar("_Payload", bound=Wire)
 
 #: A quaternion or axis shorter than this has no direction.
 _MIN_NORM = 1e-9
@@ -163,7 +165,7 @@ def parse(topic: str, payload: bytes, vocabulary: Vocabulary) -> Message:
         kind, chain = _route(topic, vocabulary)
         data = _decode(payload)
         seq = _peek_seq(data)
-        return _build(kind, chain, data, vocabulary)
+        return _BUILDERS[kind](chain, data, vocabulary)
     except Invalid as exc:
         seq = seq if seq is not None else exc.seq
         raise MessageRejected(Rejection(exc.reason, exc.detail, topic, seq)) from None
@@ -239,56 +241,74 @@ def _peek_seq(data: Mapping[str, Any]) -> int | None:
     return None
 
 
-_MODELS: dict[str, type[Wire]] = {
-    "target": PoseTargetPayload,
-    "joints/target": JointTargetPayload,
-    "cmd": CommandPayload,
+def _validated(model: type[_Payload], data: dict[str, Any]) -> _Payload:
+    # The model's validator itself: model_validate adds a Python call per message.
+    try:
+        body: _Payload = model.__pydantic_validator__.validate_python(data)
+    except ValidationError as exc:
+        raise invalid_from(exc, _FIELDS[model]) from None
+    return body
+
+
+#: Top-level fields of each payload, named when a message has an unknown one.
+_FIELDS: dict[type[Wire], tuple[str, ...]] = {
+    model: tuple(sorted(model.model_fields))
+    for model in (PoseTargetPayload, JointTargetPayload, CommandPayload)
 }
 
 
-def _build(kind: str, chain: str, data: dict[str, Any], vocabulary: Vocabulary) -> Message:
-    model = _MODELS[kind]
-    try:
-        body = model.model_validate(data)
-    except ValidationError as exc:
-        raise invalid_from(exc, model.model_fields) from None
-    if isinstance(body, PoseTargetPayload):
-        position = _array(body.position)
-        return PoseTarget(_header(body, body.seq), chain, position, _orientation(body))
-    if isinstance(body, JointTargetPayload):
-        return JointTarget(_header(body, body.seq), _joint_positions(body.positions, vocabulary))
-    assert isinstance(body, CommandPayload)
-    return CommandMessage(_header(body, body.seq), body.command)
+def _pose_target(chain: str, data: dict[str, Any], vocabulary: Vocabulary) -> Message:
+    body = _validated(PoseTargetPayload, data)
+    header = Header(body.seq, body.stamp, body.ttl, body.sender)
+    return PoseTarget(header, chain, _array(body.position), _orientation(body.orientation))
 
 
-def _header(body: Envelope, seq: int | None) -> Header:
-    return Header(seq, body.stamp, body.ttl, body.sender)
+def _joint_target(chain: str, data: dict[str, Any], vocabulary: Vocabulary) -> Message:
+    body = _validated(JointTargetPayload, data)
+    header = Header(body.seq, body.stamp, body.ttl, body.sender)
+    return JointTarget(header, _joint_positions(body.positions, vocabulary))
 
 
-def _array(vector: Position | Direction | list[float]) -> NDArray[np.float64]:
+def _command(chain: str, data: dict[str, Any], vocabulary: Vocabulary) -> Message:
+    body = _validated(CommandPayload, data)
+    return CommandMessage(Header(body.seq, body.stamp, body.ttl, body.sender), body.command)
+
+
+_BUILDERS: dict[str, Callable[[str, dict[str, Any], Vocabulary], Message]] = {
+    "target": _pose_target,
+    "joints/target": _joint_target,
+    "cmd": _command,
+}
+
+
+def _array(vector: Position | list[float]) -> NDArray[np.float64]:
+    return np.array(_components(vector))
+
+
+def _components(vector: Position | Direction | list[float]) -> tuple[float, ...]:
     if isinstance(vector, list):
-        return np.array(vector)
-    return np.array((vector.x, vector.y, vector.z))
+        return tuple(vector)
+    return (vector.x, vector.y, vector.z)
 
 
-def _orientation(body: PoseTargetPayload) -> Orientation:
-    value = body.orientation
+def _orientation(value: Quaternion | ToolAxis | RollPitchYaw | None) -> Orientation:
     if value is None:
         return None
-    if isinstance(value, Quaternion):
-        return _unit(np.array((value.w, value.x, value.y, value.z)), "orientation")
-    if isinstance(value, ToolAxis):
-        return _unit(_array(value.axis), "orientation.axis")
+    if type(value) is Quaternion:
+        return _unit((value.w, value.x, value.y, value.z), "orientation")
+    if type(value) is ToolAxis:
+        return _unit(_components(value.axis), "orientation.axis")
+    assert isinstance(value, RollPitchYaw)
     # URDF convention: fixed axes, Rz(yaw) @ Ry(pitch) @ Rx(roll).
     return rpy_to_matrix((value.roll, value.pitch, value.yaw))
 
 
-def _unit(vector: NDArray[np.float64], where: str) -> NDArray[np.float64]:
+def _unit(values: tuple[float, ...], where: str) -> NDArray[np.float64]:
     # math.hypot scales before squaring: exact, and finite for any finite vector.
-    norm = math.hypot(*vector.tolist())
+    norm = math.hypot(*values)
     if norm < _MIN_NORM:
         raise Invalid(RejectReason.INVALID, f"{where} has zero length")
-    result: NDArray[np.float64] = vector / norm
+    result: NDArray[np.float64] = np.array(values) / norm
     return result
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,12 +25,13 @@ _EXPECTED = {
 _BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
 
 
-def invalid_from(exc: ValidationError, allowed: Collection[str]) -> Invalid:
+def invalid_from(exc: ValidationError, allowed: Sequence[str]) -> Invalid:
     """Turn the first error of a payload's validation into an :class:`Invalid`.
 
     Args:
         exc: what pydantic raised validating the payload.
-        allowed: the payload's top-level fields, named when one is unknown.
+        allowed: the payload's top-level fields (in the order to name them when one is
+            unknown).
     """
     error = exc.errors(include_url=False)[0]
     kind = error["type"]
@@ -46,7 +47,7 @@ def invalid_from(exc: ValidationError, allowed: Collection[str]) -> Invalid:
     return Invalid(RejectReason.INVALID, _detail(error, allowed))
 
 
-def _detail(error: ErrorDetails, allowed: Collection[str]) -> str:
+def _detail(error: ErrorDetails, allowed: Sequence[str]) -> str:
     loc = error["loc"]
     where = _where(loc)
     kind = error["type"]
@@ -56,7 +57,7 @@ def _detail(error: ErrorDetails, allowed: Collection[str]) -> str:
         return f"missing field {where!r}"
     if kind == "extra_forbidden":
         detail = f"unknown field {where!r}"
-        return detail + (f"; allowed: {', '.join(sorted(allowed))}" if len(loc) == 1 else "")
+        return detail + (f"; allowed: {', '.join(allowed)}" if len(loc) == 1 else "")
     if kind in _EXPECTED:
         return f"{where} must be {_EXPECTED[kind]}, got {_kind(value)}"
     if kind in ("too_short", "too_long"):
