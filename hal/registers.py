@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import itertools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 
@@ -118,10 +118,13 @@ class Register:
     dependent: tuple[DependentRange, ...] = ()
     index: int = 0
     values: frozenset[int] = frozenset()
+    #: First address after this register (a field, not a property: reads are hot).
+    end: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.size not in (1, 2, 4):
             raise ValueError(f"{self.label}: size must be 1, 2 or 4, got {self.size}")
+        object.__setattr__(self, "end", self.address + self.size)
         if self.max == 0 and self.min == 0:
             # Unbounded by the manual: allow the full raw range of the encoding.
             low, high = self.raw_range()
@@ -139,11 +142,6 @@ class Register:
         """The manual's name, with the series number where there is one."""
         name = str(self.name.value)
         return f"{name} {self.index}" if self.index else name
-
-    @property
-    def end(self) -> int:
-        """First address after this register."""
-        return self.address + self.size
 
     def raw_range(self) -> tuple[int, int]:
         """Every value the register's bytes can hold in its encoding."""

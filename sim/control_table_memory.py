@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 from hilbot.hal.dynamixel.tables import Access, Area, ModelSpec, Register, RegisterName
 
@@ -80,6 +81,18 @@ class ControlTableMemory:
         self._owner: list[Register | None] = [None] * self.size
         #: Indirect Data address -> the address of its Indirect Address register.
         self._indirect: dict[int, int] = {}
+        #: ``(start, end)`` of each Indirect Data block (a quick test for reads/writes).
+        self._indirect_spans = tuple((a.data, a.data + a.count) for a in spec.indirect)
+        self._indirect_low = min((a for a, _ in self._indirect_spans), default=self.size)
+        self._indirect_high = max((b for _, b in self._indirect_spans), default=0)
+        #: Dependent ranges in force, by register; dropped when a write reaches a byte
+        #: of a register they read (``_bound_bytes``: limits and the operating mode).
+        self._bounds: dict[enum.Enum, tuple[int, int] | None] = {}
+        self._bound_bytes = frozenset(
+            a
+            for name in _bound_registers(spec)
+            for a in range(spec.table[name].address, spec.table[name].end)
+        )
         #: Bumped by every write except the firmware's present-value updates, so that
         #: cached settings (ID, baud rate, ...) know when to reload.
         self.generation = 0
@@ -101,6 +114,7 @@ class ControlTableMemory:
                 continue
             self.data[reg.address : reg.end] = reg.encode(reg.default)
         self.generation += 1
+        self._bounds.clear()
         if N.TORQUE_LIMIT in self.spec.table and N.MAX_TORQUE in self.spec.table:
             # 1.0: "When the power is turned on, Torque Limit uses [Max Torque] as the
             # initial value" (e-manual, Max Torque(14)).
@@ -119,7 +133,7 @@ class ControlTableMemory:
 
     def get(self, name: enum.Enum) -> int:
         """Decoded value of register ``name``."""
-        reg = self.spec.table[RegisterName(name.value)]
+        reg = self.spec.table[cast(RegisterName, name)]  # Bounds name Dynamixel registers
         return reg.decode(bytes(self.data[reg.address : reg.end]))
 
     def set(self, name: RegisterName, value: int) -> None:
@@ -127,6 +141,7 @@ class ControlTableMemory:
         reg = self.spec.table[name]
         self.data[reg.address : reg.end] = reg.encode(value)
         self.generation += 1
+        self._bounds.clear()
 
     def set_clamped(self, reg: Register, value: int) -> None:
         """Store ``value`` in ``reg``, clamped to the register's raw range."""
@@ -153,14 +168,17 @@ class ControlTableMemory:
 
     def touches_indirect(self, address: int, length: int) -> bool:
         """Whether ``[address, +length)`` holds an Indirect Data byte."""
-        return any(a in self._indirect for a in range(address, address + length))
+        end = address + length
+        if end <= self._indirect_low or address >= self._indirect_high:
+            return False
+        return any(start < end and address < stop for start, stop in self._indirect_spans)
 
     def read(self, address: int, length: int) -> bytes | None:
         """Bytes ``[address, address + length)``, or ``None`` when outside the table."""
         if address < 0 or length < 0 or address + length > self.size:
             return None
         data = bytearray(self.data[address : address + length])
-        if self._indirect and self.touches_indirect(address, length):
+        if self.touches_indirect(address, length):
             for i in range(length):
                 target = self.indirect_target(address + i)
                 if target is not None and 0 <= target < self.size:
@@ -194,7 +212,6 @@ class ControlTableMemory:
             return regs
         out = CheckedWrite()
         direct_start = address
-        mode: int | None = None
         for reg in regs:
             start = reg.address - address
             chunk = bytes(data[start : start + reg.size])
@@ -210,13 +227,14 @@ class ControlTableMemory:
             if not reg.in_range(value):
                 return WriteRefused(WriteFault.RANGE, reg.name, value)
             if reg.dependent:
-                mode = self.operating_mode() if mode is None else mode
-                bounds = reg.limit_range(mode, self.get)
+                bounds = self._limit_range(reg)
                 if bounds is not None and not bounds[0] <= value <= bounds[1]:
                     return WriteRefused(WriteFault.LIMIT, reg.name, value)
             out.values.append((reg, value))
         out.chunks.append((direct_start, bytes(data[direct_start - address :])))
         out.chunks = [(a, b) for a, b in out.chunks if b]
+        if not self.touches_indirect(address, len(data)):
+            return out
         indirect = self._check_indirect(address, data, torque_on=torque_on, lock=eeprom_lock)
         if isinstance(indirect, WriteRefused):
             return indirect
@@ -257,8 +275,32 @@ class ControlTableMemory:
         out.chunks += checked.chunks
         return None
 
+    def _limit_range(self, reg: Register) -> tuple[int, int] | None:
+        """``reg``'s dependent range in force now (cached until a limit changes)."""
+        try:
+            return self._bounds[reg.name]
+        except KeyError:
+            bounds = reg.limit_range(self.operating_mode(), self.get)
+            self._bounds[reg.name] = bounds
+            return bounds
+
     def store(self, checked: CheckedWrite) -> None:
         """Write what ``check_write`` accepted."""
         for address, data in checked.chunks:
             self.data[address : address + len(data)] = data
+            if self._bounds and not self._bound_bytes.isdisjoint(
+                range(address, address + len(data))
+            ):
+                self._bounds.clear()
         self.generation += 1
+
+
+def _bound_registers(spec: ModelSpec) -> set[RegisterName]:
+    """The registers any dependent range reads, and those the operating mode comes from."""
+    names = {N.OPERATING_MODE, N.CW_ANGLE_LIMIT, N.CCW_ANGLE_LIMIT}
+    for reg in spec.registers():
+        for rule in reg.dependent:
+            for end in (rule.low, rule.high):
+                if not isinstance(end, int):
+                    names.add(cast(RegisterName, end.register))
+    return {name for name in names if name in spec.table}
