@@ -205,7 +205,12 @@ def main() -> None:
         "models of `driver/teleop/payloads.py` (pydantic-core, strict mode) and builds the "
         "same `PoseTarget` / `JointTarget` / `CommandMessage`. 1-minute load average "
         f"{load_before:.1f} at the start, {load_after:.1f} at the end, on "
-        f"{os.cpu_count()} cores shared with other jobs.\n\n" + "\n".join(lines)
+        f"{os.cpu_count()} cores shared with other jobs.\n\n" + "\n".join(lines) + "\n\n"
+        "Targets and commands parse faster or as fast. A payload that is JSON but fails "
+        "validation costs more than before: pydantic-core raises, `ValidationError.errors()` "
+        "builds the error list, and the detail is formatted from its first entry. Bytes "
+        "that are no JSON (the garbage of the flood benchmark) fail in the same decoder as "
+        "before, and the error topic is rate-limited either way."
     )
     if args.no_write:
         print(body)
