@@ -16,6 +16,7 @@ from dynamixel_sdk import (
 )
 
 from hilbot.hal.backend import HardwareErrorFlags
+from hilbot.hal.dynamixel.tables import Access, model
 from hilbot.sim.testing import running_virtual_bus
 from hilbot.sim.virtual_bus import VirtualBus
 from tests.sim.conftest import Sdk, open_sdk
@@ -257,3 +258,49 @@ def test_rustypot_protocol_1():
         finally:
             mx.close()
         assert bus.errors == []
+
+
+# rustypot's register maps against ours: where they differ, the e-manual page decides,
+# and each difference below is one where rustypot departs from it.
+RUSTYPOT_DEPARTS = {
+    # The XL430-W250 page has no Current Limit(38) or Goal Current(102): no current sensing.
+    "XL430-W250": {(38, "missing"), (102, "missing")},
+    # The XL330-M288 page has no Acceleration Limit(40); its Indirect Data ends at 227
+    # (20 of them, from 208); Firmware Version, Registered Instruction and Hardware Error
+    # Status are R on the page, RW in rustypot.
+    "XL330-M288": {
+        (40, "missing"),
+        (228, "missing"),
+        (229, "missing"),
+        (6, "access"),
+        (69, "access"),
+        (70, "access"),
+    },
+    "AX-12A": set(),
+    "MX-28": set(),
+}
+
+
+@pytest.mark.parametrize(
+    ("controller", "name"),
+    [
+        (rustypot.Xl430PyController, "XL430-W250"),
+        (rustypot.Xl330PyController, "XL330-M288"),
+        (rustypot.AxPyController, "AX-12A"),
+        (rustypot.MxPyController, "MX-28"),
+    ],
+)
+def test_rustypot_register_maps_agree_with_ours_except_where_they_leave_the_e_manual(
+    controller, name
+):
+    by_address = {r.address: r for r in model(name).registers()}
+    differences = set()
+    for info in controller.registers():
+        ours = by_address.get(info.addr)
+        if ours is None:
+            differences.add((info.addr, "missing"))
+        elif ours.size != info.size:
+            differences.add((info.addr, "size"))
+        elif (str(info.access).endswith(".Read")) != (ours.access is Access.R):
+            differences.add((info.addr, "access"))
+    assert differences == RUSTYPOT_DEPARTS[name]
