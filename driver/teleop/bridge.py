@@ -27,6 +27,7 @@ from hilbot.driver.errors import DriverError
 from hilbot.driver.state import Command
 from hilbot.driver.teleop.backoff import Backoff
 from hilbot.driver.teleop.client import MqttClient
+from hilbot.driver.teleop.errors import BrokerUnreachable
 from hilbot.driver.teleop.freshness import FreshnessFilter
 from hilbot.driver.teleop.inbox import dispatching_queue
 from hilbot.driver.teleop.messages import (
@@ -41,6 +42,7 @@ from hilbot.driver.teleop.messages import (
     Vocabulary,
     parse,
 )
+from hilbot.driver.teleop.retained import RetainedEstop
 from hilbot.driver.teleop.settings import TeleopSettings
 from hilbot.driver.teleop.telemetry import encode, state_body, status_payload
 from hilbot.driver.teleop.topics import Topics
@@ -129,6 +131,13 @@ def runtime_command(name: CommandName) -> Any:
 class TeleopBridge:
     """Connects a runtime to an MQTT broker and keeps it connected.
 
+    Two connections: one for targets (and telemetry), one that subscribes to
+    ``cmd`` only, so that an e-stop never queues behind a flood of targets, in
+    the broker's queue for this client or in this client's socket. A broker
+    that cannot be reached (or refuses the login) at the first attempt raises
+    :class:`~hilbot.driver.teleop.errors.BrokerUnreachable`; later losses are
+    retried with jittered backoff.
+
     Args:
         runtime: the running ``Runtime`` (anything with the :class:`TeleopRuntime` methods).
         settings: teleop settings (apply :meth:`TeleopSettings.with_environment` first).
@@ -157,8 +166,14 @@ class TeleopBridge:
         self.url = parse_broker_url(url) if isinstance(url, str) else url
         self.topics = Topics(settings.topic_prefix(robot_name))
         self.counters = TeleopCounters()
-        #: Set while connected and subscribed; cleared when the link drops.
+        #: Set while both connections are up and subscribed; cleared when one drops.
         self.connected = asyncio.Event()
+        #: The retained e-stop found on ``cmd``, or None.
+        self.retained_estop: RetainedEstop | None = None
+        self._up: dict[str, bool] = {"targets": False, "commands": False}
+        self._links_up = asyncio.Event()
+        self._online = False  # the targets session has published status online
+        self._ever_up: dict[str, bool] = {"targets": False, "commands": False}
         self._robot = robot_name
         self._logger = logger if logger is not None else logging.getLogger(__name__)
         self._wall = wall_clock
@@ -191,33 +206,65 @@ class TeleopBridge:
         Commands run in their own task beside the connection, so a broker
         drop does not cut a running ``home`` short.
         """
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._run_commands(), name="teleop-commands")
-            group.create_task(self._connect_forever(), name="teleop-connection")
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._run_commands(), name="teleop-commands")
+                group.create_task(
+                    self._connect_forever("targets", self._session), name="teleop-connection"
+                )
+                group.create_task(
+                    self._connect_forever("commands", self._command_session),
+                    name="teleop-command-connection",
+                )
+        except* BrokerUnreachable as group:
+            raise group.exceptions[0] from None
 
-    async def _connect_forever(self) -> None:
+    async def _connect_forever(
+        self, kind: str, session: Callable[[aiomqtt.Client], Coroutine[Any, Any, None]]
+    ) -> None:
         backoff = Backoff(self.settings.reconnect_min_s, self.settings.reconnect_max_s, self._rng)
         while True:
             try:
-                async with self._client() as client:
+                async with self._client(kind) as client:
                     backoff.reset()
-                    self.counters.connects += 1
-                    await self._session(client)
+                    if kind == "targets":
+                        self.counters.connects += 1
+                    await session(client)
             except* aiomqtt.MqttError as group:
-                self._lost(group.exceptions[0])
+                self._lost(kind, group.exceptions[0])
             delay = backoff.next_delay()
             self._logger.info("reconnecting to %s in %.2f s", self.url, delay)
             await asyncio.sleep(delay)
 
-    def _lost(self, exc: BaseException) -> None:
-        if self.connected.is_set():
-            self.counters.disconnects += 1
-            self._logger.warning("lost the MQTT broker %s: %s; the robot holds", self.url, exc)
+    def _mark(self, kind: str, up: bool) -> None:
+        self._up[kind] = up
+        if up:
+            self._ever_up[kind] = True
+        if kind == "targets" and not up:
+            self._online = False
+        if all(self._up.values()):
+            self._links_up.set()
+            if self._online:  # the command connection came back under a running session
+                self.connected.set()
+        else:
+            self._links_up.clear()
+            self.connected.clear()
+
+    def _lost(self, kind: str, exc: BaseException) -> None:
+        if not self._ever_up[kind]:
+            # The first attempt: a wrong host, port or login is the user's to fix, now.
+            raise BrokerUnreachable(str(self.url), str(exc))
+        if self._up[kind]:
+            if kind == "targets":
+                self.counters.disconnects += 1
+            self._logger.warning(
+                "lost the MQTT broker %s (%s connection): %s; the robot holds", self.url, kind, exc
+            )
         else:
             self._logger.warning("cannot reach the MQTT broker %s: %s", self.url, exc)
-        self.connected.clear()
+        self._mark(kind, False)
 
-    def _client(self) -> aiomqtt.Client:
+    def _client(self, kind: str = "targets") -> aiomqtt.Client:
         settings = self.settings
         password = settings.password.get_secret_value() if settings.password else None
         tls: dict[str, Any] = {}
@@ -230,14 +277,16 @@ class TeleopBridge:
             )
             tls["tls_insecure"] = settings.tls.insecure
         offline = status_payload(online=False, mode=None, faults=[], stamp=self._wall())
+        identifier = settings.client_id or f"hilbot-{self._robot}-{uuid.uuid4().hex[:8]}"
+        will = aiomqtt.Will(self.topics.status, offline, qos=1, retain=True)
         return MqttClient(
             self.url.host,
             self.url.port,
             username=self.url.username or settings.username,
             password=self.url.password or password,
-            identifier=settings.client_id or f"hilbot-{self._robot}-{uuid.uuid4().hex[:8]}",
+            identifier=identifier if kind == "targets" else f"{identifier[:60]}-cmd",
             queue_type=self._queue_type,
-            will=aiomqtt.Will(self.topics.status, offline, qos=1, retain=True),
+            will=will if kind == "targets" else None,
             clean_session=True,
             keepalive=settings.keepalive_s,
             timeout=PUBLISH_TIMEOUT_S * 2,
@@ -249,13 +298,18 @@ class TeleopBridge:
     async def _session(self, client: aiomqtt.Client) -> None:
         qos: int = self.settings.qos
         await client.subscribe([(self.topics.targets, qos), (self.topics.joints, qos)])
-        await client.subscribe(self.topics.cmd, qos=1)
-        # Online only once subscribed: a client that acts on the status (hilbot teleop
-        # sends "enable" when it sees the robot online) must not lose its first command.
-        status = await self._publish_status(client)
-        self.connected.set()
-        self._logger.info("teleop on %s under %s/", self.url, self.topics.prefix)
+        # Online only once both are subscribed: a client that acts on the status (hilbot
+        # teleop sends "enable" when it sees the robot online) must not lose its first
+        # command; a retained e-stop arrives on subscribing, before the status goes out.
+        self._mark("targets", True)
         try:
+            await self._links_up.wait()
+            if self._background:  # a retained e-stop is running: report its effect
+                await asyncio.wait(self._background, timeout=PUBLISH_TIMEOUT_S)
+            status = await self._publish_status(client)
+            self._online = True
+            self.connected.set()
+            self._logger.info("teleop on %s under %s/", self.url, self.topics.prefix)
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._receive(client), name="teleop-receive")
                 group.create_task(self._telemetry(client, status), name="teleop-telemetry")
@@ -263,6 +317,16 @@ class TeleopBridge:
         except asyncio.CancelledError:
             await self._say_goodbye(client)
             raise
+
+    async def _command_session(self, client: aiomqtt.Client) -> None:
+        """The ``cmd`` connection: it subscribes to nothing else, so no flood shares it."""
+        await client.subscribe(self.topics.cmd, qos=1)
+        # The broker sends a retained command right after the SUBACK: one more round
+        # trip lets it arrive before going online, so the first status reports it.
+        await client.unsubscribe(f"{self.topics.cmd}/sync")
+        self._mark("commands", True)
+        async for _ in client.messages:
+            pass
 
     async def _say_goodbye(self, client: aiomqtt.Client) -> None:
         """Publish ``status`` offline on a clean shutdown (the will covers the rest)."""
@@ -307,9 +371,14 @@ class TeleopBridge:
             The valid message, or None if it was rejected.
         """
         self.counters.received += 1
+        if topic == self.topics.cmd and not payload:
+            self._retained_cleared()  # an empty (retained) message clears the retained one
+            return None
         try:
             message = parse(topic, payload, self._vocabulary)
             estop = isinstance(message, CommandMessage) and message.command is CommandName.ESTOP
+            if estop and retained:
+                self._found_retained_estop(topic)
             if not estop:
                 # An e-stop is honoured whatever its seq, age or retain flag: it never moves.
                 if retained:
@@ -330,6 +399,18 @@ class TeleopBridge:
             self.reject(Rejection(RejectReason.INVALID, f"cannot be parsed: {exc!r}", topic))
             return None
         return message
+
+    def _found_retained_estop(self, topic: str) -> None:
+        self.retained_estop = RetainedEstop(topic, self.url, self.settings.username)
+        self._logger.warning("%s", self.retained_estop.explain())
+
+    def _retained_cleared(self) -> None:
+        if self.retained_estop is not None:
+            self._logger.warning(
+                "the retained e-stop on %s was cleared; reset the robot to re-arm it",
+                self.retained_estop.topic,
+            )
+            self.retained_estop = None
 
     def deliver(self, topic: str, message: Message) -> bool:
         """Hand a valid message to the runtime; False if the runtime refused it (reported).
@@ -355,6 +436,8 @@ class TeleopBridge:
                     self.runtime.set_joint_targets(message.positions)
                 case CommandMessage(command=CommandName.ESTOP):
                     self._spawn(self._run_command(message), "teleop-estop")
+                case CommandMessage() if not self.settings.command_allowed(message.command):
+                    raise MessageRejected(self._not_allowed(topic, message))
                 case CommandMessage():
                     self._commands.put_nowait(message)
         except asyncio.QueueFull:
@@ -370,6 +453,16 @@ class TeleopBridge:
             raise MessageRejected(
                 Rejection(RejectReason.REFUSED, str(exc), topic, message.header.seq)
             ) from None
+
+    def _not_allowed(self, topic: str, message: CommandMessage) -> Rejection:
+        allowed = sorted(c.value for c in self.settings.allowed_commands or ())
+        return Rejection(
+            RejectReason.REFUSED,
+            f"command {message.command.value!r} is not accepted over MQTT "
+            f"(teleop.allowed_commands: {', '.join(allowed)}); send it from the robot's terminal",
+            topic,
+            message.header.seq,
+        )
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coroutine, name=name)
@@ -423,7 +516,7 @@ class TeleopBridge:
                 await client.publish(self.topics.error, encode(payload), qos=0)
                 sent += 1
 
-    async def _telemetry(self, client: aiomqtt.Client, last_status: tuple[Any, Any]) -> None:
+    async def _telemetry(self, client: aiomqtt.Client, last_status: tuple[Any, ...]) -> None:
         period = 1.0 / self.settings.state_rate_hz
         deadline = time.monotonic()
         while True:
@@ -438,20 +531,25 @@ class TeleopBridge:
             await client.publish(
                 self.topics.state, payload, qos=self.settings.qos, timeout=PUBLISH_TIMEOUT_S
             )
-            status = (body["mode"], body["faults"])
+            status = (body["mode"], body["faults"], self.retained_estop)
             if status != last_status:
                 await self._publish_status(client, body)
                 last_status = status
 
     async def _publish_status(
         self, client: aiomqtt.Client, body: Mapping[str, Any] | None = None
-    ) -> tuple[Any, Any]:
-        """Publish the retained ``status``; returns the (mode, faults) it reported."""
+    ) -> tuple[Any, ...]:
+        """Publish the retained ``status``; returns the (mode, faults, retained e-stop) in it."""
         body = state_body(self.runtime.state()) if body is None else body
+        retained = self.retained_estop
         payload = status_payload(
-            online=True, mode=body["mode"], faults=body["faults"], stamp=self._wall()
+            online=True,
+            mode=body["mode"],
+            faults=body["faults"],
+            stamp=self._wall(),
+            retained_estop=retained.as_json() if retained is not None else None,
         )
         await client.publish(
             self.topics.status, payload, qos=1, retain=True, timeout=PUBLISH_TIMEOUT_S
         )
-        return (body["mode"], body["faults"])
+        return (body["mode"], body["faults"], retained)

@@ -5,12 +5,26 @@
     DriverError
     └── TeleopError
         ├── BrokerUrlError (ValueError)     a ``--mqtt`` URL that cannot be used
-        └── EmbeddedBrokerError (OSError)   the embedded broker could not listen
+        ├── EmbeddedBrokerError (OSError)   the embedded broker could not listen
+        ├── BrokerUnreachable (ConnectionError)  no broker, or a refused login, at start-up
+        └── InsecureBroker                  a broker beyond loopback without a login
 """
 
 from __future__ import annotations
 
 from hilbot.driver.errors import DriverError
+
+
+def first_teleop_error(error: BaseException) -> TeleopError | None:
+    """The first :class:`TeleopError` in ``error``, looking inside (nested) exception groups."""
+    if isinstance(error, TeleopError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = first_teleop_error(inner)
+            if found is not None:
+                return found
+    return None
 
 
 class TeleopError(DriverError):
@@ -47,3 +61,36 @@ class EmbeddedBrokerError(TeleopError, OSError):
         self.port = port
         self.problem = problem
         super().__init__(f"embedded MQTT broker on {host}:{port}: {problem}")
+
+
+class BrokerUnreachable(TeleopError, ConnectionError):
+    """The MQTT broker could not be reached, or refused the login, at the first attempt.
+
+    Attributes:
+        url: the broker (without credentials).
+        problem: what the connection attempt reported.
+    """
+
+    def __init__(self, url: str, problem: str) -> None:
+        self.url = url
+        self.problem = problem
+        super().__init__(
+            f"cannot connect to the MQTT broker {url}: {problem} (is it running, and are "
+            "the host, port and login right? the login comes from HILBOT_MQTT_USERNAME / "
+            "HILBOT_MQTT_PASSWORD or the config's teleop section)"
+        )
+
+
+class InsecureBroker(TeleopError):
+    """The broker is reachable beyond this machine and nothing protects arming.
+
+    Attributes:
+        where: the broker or the address the embedded one would listen on.
+    """
+
+    def __init__(self, where: str, fix: str) -> None:
+        self.where = where
+        super().__init__(
+            f"{where} is reachable beyond this machine and has no login, so anyone who "
+            f"reaches it could arm and move the robot: {fix}, or pass --insecure to run anyway"
+        )

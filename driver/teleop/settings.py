@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from hilbot.driver.teleop.messages import CommandName
 
 #: Environment variables read by :meth:`TeleopSettings.with_environment`; they
 #: override the config file so that secrets stay out of YAML.
@@ -68,7 +70,17 @@ class TeleopSettings(BaseModel):
         reconnect_max_s: longest reconnect delay [s]; delays are jittered.
         client_id: MQTT client id; None means ``hilbot-<robot>-<random>``.
         embedded_port: port of the embedded broker started when no broker URL
-            is given (it binds 127.0.0.1 only); 0 picks a free port.
+            is given; 0 picks a free port.
+        embedded_host: address the embedded broker binds (127.0.0.1: this machine
+            only). Another address needs credentials (``hilbot run`` refuses to
+            start without them unless ``--insecure``).
+        password_file: a file of ``user:hash`` lines (argon2; ``python -m
+            hilbot.driver.teleop.passwd FILE USER`` adds one) the embedded broker
+            checks logins against. With ``username``/``password`` set and no
+            file, the embedded broker accepts that one login. Either way it
+            refuses anonymous clients.
+        allowed_commands: the ``cmd`` commands accepted over MQTT (None: all);
+            others are refused on the error topic. ``estop`` must be among them.
         worker_nice: CPU niceness added to the teleop worker process, so that
             under a message flood the OS favours the control loop.
     """
@@ -90,6 +102,30 @@ class TeleopSettings(BaseModel):
     client_id: str | None = Field(default=None, min_length=1, max_length=64)
     embedded_port: int = Field(default=1883, ge=0, le=65535)
     worker_nice: int = Field(default=10, ge=0, le=19)
+    embedded_host: str = Field(default="127.0.0.1", min_length=1)
+    password_file: Path | None = None
+    allowed_commands: frozenset[CommandName] | None = None
+
+    @field_validator("allowed_commands", mode="after")
+    @classmethod
+    def _estop_stays(cls, value: frozenset[CommandName] | None) -> frozenset[CommandName] | None:
+        if value is not None and CommandName.ESTOP not in value:
+            raise ValueError(
+                "must include estop: an e-stop over MQTT is never refused "
+                f"(got {sorted(c.value for c in value)})"
+            )
+        return value
+
+    @property
+    def embedded_login(self) -> bool:
+        """Whether the embedded broker refuses anonymous clients."""
+        return self.password_file is not None or (
+            self.username is not None and self.password is not None
+        )
+
+    def command_allowed(self, command: CommandName) -> bool:
+        """Whether ``command`` is accepted over MQTT."""
+        return self.allowed_commands is None or command in self.allowed_commands
 
     @model_validator(mode="after")
     def _check(self) -> TeleopSettings:

@@ -99,8 +99,19 @@ def state_body(state: Any) -> dict[str, Any]:
     }
 
 
-def status_payload(*, online: bool, mode: str | None, faults: Any, stamp: float) -> bytes:
-    """The retained ``status`` payload (also the last will, with ``online`` false)."""
+def status_payload(
+    *,
+    online: bool,
+    mode: str | None,
+    faults: Any,
+    stamp: float,
+    retained_estop: Mapping[str, Any] | None = None,
+) -> bytes:
+    """The retained ``status`` payload (also the last will, with ``online`` false).
+
+    ``retained_estop`` (None: there is none) says that a retained ``estop`` on
+    ``cmd`` e-stopped the robot, and with which command to clear it.
+    """
     return encode(
         {
             "online": online,
@@ -109,5 +120,6 @@ def status_payload(*, online: bool, mode: str | None, faults: Any, stamp: float)
             "estopped": mode == "estopped",
             "faults": to_jsonable(faults),
             "stamp": round(stamp, DECIMALS),
+            "retained_estop": None if retained_estop is None else dict(retained_estop),
         }
     )

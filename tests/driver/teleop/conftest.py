@@ -171,6 +171,7 @@ class Kit:
     serving = staticmethod(serving)
     eventually = staticmethod(eventually)
     omx_config = staticmethod(omx_config)
+    free_port = staticmethod(free_port)
     fast = FAST
 
 

@@ -1,0 +1,65 @@
+"""amqtt's broker as hilbot runs it: each client read through an :class:`IngressReader`.
+
+Imported only when an embedded broker starts (amqtt is slow to import).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from dataclasses import dataclass, field
+from typing import Any
+
+from amqtt.adapters import StreamWriterAdapter
+from amqtt.broker import Broker
+from amqtt.plugins.base import BaseAuthPlugin
+from amqtt.session import Session
+
+from hilbot.driver.teleop.ingress import IngressCounters, IngressReader
+
+#: Broadcasts queued in amqtt above which bulk (QoS 0, non-command) publishes wait.
+BROADCAST_BACKLOG = 8
+
+
+class FilteringBroker(Broker):  # type: ignore[misc]  # amqtt ships no type information
+    """amqtt's ``Broker``; every TCP client's packets pass an :class:`IngressReader`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: The ingress counters of connected clients.
+        self.ingress: set[IngressCounters] = set()
+
+    def _may_pass(self) -> bool:
+        # amqtt keeps one broadcast queue for all clients, drained by one task; holding
+        # bulk publishes while it is long keeps every command near its head.
+        return bool(self._broadcast_queue.qsize() < BROADCAST_BACKLOG)
+
+    async def stream_connected(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener_name: str
+    ) -> None:
+        """Serve one TCP client (amqtt calls this for each accepted connection)."""
+        ingress = IngressReader(reader, may_pass=self._may_pass)
+        self.ingress.add(ingress.counters)
+        try:
+            await self.external_connected(ingress, StreamWriterAdapter(writer), listener_name)
+        finally:
+            ingress.close()
+            self.ingress.discard(ingress.counters)
+
+
+class CredentialsAuthPlugin(BaseAuthPlugin):  # type: ignore[misc]  # amqtt: no types
+    """Accepts a client whose user name and password match one of ``users``."""
+
+    @dataclass
+    class Config:
+        """The accepted ``{user name: password}``."""
+
+        users: dict[str, str] = field(default_factory=dict)
+
+    async def authenticate(self, *, session: Session) -> bool | None:
+        """True for a known user with the right password, False otherwise."""
+        users: dict[str, str] = self.config.users
+        expected = users.get(session.username or "")
+        if expected is None or session.password is None:
+            return False
+        return hmac.compare_digest(session.password.encode(), expected.encode())
