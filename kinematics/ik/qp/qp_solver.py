@@ -198,7 +198,7 @@ class QPSolver(Solver):
                     iteration - 1, point.residual, point.angle, Status.CONVERGED
                 )
             context = ChainContext(chain, point.q, info.names)
-            dq = self._step(point, extra, limits, context, box)
+            dq, capped = self._step(point, extra, limits, context, box)
             new = _line_search(chain, info, point, dq, target, weights, limits, context)
             boxed = _at_delta(point.q, q0, options.max_delta)
             if new is None:
@@ -222,7 +222,10 @@ class QPSolver(Solver):
                 status = Status.STALLED  # crawling along the max_delta box: stop for this call
                 break
             tiny = cost_old - cost_new < 1e-14 and not _done(point.residual, point.angle, options)
-            if (tiny or _compromise(cost_old, cost_new, point.residual)) and _stuck_on_orientation(
+            # A step a limit held (velocity, joint, box) decreases the error linearly
+            # by itself: that says nothing about a trade-off with the orientation.
+            slow = not capped and _compromise(cost_old, cost_new, point.residual)
+            if (tiny or slow) and _stuck_on_orientation(
                 point.residual, point.angle, options, weights
             ):
                 point = _evaluate_rows(point, target, weights)
@@ -237,8 +240,12 @@ class QPSolver(Solver):
 
     def _step(
         self, point: _Point, extra: float, limits: Sequence[Limit], context: ChainContext, box: Box
-    ) -> Array:
-        """The QP step ``dq`` at ``point`` under the limits and the call's box."""
+    ) -> tuple[Array, bool]:
+        """The QP step ``dq`` at ``point`` and whether a constraint held it.
+
+        Held: the unconstrained minimiser was outside the limits or the call's box
+        (the QP solver had to activate a bound or a row).
+        """
         n = point.q.shape[0]
         eye = self._eyes.get(n)
         if eye is None:
@@ -246,8 +253,8 @@ class QPSolver(Solver):
         a, b = point.a, point.b
         h_mat = a.T @ a + (self.damping + extra + self.lm_damping * float(b @ b)) * eye
         q = point.q
-        dq, _ = solve_step(h_mat, -(a.T @ b), limits, context, box.lower - q, box.upper - q)
-        return dq
+        dq, result = solve_step(h_mat, -(a.T @ b), limits, context, box.lower - q, box.upper - q)
+        return dq, result.iterations > 0
 
 
 class _Point(NamedTuple):
@@ -336,8 +343,9 @@ def _compromise(cost_old: float, cost_new: float, residual: float) -> bool:
     """Linear convergence close to the target: position and orientation are trading off.
 
     Gauss-Newton converges quadratically when the target is consistent; a cost that
-    only halves per step while the error is not clamped means an unreachable
-    orientation is pulling the position off (position should win, when not strict).
+    only halves per step while the error is not clamped (and the step not held by a
+    limit) means an unreachable orientation is pulling the position off (position
+    should win, when not strict).
     """
     return residual < _MAX_POSITION_ERROR and cost_new > 0.5 * cost_old
 
