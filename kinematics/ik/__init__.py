@@ -53,7 +53,7 @@ from hilbot.kinematics.ik.multitask import (
     SelfCollision,
     load_self_collision,
 )
-from hilbot.kinematics.ik.qp import QPSolver
+from hilbot.kinematics.ik.qp import QPBatchResult, QPBatchSolver, QPSolver
 
 __all__ = [
     "BatchResult",
@@ -78,6 +78,8 @@ __all__ = [
     "OrientationKind",
     "OrientationUnreachable",
     "PostureTask",
+    "QPBatchResult",
+    "QPBatchSolver",
     "QPSolver",
     "RelativeFrameTask",
     "RestTask",

@@ -1,13 +1,25 @@
 """The QP solver with hard limits, in the style of mink.
 
 - ``qp_solver``: ``QPSolver``, one small QP per iteration on a chain;
+- ``batch_qp_solver``: ``QPBatchSolver``, the same problem for B worlds at once
+  (``batch_run`` iterates, ``batch_box`` solves the box QPs, ``batch_limits`` and
+  ``batch_rows`` build them, ``batch_inputs`` checks the inputs);
 - ``step``: gathering the limits' rows into one QP step;
 - ``dense``: the dense QP solvers (box-constrained and general inequalities);
 - ``limits``: the hard limits (configuration, velocity, linear inequalities,
   collision pairs), public as ``hilbot.kinematics.ik.limits``.
 """
 
+from hilbot.kinematics.ik.qp.batch_qp_solver import QPBatchResult, QPBatchSolver
 from hilbot.kinematics.ik.qp.dense import QPResult, QPStatus, solve_box_qp, solve_qp
 from hilbot.kinematics.ik.qp.qp_solver import QPSolver
 
-__all__ = ["QPResult", "QPSolver", "QPStatus", "solve_box_qp", "solve_qp"]
+__all__ = [
+    "QPBatchResult",
+    "QPBatchSolver",
+    "QPResult",
+    "QPSolver",
+    "QPStatus",
+    "solve_box_qp",
+    "solve_qp",
+]
