@@ -84,6 +84,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mqtt.add_argument("--mqtt", metavar="URL", help="MQTT broker (mqtt://host:port, mqtts://...)")
     mqtt.add_argument("--no-mqtt", action="store_true", help="no MQTT teleop")
     parser.add_argument(
+        "--broker-port",
+        type=int,
+        metavar="PORT",
+        help="port of the embedded MQTT broker (default teleop.embedded_port, 1883; 0: any free)",
+    )
+    parser.add_argument(
+        "--broker-host",
+        metavar="ADDR",
+        help="address the embedded broker binds (default 127.0.0.1; any other needs a login)",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="run even though the MQTT broker is reachable beyond this machine without a login",
+    )
+    parser.add_argument(
         "--demo", choices=("circle", "figure8"), help="publish a demo pattern through MQTT"
     )
     parser.add_argument("--stats", type=Path, metavar="FILE", help="write final loop stats as JSON")
@@ -124,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
             config = _with_rate(config, args.rate, check_bus=args.backend != "sim")
         if args.port is not None:
             config = _with_port(config, args.port)
+        if not args.no_mqtt:
+            from hilbot.driver.teleop.options import teleop_config
+
+            config = teleop_config(config, args, log)
         trajectory = None
         if args.trajectory is not None:
             from hilbot.driver.trajectory import load_trajectory
@@ -285,6 +305,11 @@ async def _main(
     if args.stats is not None:
         args.stats.write_text(json.dumps(stats_dict(state), indent=2))
     if error is not None:
+        from hilbot.driver.teleop.errors import TeleopError
+
+        if isinstance(error, TeleopError):  # a busy port, no broker, a refused login
+            print(f"hilbot run: {error}", file=sys.stderr)
+            return 2
         print(f"hilbot run: stopped by an error: {error!r}", file=sys.stderr)
         return 1
     return 0

@@ -175,7 +175,7 @@ async def _pump(
                 else:
                     link.connected.clear()
             case ("failed", reason):
-                raise TeleopError(f"teleop worker: {reason}")
+                raise TeleopError(reason)
             case _:
                 raise TeleopError(f"teleop worker sent an unexpected frame {frame[0]!r}")
 

@@ -7,8 +7,9 @@ import logging
 from typing import Any
 
 from hilbot.driver.teleop.bridge import TeleopBridge, TeleopRuntime
-from hilbot.driver.teleop.broker import LOCALHOST, EmbeddedBroker
+from hilbot.driver.teleop.broker import EmbeddedBroker
 from hilbot.driver.teleop.demo import play_pattern
+from hilbot.driver.teleop.errors import first_teleop_error
 from hilbot.driver.teleop.link import serve_isolated
 from hilbot.driver.teleop.patterns import Pattern
 from hilbot.driver.teleop.publisher import TeleopPublisher
@@ -31,7 +32,8 @@ async def serve(
     """Serve MQTT teleop for ``runtime`` until cancelled.
 
     With ``url=None`` an embedded broker (amqtt, MQTT 3.1.1) is started on
-    127.0.0.1:``settings.embedded_port``; otherwise the bridge connects to
+    ``settings.embedded_host``:``settings.embedded_port`` (127.0.0.1:1883 by
+    default), requiring the settings' login if one is set; otherwise the bridge connects to
     ``url`` (``mqtt://host:port`` or ``mqtts://host:port``) and keeps
     reconnecting with jittered backoff. ``HILBOT_MQTT_*`` environment
     variables override ``settings``.
@@ -71,6 +73,7 @@ async def serve(
     Raises:
         BrokerUrlError: ``url`` is malformed.
         EmbeddedBrokerError: the embedded broker could not listen.
+        BrokerUnreachable: the broker cannot be reached, or refused the login.
         TeleopError: the worker process could not start serving.
     """
     settings = settings.with_environment()
@@ -81,6 +84,27 @@ async def serve(
     chain = demo_chain if demo_chain is not None else next(iter(runtime.chains), None)
     if pattern is not None and chain is None:
         raise ValueError("the demo needs a chain, and this robot has none")
+    try:
+        await _serve(runtime, settings, url, robot_name, log, pattern, chain, ready, isolate)
+    except BaseExceptionGroup as group:
+        # One error for the caller (hilbot run prints it as one line), not a group.
+        error = first_teleop_error(group)
+        if error is None:
+            raise
+        raise error from None
+
+
+async def _serve(
+    runtime: TeleopRuntime,
+    settings: TeleopSettings,
+    url: str | None,
+    robot_name: str,
+    log: logging.Logger,
+    pattern: Pattern | None,
+    chain: str | None,
+    ready: asyncio.Future[Any] | None,
+    isolate: bool,
+) -> None:
     connected: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     async with asyncio.TaskGroup() as group:
         if isolate:
@@ -120,7 +144,16 @@ async def serve_in_process(
         bridge = TeleopBridge(runtime, settings, url, robot_name=robot_name, logger=logger)
         await _run_bridge(bridge, ready)
         return
-    async with EmbeddedBroker(LOCALHOST, settings.embedded_port, logger=logger) as broker:
+    users = {}
+    if settings.username is not None and settings.password is not None:
+        users[settings.username] = settings.password.get_secret_value()
+    async with EmbeddedBroker(
+        settings.embedded_host,
+        settings.embedded_port,
+        logger=logger,
+        users=users if settings.password_file is None else None,
+        password_file=settings.password_file,
+    ) as broker:
         bridge = TeleopBridge(runtime, settings, broker.url, robot_name=robot_name, logger=logger)
         await _run_bridge(bridge, ready)
 

@@ -26,7 +26,7 @@ from typing import Any
 from hilbot.driver.errors import DriverError
 from hilbot.driver.teleop.bridge import TeleopBridge
 from hilbot.driver.teleop.channel import pack, receive
-from hilbot.driver.teleop.errors import TeleopError
+from hilbot.driver.teleop.errors import first_teleop_error
 from hilbot.driver.teleop.messages import CommandName, Rejection, RejectReason
 
 #: Shortest time between two batches of targets sent to the control process [s].
@@ -161,11 +161,15 @@ async def run_worker(fd: int) -> None:
     runtime = RemoteRuntime(writer, init["chains"], init["joint_names"], first_state)
     try:
         await _serve(runtime, init, reader, writer, logger)
-    except* (TeleopError, ValueError) as group:
-        # Tell the control process why (a busy port, a bad URL) before exiting.
-        writer.write(pack(("failed", str(group.exceptions[0]))))
-        await writer.drain()
-        raise
+    except BaseExceptionGroup as group:
+        error = first_teleop_error(group)
+        if error is None:
+            raise
+        # Tell the control process why (a busy port, a bad URL, no broker) and exit
+        # quietly: it reports the error as one line.
+        writer.write(pack(("failed", str(error))))
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
 
 
 async def _serve(
