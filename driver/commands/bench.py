@@ -22,6 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hilbot.driver.commands.failures import positive_hz, positive_number
+
 if TYPE_CHECKING:
     from hilbot.driver.bench.compare import BackendComparison
     from hilbot.driver.bench.metrics import ErrorStats
@@ -69,13 +71,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, metavar="DIR", help="output folder")
     parser.add_argument(
         "--duration-scale",
-        type=float,
+        type=positive_number,
         default=1.0,
         metavar="X",
         help="stretch (>1) or shorten (<1) every timed step",
     )
     parser.add_argument(
-        "--rate", type=float, metavar="HZ", help="loop rate, overriding the scenario and config"
+        "--rate",
+        type=positive_hz,
+        metavar="HZ",
+        help="loop rate, overriding the scenario and config",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of random injected faults")
     parser.add_argument(
@@ -137,6 +142,11 @@ def _option_problem(args: argparse.Namespace) -> str | None:
         return (
             f"--compare-backend {args.compare_backend} is the --backend already; "
             "compare with another one (e.g. --backend sim --compare-backend virtual)"
+        )
+    if args.port is not None and "dynamixel" not in (args.backend, args.compare_backend):
+        return (
+            f"--port is for the dynamixel backend; --backend {args.backend} opens no serial "
+            "port of yours (drop --port, or use --backend dynamixel)"
         )
     if args.clock == "fake" and args.backend != "sim":
         return (

@@ -147,3 +147,13 @@ def test_port_problem_lists_candidates_or_says_none_were_found():
     text = port_problem("/dev/ttyUSB7", "No such file or directory", "--port")
     assert text.startswith("cannot open the serial port /dev/ttyUSB7 (from --port)")
     assert "serial ports here:" in text or "no serial port found" in text
+
+
+def test_bench_refuses_port_without_the_dynamixel_backend_and_a_bad_rate(tmp_path):
+    args = ["bench", "openmanipulator_x", "--scenario", "openmanipulator_circle"]
+    result = hilbot(*args, "--port", missing_port(tmp_path))
+    assert result.returncode == 2
+    assert "--port is for the dynamixel backend" in one_line(result, "bench")
+    result = hilbot(*args, "--rate", "-3")
+    assert result.returncode == 2
+    assert "argument --rate: must be a finite number above 0" in one_line(result, "bench")
