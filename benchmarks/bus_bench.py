@@ -13,6 +13,8 @@ measure, in the same run:
 * the floor: a plain blocking pyserial client sending packets encoded in advance and
   reading the reply without decoding it, i.e. what the pty and the scheduler allow on
   this machine; each row's share of the wire limit is also given relative to it;
+* rustypot (PyPI, Rust) as a peer: fast sync read of position (4 B) or of hilbot's
+  10-byte span, plus the goal sync write;
 * the stall a missing servo causes (a sync read of 7 ids where id 7 is absent,
   minus a read of the 6 present ones).
 
@@ -227,6 +229,33 @@ def sdk_groups(make_port: Callable[[], Any]):
     return open_cycle
 
 
+def rustypot_cycle(port: str, length: int, address: int):
+    """rustypot (PyPI, Rust): fast sync read of ``length`` bytes + goal sync write."""
+    import rustypot
+
+    def open_cycle(row: Row) -> Iterator[Cycle]:
+        c = rustypot.Xl430PyController(port, BAUD, 0.02)
+        c.set_fast_sync_read(True)
+        goal = c.sync_read_present_position(IDS)
+
+        def cycle() -> None:
+            try:
+                if length == 4:
+                    c.sync_read_present_position(IDS)
+                else:
+                    c.sync_read_raw_data(IDS, address, length)
+            except RuntimeError:  # rustypot's timeout
+                row.failures += 1
+            c.sync_write_goal_position(IDS, goal)
+
+        try:
+            yield cycle
+        finally:
+            c.close()
+
+    return open_cycle
+
+
 def plain_pyserial(port: str):
     """The floor: a blocking pyserial client with both packets encoded in advance.
 
@@ -358,6 +387,9 @@ def main() -> None:
     wire10 = cycle_budget(
         servos=6, read_length=10, write_length=4, baudrate=BAUD, method=ReadMethod.FAST_SYNC_READ
     )
+    wire4_fast = cycle_budget(
+        servos=6, read_length=4, write_length=4, baudrate=BAUD, method=ReadMethod.FAST_SYNC_READ
+    )
     with sim_bus() as port:
         rows = [
             Row(
@@ -381,9 +413,19 @@ def main() -> None:
                 sdk_groups(lambda: BlockingPortHandler(port, margin_ms=20.0)),
             ),
             Row("floor: plain pyserial, no decoding", wire4.max_rate, plain_pyserial(port)),
+            Row(
+                "rustypot: fast sync read 4 B + write",
+                wire4_fast.max_rate,
+                rustypot_cycle(port, 4, POSITION),
+            ),
+            Row(
+                "rustypot: fast sync read 10 B + write",
+                wire10.max_rate,
+                rustypot_cycle(port, 10, 126),
+            ),
         ]
         measure(rows, n, reps)
-        sync, fast, stock, block, plain = rows
+        sync, fast, stock, block, plain, rusty4, rusty10 = rows
         (r_back, c_back), back_timeouts = backend_cycle(port, n, reps)
         v_back = SIM_CPU["last"]
         (r_pipe, c_pipe), pipe_timeouts = backend_cycle(port, n, reps, pipeline="auto")
@@ -415,6 +457,8 @@ def main() -> None:
                 wire10.max_rate,
                 v_pipe,
             ),
+            table_row(rusty10),
+            table_row(rusty4),
             table_row(stock),
             table_row(block),
             table_row(plain),
@@ -487,7 +531,8 @@ per-cycle work. CPU is this process's CPU time (all threads) per cycle; the stoc
 spins in `readPort` while it waits for replies, ours blocks in `select`. Failed reads during
 the runs: hilbot sync {sync.failures}, fast {fast.failures}, backend {back_timeouts}, pipelined
 backend {pipe_timeouts}, stock
-SDK {stock.failures}, SDK on BlockingPortHandler {block.failures}, plain pyserial
+SDK {stock.failures}, SDK on BlockingPortHandler {block.failures}, rustypot {rusty4.failures}
+and {rusty10.failures}, plain pyserial
 {plain.failures}.
 
 **Reading the figures.** hilbot's side spends {c_fast:.2f} ms of CPU per fast-read cycle

@@ -207,7 +207,10 @@ def rows_for(port: str, n: int, model_name: str, protocol: int) -> list[Row]:
     fast = protocol == 2
     m = model(model_name)
     out: list[tuple[str, float, Callable[[Row], Callable[[int], tuple[float, float]]]]] = []
-    for read in dict.fromkeys([default, ReadSet.POSITION]):
+    # 2.0: the default (all three) and rustypot's position; 1.0: the default (position)
+    # and all three (what the backend read before, less voltage and temperature)
+    sets = [default, ReadSet.POSITION] if protocol == 2 else [default, ReadSet.FULL]
+    for read in sets:
         span = m.span(cycle_registers(m, read))
         limit = wire_limit(model_name, n, read, fast)
         label = f"{read.value} ({span[1]} B)"

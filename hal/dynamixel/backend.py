@@ -48,6 +48,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -56,7 +57,7 @@ from typing import Final, Literal, Self, TypeVar
 
 from hilbot.hal.backend import BusCounters, JointState
 from hilbot.hal.dynamixel.bus import DynamixelBus
-from hilbot.hal.dynamixel.layout import BusLayout
+from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
 from hilbot.hal.dynamixel.port import DEFAULT_MARGIN_MS
 from hilbot.hal.dynamixel.read_set import ReadSet
 from hilbot.hal.dynamixel.session import BusSession
@@ -80,6 +81,11 @@ AUTO: Final = "auto"
 
 #: Bus Watchdog register unit [s] (X series, address 98).
 WATCHDOG_UNIT = 0.02
+
+
+#: One servo's goal encoding: slot, center tick, offset, joint units per tick (signed),
+#: the model's tick range, the servo's own limit registers (or +-inf), the encoder.
+_GoalPlan = tuple[ServoSlot, int, float, float, int, int, float, float, Callable[[int], bytes]]
 
 
 class BackendState(enum.Enum):
@@ -185,6 +191,7 @@ class DynamixelBackend:
         self._streaming = False  # a write was queued since the last read()
         self._names = self.layout.joint_names
         self._goal = self.layout.register(N.GOAL_POSITION)
+        self._plans: dict[str, tuple[_GoalPlan, ...]] | None = None  # built at first write
 
     # --- Backend protocol -------------------------------------------------------------
 
@@ -367,21 +374,55 @@ class DynamixelBackend:
 
     def _goal_ticks(self, positions: Mapping[str, float]) -> dict[int, bytes]:
         data: dict[int, bytes] = {}
-        bounds = self._session.goal_bounds
+        plans = self._goal_plans()
         for joint, value in positions.items():
-            if joint not in self.layout.primary:
+            plan = plans.get(joint)
+            if plan is None:
                 raise CommandError(
                     f"unknown joint {joint!r}; this bus drives {', '.join(self._names)}",
                     joint=joint,
                     value=value,
                 )
-            for slot in (self.layout.primary[joint], *self.layout.shadows[joint]):
-                tick = slot.units.ticks(float(value))
-                limit = bounds.get(slot.id)
-                if limit is not None and not limit[0] <= tick <= limit[1]:
+            for slot, center, offset, per_tick, low, high, goal_low, goal_high, pack in plan:
+                # ServoUnits.ticks, inlined: this runs for every servo of every cycle
+                position = float(value)
+                exact = center + (position - offset) / per_tick
+                if not math.isfinite(exact):  # nan, inf, or finite but overflowing
+                    slot.units.ticks(position)  # raises the CommandError naming the joint
+                tick = round(exact)
+                if not low <= tick <= high:
+                    slot.units.ticks(position)  # raises the CommandError naming the range
+                if not goal_low <= tick <= goal_high:
                     raise self._data_limit(slot.id, joint, tick)
-                data[slot.id] = self._goal.encode(tick)
+                data[slot.id] = pack(tick)
         return data
+
+    def _goal_plans(self) -> dict[str, tuple[_GoalPlan, ...]]:
+        """Per joint, what encoding each of its servos' goals needs (built once open)."""
+        if self._plans is None:
+            bounds = self._session.goal_bounds
+            plans: dict[str, tuple[_GoalPlan, ...]] = {}
+            for joint in self._names:
+                rows = []
+                for slot in (self.layout.primary[joint], *self.layout.shadows[joint]):
+                    spec, m = slot.units.spec, slot.model
+                    goal_low, goal_high = bounds.get(slot.id, (-math.inf, math.inf))
+                    rows.append(
+                        (
+                            slot,
+                            m.center_tick,
+                            spec.offset,
+                            spec.direction * m.radians_per_tick / spec.gear_ratio,
+                            m.position_min,
+                            m.position_max,
+                            goal_low,
+                            goal_high,
+                            self._goal.encode,
+                        )
+                    )
+                plans[joint] = tuple(rows)
+            self._plans = plans
+        return self._plans
 
     def _data_limit(self, servo_id: int, joint: str, tick: int) -> DataLimitError:
         """Count and describe a goal outside a servo's limit registers."""
@@ -444,6 +485,10 @@ class DynamixelBackend:
 
     async def _finish(self, what: str, done: asyncio.Future[T], timeout: float | None = None) -> T:
         """Await a job queued by ``_start`` under the I/O deadline."""
+        if done.done():  # a pipelined read that is already in: no deadline to arm
+            result = done.result()
+            self._raise_pending()
+            return result
         try:
             async with asyncio.timeout(timeout or self.io_timeout):
                 result = await done

@@ -65,12 +65,15 @@ class ServoUnits:
                 joint=self.spec.joint,
                 value=position,
             )
-        raw = round(self.model.center_tick + (position - self.spec.offset) / self._scale)
-        if not self.model.position_min <= raw <= self.model.position_max:
+        exact = self.model.center_tick + (position - self.spec.offset) / self._scale
+        # a finite but huge position (1e308) overflows to inf here, which round() refuses
+        raw = round(exact) if math.isfinite(exact) else None
+        if raw is None or not self.model.position_min <= raw <= self.model.position_max:
             lo, hi = self.position_range()
+            tick = f"tick {raw} not" if raw is not None else "no tick"
             raise CommandError(
-                f"joint {self.spec.joint!r}: {position:.4f} is outside servo {self.spec.id}'s "
-                f"range [{lo:.4f}, {hi:.4f}] (tick {raw} not in "
+                f"joint {self.spec.joint!r}: {position:.4g} is outside servo {self.spec.id}'s "
+                f"range [{lo:.4f}, {hi:.4f}] ({tick} in "
                 f"{self.model.position_min}..{self.model.position_max})",
                 joint=self.spec.joint,
                 value=position,

@@ -141,6 +141,10 @@ async def test_bad_commands_write_nothing(open_bus, backend_for, chain):
             await arm.write({"j1": 0.1, "j2": 10.0})
         assert err.value.joint == "j2"
         assert vbus.register(1, N.GOAL_POSITION) == 2048
+        for bad in (math.inf, -math.inf, math.nan, 1e308):
+            with pytest.raises(CommandError, match="j2") as err:
+                await arm.write({"j1": 0.1, "j2": bad})
+            assert err.value.joint == "j2"
         with pytest.raises(CommandError):
             await arm.set_torque(True, ["elbow"])
 
