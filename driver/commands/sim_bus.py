@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from hilbot.driver.commands.failures import positive_seconds
 from hilbot.hal.errors import HalError
 from hilbot.hal.mapping import ServoSpec
 
@@ -66,7 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--link", type=Path, help="also make this path a symlink to the pty (one bus only)"
     )
     parser.add_argument(
-        "--duration", type=float, metavar="S", help="stop after S seconds instead of waiting"
+        "--duration",
+        type=positive_seconds,
+        metavar="S",
+        help="stop after S seconds instead of waiting",
     )
 
 
