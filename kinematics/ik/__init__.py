@@ -53,17 +53,26 @@ from hilbot.kinematics.ik.multitask import (
     SelfCollision,
     load_self_collision,
 )
-from hilbot.kinematics.ik.qp import QPBatchResult, QPBatchSolver, QPSolver
+from hilbot.kinematics.ik.qp import (
+    Configuration,
+    FrameTargets,
+    QPBatchResult,
+    QPBatchSolver,
+    QPSolver,
+    solve_ik,
+)
 
 __all__ = [
     "BatchResult",
     "BatchSolver",
     "Capsule",
     "CollisionAvoidance",
+    "Configuration",
     "ConfigurationLimit",
     "DLSSolver",
     "ElbowHint",
     "FABRIKSolver",
+    "FrameTargets",
     "FrameTask",
     "IKError",
     "InvalidTarget",
@@ -95,4 +104,5 @@ __all__ = [
     "load_self_collision",
     "parse_target",
     "solve",
+    "solve_ik",
 ]
