@@ -168,7 +168,7 @@ class BatchQPRun:
         if cons.g is None:
             box = solve_box_batch(h_mat, c, cons.lower, cons.upper, guess)
             return box.x, box.capped, contexts, box
-        return (*_general(h_mat, c, cons), contexts, None)
+        return (*general_steps(h_mat, c, cons), contexts, None)
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -364,7 +364,7 @@ def _vectorised(limit: Limit) -> bool:
     return type(limit) in (ConfigurationLimit, VelocityLimit, LinearInequality)
 
 
-def _general(h_mat: Array, c: Array, cons: BatchConstraints) -> tuple[Array, Mask]:
+def general_steps(h_mat: Array, c: Array, cons: BatchConstraints) -> tuple[Array, Mask]:
     """``qp_step.solve_step`` per world: the box path without rows, the general path with.
 
     The dense dual active set (``batch_dense``) solves each world with rows exactly

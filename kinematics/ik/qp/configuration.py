@@ -1,0 +1,79 @@
+"""``Configuration``: a chain and its joint positions, for one world or for B worlds at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from numpy.typing import NDArray
+
+from hilbot.kinematics.ik.core.chain_info import ChainInfo
+
+Array = NDArray[np.float64]
+
+
+class Configuration:
+    """The state ``solve_ik`` differentiates: a ``Chain`` and its flat configuration(s).
+
+    Args:
+        chain: the chain (``robot.path_between(source, target)``); targets are
+            expressed in its source frame.
+        q: (dof,) one world, or (B, dof) B worlds, in ``Chain.jacobian_columns``
+            order; ``None``: every joint at 0 clipped into its limits (one world).
+
+    Raises:
+        ValueError: ``q`` has the wrong shape or is not finite, or the chain has no
+            movable joint.
+
+    Attributes:
+        chain: the chain.
+        q: (dof,) or (B, dof) configuration (a copy; ``integrate`` returns a new one).
+        batched: whether ``q`` holds B worlds.
+    """
+
+    def __init__(self, chain: Any, q: npt.ArrayLike | None = None) -> None:
+        self.chain = chain
+        self.info = ChainInfo(chain)
+        dof = self.info.dof
+        if dof == 0:
+            raise ValueError(f"{chain!r} has no movable joint")
+        if q is None:
+            q = np.clip(np.zeros(dof), self.info.lower, self.info.upper)
+        array = np.array(q, dtype=np.float64)
+        if array.ndim not in (1, 2) or array.shape[-1] != dof:
+            raise ValueError(f"q must have shape ({dof},) or (B, {dof}), got {array.shape}")
+        if not array.size or not np.isfinite(array).all():
+            raise ValueError("q must be finite and not empty")
+        self.q = array
+        self.batched = array.ndim == 2
+
+    @property
+    def worlds(self) -> Array:
+        """``q`` as (B, dof) (one row for a single world)."""
+        return self.q if self.batched else self.q[None]
+
+    def integrate(self, velocity: npt.ArrayLike, dt: float) -> Configuration:
+        """The configuration after moving at ``velocity`` [rad/s or m/s] for ``dt`` [s].
+
+        Raises:
+            ValueError: ``velocity`` does not have ``q``'s shape or is not finite.
+        """
+        v = np.asarray(velocity, dtype=np.float64)
+        if v.shape != self.q.shape or not np.isfinite(v).all():
+            raise ValueError(f"velocity must be finite with shape {self.q.shape}, got {v.shape}")
+        if self.info.scalar:
+            return Configuration(self.chain, self.q + v * dt)
+        rows = [
+            self.chain.integrate(q, dq)
+            for q, dq in zip(self.worlds, v.reshape(-1, v.shape[-1]) * dt, strict=True)
+        ]
+        moved = np.array(rows)
+        return Configuration(self.chain, moved if self.batched else moved[0])
+
+    def __repr__(self) -> str:
+        shape = f"{self.q.shape[0]} worlds" if self.batched else "1 world"
+        return f"Configuration({self.chain!r}, {shape})"
+
+
+__all__ = ["Configuration"]
