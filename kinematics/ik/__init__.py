@@ -17,6 +17,7 @@ are in ``hilbot.kinematics.codegen``.
 
 from hilbot.kinematics.ik.core import (
     IKError,
+    InvalidPositions,
     InvalidTarget,
     NoDofs,
     NoSolution,
@@ -75,6 +76,7 @@ __all__ = [
     "FrameTargets",
     "FrameTask",
     "IKError",
+    "InvalidPositions",
     "InvalidTarget",
     "JointLimitTask",
     "Limit",

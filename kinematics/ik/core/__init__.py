@@ -13,6 +13,7 @@ from hilbot.kinematics.ik.core.chain_info import ChainInfo
 from hilbot.kinematics.ik.core.context import Context, Evaluation
 from hilbot.kinematics.ik.core.errors import (
     IKError,
+    InvalidPositions,
     InvalidTarget,
     NoDofs,
     NoSolution,
@@ -30,6 +31,7 @@ __all__ = [
     "Context",
     "Evaluation",
     "IKError",
+    "InvalidPositions",
     "InvalidTarget",
     "NoDofs",
     "NoSolution",

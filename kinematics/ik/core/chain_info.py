@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.core.box import Box
+from hilbot.kinematics.ik.core.errors import MAX_POSITION, InvalidPositions
 from hilbot.kinematics.joint import JointType
 
 Array = NDArray[np.float64]
@@ -67,17 +68,14 @@ class ChainInfo:
         chain come back unchanged): a mapping or a callable building one.
 
         Raises:
-            ValueError: a chain coordinate is NaN or infinite, or an array has the wrong shape.
+            InvalidPositions: a chain coordinate is NaN, infinite or beyond ``MAX_POSITION``
+                (a ``ValueError`` too).
+            ValueError: an array has the wrong shape.
             KeyError: a mapping lacks a chain joint.
             TypeError: ``value`` is none of the accepted forms.
         """
         q, base = self._read(value)
-        # A Python sum of a few floats is cheaper than a numpy reduction; a huge but
-        # finite configuration whose sum overflows is told apart below.
-        if not math.isfinite(sum(q.tolist())):
-            bad = [self.names[i] for i in np.flatnonzero(~np.isfinite(q))]
-            if bad:
-                raise ValueError(f"positions must be finite; not finite for joints {bad}")
+        check_positions(q, self.names)
         return q, base
 
     def _read(self, value: Any) -> tuple[Array, Any]:
@@ -136,9 +134,13 @@ class ChainInfo:
         return Box(lo, hi)
 
     def distance_from_base(self, point: tuple[float, float, float]) -> float:
-        """Distance [m] from the first movable joint to ``point``."""
+        """Distance [m] from the first movable joint to ``point``.
+
+        ``math.hypot`` never overflows on the way: a finite point 1e155 m away is
+        1e155 m away (``inf`` only beyond the largest float), not an ``OverflowError``.
+        """
         bx, by, bz = self._base
-        return math.sqrt((point[0] - bx) ** 2 + (point[1] - by) ** 2 + (point[2] - bz) ** 2)
+        return math.hypot(point[0] - bx, point[1] - by, point[2] - bz)
 
     def random(self, rng: np.random.Generator, box: Box, span: float = math.pi) -> Array:
         """A uniform random configuration in ``box`` (unbounded sides use ``±span``)."""
@@ -149,6 +151,29 @@ class ChainInfo:
 
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def check_positions(q: Array, names: tuple[str, ...]) -> None:
+    """Raise ``InvalidPositions`` unless every coordinate of ``q`` is finite and sane.
+
+    ``q`` is (dof,) or (B, dof); ``names`` names its columns.
+    """
+    if q.ndim == 1:
+        # Python on a few floats is cheaper than numpy reductions; NaN and inf make the
+        # sum non-finite (as does a huge sum that overflows: told apart below).
+        values = q.tolist()
+        if math.isfinite(sum(values)) and max(map(abs, values), default=0.0) <= MAX_POSITION:
+            return
+    elif q.size == 0 or float(np.abs(q).max()) <= MAX_POSITION:  # NaN compares False
+        return
+    flat = q.reshape(-1, len(names))
+    bad = ~np.isfinite(flat).all(axis=0)
+    if bad.any():
+        raise InvalidPositions([names[i] for i in np.flatnonzero(bad)], "finite")
+    big = (np.abs(flat) > MAX_POSITION).any(axis=0)
+    raise InvalidPositions(
+        [names[i] for i in np.flatnonzero(big)], f"within ±{MAX_POSITION:.0e} (rad or m)"
+    )
 
 
 class _Lazy:

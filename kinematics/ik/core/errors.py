@@ -6,6 +6,7 @@ Tree (the root ``KinematicsError`` lives in ``hilbot.kinematics.errors``)::
     └── IKError
         ├── NoDofs                  the chain has no movable joint
         ├── InvalidTarget           NaN/inf, wrong shape, non-unit quaternion, not a rotation
+        ├── InvalidPositions        a seed or state coordinate that is NaN, inf or absurdly large
         ├── UnsupportedJoint        the algorithm cannot handle a joint type in the chain
         ├── Unreachable             the target lies beyond the chain's reach
         ├── NoSolution              the solver stalled or diverged away from the target
@@ -71,6 +72,27 @@ class InvalidTarget(IKError, ValueError):
         )
 
 
+class InvalidPositions(IKError, ValueError):
+    """Joint positions (a state or a seed) a solver cannot start from.
+
+    A coordinate is NaN or infinite, or larger than ``MAX_POSITION`` (1e9 rad or m:
+    no joint reads that, and the solvers' arithmetic stays finite below it).
+
+    Attributes:
+        joints: the chain joints whose coordinates are at fault.
+        reason: what is wrong, in words.
+    """
+
+    def __init__(self, joints: list[str], reason: str) -> None:
+        self.joints = joints
+        self.reason = reason
+        super().__init__(f"positions must be {reason}; not so for joints {joints}")
+
+
+#: Largest joint coordinate a solver starts from [rad] or [m].
+MAX_POSITION = 1e9
+
+
 class UnsupportedJoint(IKError):
     """An algorithm cannot handle a joint type that the chain contains.
 
@@ -115,8 +137,8 @@ class Unreachable(IKError):
         self.positions = dict(positions)
         self.solution = solution
         super().__init__(
-            f"target is {distance:.4f} m from the chain's first joint but the chain reaches "
-            f"only {reach:.4f} m; move the target closer (best-effort positions pointing at "
+            f"target is {distance:.4g} m from the chain's first joint but the chain reaches "
+            f"only {reach:.4g} m; move the target closer (best-effort positions pointing at "
             "it are in .positions)"
         )
 

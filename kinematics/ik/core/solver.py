@@ -260,8 +260,15 @@ class Solver(abc.ABC):
         base: Any,
         distance: float,
     ) -> None:
-        """Stretch towards the target (position only) and raise ``Unreachable``."""
+        """Stretch towards the target (position only) and raise ``Unreachable``.
+
+        A target farther than ``_FAR`` is stretched for through a stand-in on the
+        same ray at ``_FAR``: the arm points the same way, and the solver's squared
+        errors stay finite for any ``Target`` (even one built without ``parse_target``).
+        """
         point = Target(target.point)
+        if distance > _FAR:
+            point = Target(_towards(info.base_origin, target.point, _FAR))
         q, meta = self._solve(chain, q0, point, box, options._replace(strict_orientation=False))
         solution = self._solution(chain, info, q, point, box, options, base, meta)
         raise Unreachable(target, info.reach, distance, solution.positions, solution)
@@ -271,6 +278,21 @@ class Solver(abc.ABC):
         self, chain: Any, q0: Array, target: Target, box: Box, options: SolveOptions
     ) -> tuple[Array, SolveMeta]:
         """Iterate from ``q0`` towards ``target`` inside ``box``; see the module docstring."""
+
+
+_FAR = 1e6  # [m] beyond this a stretch aims at a stand-in point on the same ray
+
+
+def _towards(
+    base: Array, point: tuple[float, float, float], distance: float
+) -> tuple[float, float, float]:
+    """The point ``distance`` from ``base`` on the ray to ``point`` (computed without overflow)."""
+    d = [p - b for p, b in zip(point, base.tolist(), strict=True)]
+    scale = max(map(abs, d))
+    unit = [v / scale for v in d]
+    norm = math.hypot(*unit)
+    x, y, z = (float(b) + distance * u / norm for b, u in zip(base.tolist(), unit, strict=True))
+    return (x, y, z)
 
 
 def _options(

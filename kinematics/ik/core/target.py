@@ -10,7 +10,8 @@ Accepted forms (all in the source link's frame, metres):
 - ``(position, rotation (3, 3))``, orthonormal with determinant +1 within 1e-5;
 - a 4x4 homogeneous transform (last row ``0 0 0 1``).
 
-Anything else, or any NaN or infinite value, raises ``InvalidTarget``. The
+Anything else, any NaN or infinite value, or a position coordinate beyond
+``MAX_COORDINATE`` (1e9 m) raises ``InvalidTarget``. The
 parsed value keeps plain floats (the solvers' hot loops read those) and builds
 numpy views on request.
 """
@@ -27,6 +28,9 @@ from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.core.errors import InvalidTarget
 
+#: Largest position coordinate accepted [m]: far beyond any robot, and small enough that
+#: the solvers' squared errors stay finite (a 1e155 m target overflowed them).
+MAX_COORDINATE = 1e9
 # Absolute tolerances: loose enough for values that crossed JSON with ~6 digits.
 _QUATERNION_TOLERANCE = 1e-4  # on the norm; the quaternion is then normalised
 _ROTATION_TOLERANCE = 1e-5  # on the entries of R^T R - I
@@ -137,10 +141,7 @@ def _parse_pair(position: object, orientation: object, value: object) -> Target:
     if not all(map(math.isfinite, flat)):
         raise InvalidTarget("NaN or infinite values", value)
     if ori.shape == (3,):
-        norm = math.sqrt(flat[0] ** 2 + flat[1] ** 2 + flat[2] ** 2)
-        if norm < 1e-12:
-            raise InvalidTarget("the tool axis has zero length", value)
-        return Target(point, OrientationKind.AXIS, tuple(v / norm for v in flat))
+        return Target(point, OrientationKind.AXIS, _unit_axis(flat, value))
     if ori.shape == (4,):
         return Target(point, OrientationKind.FULL, _quaternion_to_rotation(flat, value))
     if ori.shape == (3, 3):
@@ -158,7 +159,12 @@ def _parse_transform(rows: list[list[float]], value: object) -> Target:
     # A sum is finite only if every term is (NaN and inf propagate); 1e300-sized
     # entries may overflow it, which rejects them too, rightly.
     if not math.isfinite(a + b + c + x + d + e + f + y + g + h + i + z + r30 + r31 + r32 + r33):
-        raise InvalidTarget("NaN or infinite values", value)
+        raise InvalidTarget(
+            _not_finite(a, b, c, x, d, e, f, y, g, h, i, z, r30, r31, r32, r33), value
+        )
+    top = MAX_COORDINATE
+    if not (-top <= x <= top and -top <= y <= top and -top <= z <= top):
+        _point_in_range(x, y, z, value)  # raises
     if abs(r30) + abs(r31) + abs(r32) + abs(r33 - 1.0) > 1e-9:
         raise InvalidTarget("the last row of a 4x4 transform must be [0, 0, 0, 1]", value)
     # ``_check_rotation`` inlined for the hot path: chained comparisons, no call.
@@ -226,9 +232,20 @@ def _check_rotation(
         raise InvalidTarget("the rotation is a reflection (determinant -1)", value)
 
 
+def _unit_axis(axis: list[float], value: object) -> tuple[float, ...]:
+    """``axis`` normalised; any finite length works (``math.hypot`` cannot overflow it)."""
+    norm = math.hypot(*axis)
+    if norm < 1e-12:
+        raise InvalidTarget("the tool axis has zero length", value)
+    if norm == math.inf:  # beyond the largest float: shrink it first (exactly, by a power of 2)
+        axis = [math.ldexp(v, -64) for v in axis]
+        norm = math.hypot(*axis)
+    return tuple(v / norm for v in axis)
+
+
 def _quaternion_to_rotation(quat: list[float], value: object) -> tuple[float, ...]:
     w, x, y, z = quat
-    norm = math.sqrt(w * w + x * x + y * y + z * z)
+    norm = math.hypot(w, x, y, z)  # a huge quaternion is reported with its norm, not inf
     if abs(norm - 1.0) > _QUATERNION_TOLERANCE:
         raise InvalidTarget(
             f"the quaternion (w, x, y, z) must have unit norm, got {norm:.6g}; normalise it",
@@ -259,4 +276,23 @@ def _point(array: NDArray[np.float64], value: object) -> tuple[float, float, flo
     x, y, z = array.tolist()
     if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
         raise InvalidTarget("NaN or infinite values", value)
+    _point_in_range(x, y, z, value)
     return (x, y, z)
+
+
+def _point_in_range(x: float, y: float, z: float, value: object) -> None:
+    """Reject a finite position coordinate beyond ``MAX_COORDINATE``."""
+    biggest = max(abs(x), abs(y), abs(z))
+    if biggest > MAX_COORDINATE:
+        raise InvalidTarget(
+            f"a position coordinate is {biggest:.3g} m; targets must lie within "
+            f"±{MAX_COORDINATE:.0e} m of the source link",
+            value,
+        )
+
+
+def _not_finite(*entries: float) -> str:
+    """Why a sum of finite-looking entries is not finite: NaN/inf, or too large to add."""
+    if all(map(math.isfinite, entries)):
+        return f"values too large (up to {max(map(abs, entries)):.3g}) to be a pose"
+    return "NaN or infinite values"

@@ -22,12 +22,17 @@ from numpy.typing import NDArray
 
 from hilbot.kinematics.codegen.batch_kernel import BatchKernel
 from hilbot.kinematics.ik.core.box import Box
-from hilbot.kinematics.ik.core.chain_info import ChainInfo
+from hilbot.kinematics.ik.core.chain_info import ChainInfo, check_positions
 from hilbot.kinematics.ik.core.context import Context, contexts
 from hilbot.kinematics.ik.core.errors import InvalidTarget, NoDofs
 from hilbot.kinematics.ik.core.solution import Solution, SolveMeta
 from hilbot.kinematics.ik.core.solver import SolveOptions, Solver, _options
-from hilbot.kinematics.ik.core.target import OrientationKind, Target, parse_target
+from hilbot.kinematics.ik.core.target import (
+    MAX_COORDINATE,
+    OrientationKind,
+    Target,
+    parse_target,
+)
 from hilbot.kinematics.ik.dls.batch_run import STATUSES, Batch, BatchRun
 from hilbot.kinematics.ik.dls.dls_solver import DLSSolver
 
@@ -205,6 +210,11 @@ def _parse_batch(targets: Any) -> Batch:
         array = np.asarray(targets, dtype=np.float64)
         if not np.isfinite(array).all():
             raise InvalidTarget("NaN or infinite values in the batch", "targets")
+        points = array if array.ndim == 2 else array[:, :3, 3]
+        if array.size and float(np.abs(points).max()) > MAX_COORDINATE:
+            raise InvalidTarget(
+                f"a position coordinate beyond ±{MAX_COORDINATE:.0e} m in the batch", "targets"
+            )
         if array.ndim == 2 and array.shape[1] == 3:
             return Batch(OrientationKind.NONE, array.copy(), None)
         if array.shape[1:] == (4, 4):
@@ -258,6 +268,7 @@ def _seeds(info: ChainInfo, initial: Any, size: int) -> tuple[Array, list[Any] |
             q0 = np.broadcast_to(q0, (size, info.dof))
         if q0.shape != (size, info.dof):
             raise ValueError(f"seeds must have shape ({size}, {info.dof}), got {q0.shape}")
+        check_positions(q0, info.names)
         return q0.copy(), None
     rows = [info.read(item) for item in initial]
     if len(rows) != size:

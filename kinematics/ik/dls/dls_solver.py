@@ -64,6 +64,7 @@ from hilbot.kinematics.ik.core.context import (
     evaluate,
     weighted_cost,
 )
+from hilbot.kinematics.ik.core.errors import MAX_POSITION
 from hilbot.kinematics.ik.core.solution import Solution, SolveMeta, Status
 from hilbot.kinematics.ik.core.solver import SolveOptions, Solver
 from hilbot.kinematics.ik.core.target import OrientationKind, Target, _parse_transform, parse_target
@@ -287,7 +288,7 @@ class DLSSolver(Solver):
             return None  # clipped into the limits by the general path
         x, y, z = tgt.point
         bx, by, bz = plan.base
-        distance = math.sqrt((x - bx) ** 2 + (y - by) ** 2 + (z - bz) ** 2)
+        distance = math.hypot(x - bx, y - by, z - bz)  # no overflow for huge points
         if distance > plan.reach + options.tolerance:
             return None  # ``Unreachable``
         run = plan.run
@@ -369,7 +370,12 @@ class _Plan:
         self.ctx = ctx
         self.names = info.names
         self.shape = (info.dof,)
-        self.inside = _inside(info.lower_list, info.upper_list)
+        # Coordinates beyond MAX_POSITION (unbounded joints too) take the general path,
+        # which raises ``InvalidPositions`` for them.
+        self.inside = _inside(
+            [max(x, -MAX_POSITION) for x in info.lower_list],
+            [min(x, MAX_POSITION) for x in info.upper_list],
+        )
         base = info.base_origin.tolist()
         self.base: tuple[float, float, float] = (base[0], base[1], base[2])
         self.reach = info.reach
@@ -508,6 +514,8 @@ class _Run:
                 ev = Evaluation(payload[0], payload[1], position, angle)
                 return self.general(q, task, max_iterations, it, mu, stall, ev)
             if code == SKIPPED:  # a limit skipped a step that is needed after all
+                if not cost < _INF:  # an error too large to square: no limit lets it step
+                    return self.general(q, task, max_iterations, it, mu, stall, None)
                 position, angle, cost, code, payload = f(q, point, rot, mu, _INF, lo, hi, tol, otol)
                 continue
             it += 1
@@ -764,6 +772,7 @@ def _cost(e: list[float], w2: float) -> float:
 
 
 def _clamp(e: list[float], position: float, orientation: float) -> list[float]:
+    # The fused iteration computes the same expressions: keep them alike (same floats).
     p = math.sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2])
     o = math.sqrt(e[3] * e[3] + e[4] * e[4] + e[5] * e[5]) if len(e) == 6 else 0.0
     if p <= position and o <= orientation:

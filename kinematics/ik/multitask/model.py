@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from hilbot.kinematics import spatial
 from hilbot.kinematics.errors import KinematicsError
+from hilbot.kinematics.ik.core.chain_info import check_positions
 from hilbot.kinematics.joint import JointType, coordinates
 
 Array = NDArray[np.float64]
@@ -111,6 +112,7 @@ class TreeModel:
         Raises:
             ValueError: a flat array of the wrong shape.
             KeyError: a mapping or state misses a model joint (the message lists them).
+            InvalidPositions: a coordinate is NaN, infinite or beyond ``MAX_POSITION``.
             TypeError: anything else.
         """
         if isinstance(value, np.ndarray):
@@ -120,6 +122,7 @@ class TreeModel:
                     f"a flat configuration needs shape ({self.nv},) in the columns "
                     f"{list(self.names)}, got {q.shape}"
                 )
+            check_positions(q, self.names)
             return q.copy(), {}
         if not isinstance(value, Mapping):
             names = getattr(value, "names", None)
@@ -137,6 +140,7 @@ class TreeModel:
         for name, joint in self.joints.items():
             c = self._start[name]
             q[c : c + joint.type.dof] = coordinates(joint, value[name])
+        check_positions(q, self.names)
         return q, value
 
     def to_dict(self, q: Array) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hilbot.kinematics import UnknownLink, load_urdf
-from hilbot.kinematics.ik import DLSSolver, InvalidTarget, Unreachable
+from hilbot.kinematics.ik import DLSSolver, InvalidPositions, InvalidTarget, Unreachable
 from hilbot.kinematics.ik.core.box import Box
 from hilbot.kinematics.ik.core.solver import Solver
 
@@ -78,10 +78,14 @@ def test_seed_outside_the_limits_is_clipped_into_them(load):
 def test_huge_finite_seed_is_not_called_infinite(load):
     robot = load("ur5")
     info = DLSSolver().info(robot.path_between("base_link", "tool0"))
-    q, _ = info.read(np.array([1e308, 1e308, 0.0, 0.0, 0.0, 0.0]))
-    assert np.isfinite(q).all()
-    with pytest.raises(ValueError, match="shoulder_pan_joint"):
+    # Its sum overflows, but it is too large, not infinite.
+    with pytest.raises(InvalidPositions, match=r"within ±1e\+09") as caught:
+        info.read(np.array([1e308, 1e308, 0.0, 0.0, 0.0, 0.0]))
+    assert caught.value.joints == ["shoulder_pan_joint", "shoulder_lift_joint"]
+    with pytest.raises(ValueError, match=r"finite; not so for joints \['shoulder_pan_joint'\]"):
         info.read(np.array([math.inf, 0.0, 0.0, 0.0, 0.0, 0.0]))
+    q, _ = info.read(np.array([1e9, -1e9, 0.0, 0.0, 0.0, 0.0]))  # the bound itself is fine
+    assert np.isfinite(q).all()
 
 
 # --- the DLS fast path (a per-(robot, source, target) plan) against the general path ---
