@@ -41,7 +41,7 @@ from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.read_set import ReadSet, cycle_registers, default_read_set
 from hilbot.hal.dynamixel.tables import RegisterName, model
 from hilbot.hal.dynamixel.timing import budget_for_lengths, choose_read_method
-from hilbot.hal.errors import CommTimeout, CrcError
+from hilbot.hal.errors import CommTimeout, CrcError, HalError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
 BAUD = 1_000_000
@@ -110,14 +110,15 @@ class Row:
     rates: list[float] = field(default_factory=list)
     cpus: list[float] = field(default_factory=list)
     failures: int = 0
+    lost: int = 0  # rounds that could not start or ended in an error
 
     @property
     def rate(self) -> float:
-        return statistics.median(self.rates)
+        return statistics.median(self.rates) if self.rates else float("nan")
 
     @property
     def cpu(self) -> float:
-        return statistics.median(self.cpus)
+        return statistics.median(self.cpus) if self.cpus else float("nan")
 
 
 def hilbot_row(
@@ -192,12 +193,18 @@ def measure(rows: list[Row], cycles: int, reps: int, sim_pid: int) -> dict[str, 
     for _ in range(reps):
         for row in rows:
             s0 = proc_cpu(sim_pid)
-            wall, cpu = row.run(cycles)
+            try:
+                wall, cpu = row.run(cycles)
+            except (HalError, RuntimeError) as exc:  # the loaded machine stalled the bus
+                print(f"{row.name}: round lost: {exc}", file=sys.stderr)
+                row.lost += 1
+                time.sleep(0.5)
+                continue
             s1 = proc_cpu(sim_pid)
             row.rates.append(cycles / wall)
             row.cpus.append(cpu / cycles * 1e3)
             sims[row.name].append((s1 - s0) / cycles * 1e3)  # includes the row's start-up
-    return {k: statistics.median(v) for k, v in sims.items()}
+    return {k: statistics.median(v) if v else float("nan") for k, v in sims.items()}
 
 
 def rows_for(port: str, n: int, model_name: str, protocol: int) -> list[Row]:
@@ -261,7 +268,7 @@ def table(rows: list[Row], sims: dict[str, float], n: int | None = None) -> list
         count = f"{n} | " if n is not None else ""
         lines.append(
             f"| {count}{r.name} | {r.rate:.0f} | {r.rate / r.limit * 100:.0f} % of {r.limit:.0f} | "
-            f"{r.cpu:.3f} | {vs} | {sims[r.name]:.2f} | {r.failures} |"
+            f"{r.cpu:.3f} | {vs} | {sims[r.name]:.2f} | {r.failures} / {r.lost} |"
         )
     return lines
 
@@ -279,7 +286,7 @@ def main() -> None:
     counts = [int(c) for c in args.counts.split(",")]
     head = (
         "| servos | row | rate [Hz] | vs wire limit | CPU/cycle [ms] | CPU vs rustypot "
-        "| bus sim CPU/cycle [ms] | failed reads |\n|---|---|---|---|---|---|---|---|"
+        "| bus sim CPU/cycle [ms] | failed reads / lost rounds |\n|---|---|---|---|---|---|---|---|"
     )
     growth = []
     for n in counts:
