@@ -91,18 +91,26 @@ class WholeReply:
     the read's plan); ``size`` is 0 where it does not apply (Protocol 1.0, too long).
     """
 
-    __slots__ = ("_checks", "_crc_end", "_head", "fast", "size")
+    __slots__ = ("_checks", "_crc_end", "_head", "_protocol", "fast", "size")
 
     def __init__(self, protocol: int, reads: Sequence[Read], *, fast: bool) -> None:
         self.fast = fast
         self.size = 0
         self._head = b""
         self._crc_end = 0
+        self._protocol = protocol
         # per servo: (id, where its ERR byte is, where its data starts and ends, packet
         # start) in the reply
         self._checks: tuple[tuple[int, int, int, int, int], ...] = ()
         ids = {r[0] for r in reads}
-        if protocol != 2 or len(ids) != len(reads) or not reads:
+        if len(ids) != len(reads) or not reads:
+            return
+        if protocol == 1:  # FF FF id length ERR data checksum, per servo
+            at, checks1 = 0, []
+            for servo_id, _, n in reads:
+                checks1.append((servo_id, at + 4, at + 5, at + 5 + n, at))
+                at += 6 + n
+            self._checks, self.size = tuple(checks1), at
             return
         if sum(r[2] + 4 for r in reads) + 1 > P.MAX_LENGTH_2:
             return
@@ -126,7 +134,24 @@ class WholeReply:
         """Every servo's reply, if ``data`` is exactly the whole valid reply; else ``None``."""
         if len(data) != self.size or not self.size:
             return None
+        if self._protocol == 1:
+            return self._take_1(data)
         return self._take_fast(data) if self.fast else self._take_sync(data)
+
+    def _take_1(self, data: bytes) -> dict[int, ServoReply] | None:
+        replies = {}
+        for servo_id, err, start, end, at in self._checks:
+            if (
+                data[at] != 0xFF
+                or data[at + 1] != 0xFF
+                or data[at + 2] != servo_id
+                or data[at + 3] != end - start + 2
+                or data[err] & _COMMAND_BITS[1]
+                or (~sum(data[at + 2 : end])) & 0xFF != data[end]
+            ):
+                return None
+            replies[servo_id] = _reply(ServoReply, (servo_id, data[start:end], data[err]))
+        return replies
 
     def _take_fast(self, data: bytes) -> dict[int, ServoReply] | None:
         if not data.startswith(self._head):

@@ -15,6 +15,7 @@ from hilbot.hal.dynamixel.protocol import (
 from hilbot.hal.dynamixel.replies import (
     ReplyCollector,
     ServoReply,
+    WholeReply,
     command_failed,
     plain,
     read_packet,
@@ -162,3 +163,57 @@ def test_a_whole_valid_reply_in_one_chunk_is_taken_without_framing():
         {i: ServoReply(i, bytes((i, 0, 0, 0)), 0x80 * (i == 3)) for i in range(1, 7)},
         set(),
     )
+
+
+def _outcome_1(reads, chunks):
+    counters = BusCounters()
+    c = ReplyCollector(1, reads, fast=False, counters=counters)
+    try:
+        for chunk in chunks:
+            c.feed(chunk)
+        got = ("done", c.finish(), c.complete)
+    except ServoError as exc:
+        got = ("servo error", exc.servo_id, exc.error, dict(c.replies))
+    return got, counters
+
+
+@st.composite
+def protocol1_replies(draw):
+    """A Protocol 1.0 read (or bulk read) and its status packets, valid or with a flaw."""
+    ids = draw(st.lists(st.integers(1, 20), min_size=1, max_size=6, unique=True))
+    reads = [(i, 36, draw(st.integers(1, 8))) for i in ids]
+    flaw = draw(st.sampled_from(["none", "flipped byte", "cut short", "other id"]))
+    # hardware bits (overheating 0x04) pass; Angle Limit 0x02 rejects the instruction
+    errors = st.sampled_from([0, 0x04, 0x02, 0x24])
+    frames = []
+    for k, (i, _, n) in enumerate(reads):
+        servo_id = 21 if flaw == "other id" and k == len(reads) - 1 else i
+        data = draw(st.binary(min_size=n, max_size=n))
+        frames.append(encode_status(StatusPacket(1, servo_id, draw(errors), data)))
+    wire = bytearray(b"".join(frames))
+    if flaw == "flipped byte":
+        wire[draw(st.integers(0, len(wire) - 1))] ^= draw(st.integers(1, 255))
+    elif flaw == "cut short":
+        del wire[draw(st.integers(0, len(wire) - 1)) :]
+    return reads, bytes(wire)
+
+
+@settings(max_examples=400)
+@given(protocol1_replies())
+def test_a_protocol1_reply_in_one_chunk_sorts_as_framed_packet_by_packet(case):
+    # the in-place check for 1.0 status packets gives what the packet decoder gives
+    reads, wire = case
+    assert _outcome_1(reads, [wire]) == _outcome_1(reads, [wire[:1], wire[1:]])
+
+
+def test_a_whole_protocol1_reply_is_taken_in_place_and_keeps_hardware_bits():
+    reads = [(1, 36, 2), (2, 36, 2)]
+    wire = encode_status(StatusPacket(1, 1, 0x04, b"\x00\x02")) + encode_status(
+        StatusPacket(1, 2, 0, b"\xff\x03")
+    )
+    assert WholeReply(1, reads, fast=False).take(wire) == {
+        1: ServoReply(1, b"\x00\x02", 0x04),
+        2: ServoReply(2, b"\xff\x03", 0),
+    }
+    bad = wire[:-1] + bytes((wire[-1] ^ 1,))
+    assert WholeReply(1, reads, fast=False).take(bad) is None
