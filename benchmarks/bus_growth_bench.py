@@ -283,7 +283,7 @@ def main() -> None:
     args = parser.parse_args()
     _raise_priority()
     load = os.getloadavg()
-    counts = [int(c) for c in args.counts.split(",")]
+    counts = [int(c) for c in args.counts.split(",") if c]
     head = (
         "| servos | row | rate [Hz] | vs wire limit | CPU/cycle [ms] | CPU vs rustypot "
         "| bus sim CPU/cycle [ms] | failed reads / lost rounds |\n|---|---|---|---|---|---|---|---|"
