@@ -90,7 +90,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         quick.print_help()
         return 0
     parser = build_parser(load=first.command)
-    args = parser.parse_args(args_list)
+    args, extra = parser.parse_known_args(args_list)
+    if extra:  # said by the subcommand, whose options they were meant to be
+        command = f"hilbot {args.command}"
+        print(
+            f"{command}: unrecognized arguments: {' '.join(extra)} (see {command} --help)",
+            file=sys.stderr,
+        )
+        return 2
     module = getattr(args, "_module", None)
     if module is None:
         parser.error(f"the command {args.command!r} is not available in this install")

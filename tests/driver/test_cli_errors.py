@@ -103,6 +103,10 @@ def test_a_bad_option_is_one_line_pointing_to_help():
     result = hilbot("run", "--backend", "mujoco-nope")
     line = one_line(result, "run")
     assert result.returncode == 2 and "invalid choice" in line and "--help" in line
+    result = hilbot("run", "--bogus")
+    line = one_line(result, "run")
+    assert result.returncode == 2
+    assert line == "hilbot run: unrecognized arguments: --bogus (see hilbot run --help)"
 
 
 def test_doctor_with_a_config_uses_the_port_given(config_data_of):
