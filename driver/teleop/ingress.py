@@ -10,18 +10,21 @@ the flooding client behind its own backlog besides (tens of seconds).
 the socket as fast as bytes arrive and splits them into MQTT packets (sans-I/O:
 :func:`split_packets`). Each packet then takes one of three lanes:
 
-- *urgent*, in arrival order: every packet except the two below, so CONNECT,
-  SUBSCRIBE, PINGREQ, acknowledgements, QoS 1/2 publishes, and any publish on a
-  command topic (``.../cmd``), whatever its QoS;
+- *urgent*, in arrival order: any publish on a command topic (``.../cmd``),
+  whatever its QoS, and every packet that is no publish (CONNECT, SUBSCRIBE,
+  PINGREQ, acknowledgements) except DISCONNECT;
+- *held*, in arrival order: QoS 1/2 publishes on other topics;
 - *bulk*: QoS 0 publishes on other topics, at most the newest one per topic
   (MQTT gives QoS 0 no delivery guarantee; a target is superseded by the next
   anyway); beyond ``max_topics`` distinct topics, new ones are dropped;
 - *last*: DISCONNECT, handed on once the other lanes are empty, so that what
   a client published before disconnecting is not lost.
 
-amqtt is handed urgent packets at once and bulk ones only while the broker's
-broadcast queue is short (``may_pass``), so the queue never builds up and an
-e-stop waits behind a handful of messages at most, from any client.
+amqtt is handed urgent packets at once, held and bulk ones only while the
+broker's broadcast queue is short (``may_pass``), so the queue never builds up
+and an e-stop waits behind a handful of messages at most, from any client. Past
+``MAX_URGENT`` packets waiting in the urgent and held lanes, the socket is no
+longer read until they drain (TCP backpressure on that client only).
 """
 
 from __future__ import annotations
@@ -129,6 +132,7 @@ class IngressReader:
         self._urgent_topic = urgent_topic
         self._max_topics = max_topics
         self._urgent: deque[bytes] = deque()
+        self._held: deque[bytes] = deque()
         self._bulk: dict[bytes, bytes] = {}
         self._last: deque[bytes] = deque()
         self._current = b""
@@ -173,14 +177,12 @@ class IngressReader:
     async def _next_packet(self) -> bytes | None:
         while True:
             if self._urgent:
-                packet = self._urgent.popleft()
-                if len(self._urgent) < MAX_URGENT // 2:
-                    self._room.set()
-                return packet
-            if self._bulk:
+                return self._taken(self._urgent.popleft())
+            if self._held or self._bulk:
                 if self._may_pass():
-                    topic = next(iter(self._bulk))
-                    return self._bulk.pop(topic)
+                    if self._held:
+                        return self._taken(self._held.popleft())
+                    return self._bulk.pop(next(iter(self._bulk)))
                 self._arrived.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(POLL_S):
@@ -192,6 +194,11 @@ class IngressReader:
                 return None
             self._arrived.clear()
             await self._arrived.wait()
+
+    def _taken(self, packet: bytes) -> bytes:
+        if len(self._urgent) + len(self._held) < MAX_URGENT // 2:
+            self._room.set()
+        return packet
 
     async def _read_socket(self) -> None:
         rest = b""
@@ -219,16 +226,19 @@ class IngressReader:
             self._arrived.set()
 
     def _sort(self, frame: Frame) -> None:
-        if frame.kind == PUBLISH and frame.qos == 0 and not self._urgent_topic(frame.topic):
-            if frame.topic in self._bulk:
+        if frame.kind == PUBLISH and not self._urgent_topic(frame.topic):
+            if frame.qos > 0:
+                self._held.append(frame.data)
+            elif frame.topic in self._bulk:
                 self.counters.conflated += 1
             elif len(self._bulk) >= self._max_topics:
                 self.counters.dropped += 1
                 return
-            self._bulk[frame.topic] = frame.data
+            if frame.qos == 0:
+                self._bulk[frame.topic] = frame.data
         elif frame.kind == DISCONNECT:
             self._last.append(frame.data)
         else:
             self._urgent.append(frame.data)
-            if len(self._urgent) >= MAX_URGENT:
-                self._room.clear()
+        if len(self._urgent) + len(self._held) >= MAX_URGENT:
+            self._room.clear()

@@ -57,10 +57,13 @@ async def flood_client(port: int, rate: float, seconds: float, client_id: str, p
     ids=lambda value: value.replace(" ", "-"),
 )
 async def test_an_estop_takes_effect_during_a_flood(kit, request, broker, sender, payload):
-    port = request.getfixturevalue("mosquitto").port if broker == "mosquitto" else kit.free_port()
-    url = None if broker == "embedded" else f"mqtt://127.0.0.1:{port}"
-    settings = kit.fast.model_copy(update={"embedded_port": port, "state_rate_hz": 20})
-    async with kit.running_sim() as runtime, kit.serving(runtime, url, settings, isolate=True):
+    url = None if broker == "embedded" else request.getfixturevalue("mosquitto").url
+    settings = kit.fast.model_copy(update={"embedded_port": 0, "state_rate_hz": 20})
+    async with (
+        kit.running_sim() as runtime,
+        kit.serving(runtime, url, settings, isolate=True) as link,
+    ):
+        port = link.url.port
         effect: list[float] = []
         runtime.add_cycle_listener(
             lambda _: (

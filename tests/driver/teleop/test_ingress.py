@@ -102,3 +102,20 @@ def _fed(chunks: list[bytes]) -> asyncio.StreamReader:
         stream.feed_data(chunk)
     stream.feed_eof()
     return stream
+
+
+async def test_qos1_publishes_keep_their_order_and_wait_like_bulk_while_commands_go_first():
+    allowed = asyncio.Event()
+    held = [publish("r/joints/target", b"%d" % i, qos=1) for i in range(3)]
+    estop = estop_packet("r/cmd", 9)
+    ingress = IngressReader(_fed([b"".join([*held, estop])]), may_pass=allowed.is_set)
+    head = await asyncio.wait_for(ingress.read(2), 5)
+    assert head[0] == 0x32 and head + await ingress.read(head[1]) == estop
+    pending = asyncio.ensure_future(ingress.read(len(held[0])))
+    await asyncio.sleep(0.05)
+    assert not pending.done()  # QoS 1 targets are not conflated, but wait for the broker
+    allowed.set()
+    got = [await asyncio.wait_for(pending, 5)]
+    got += [await ingress.read(len(p)) for p in held[1:]]
+    assert got == held
+    ingress.close()
