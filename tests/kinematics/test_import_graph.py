@@ -1,4 +1,4 @@
-"""The kinematics modules import one another one way: no cycle, lazy or TYPE_CHECKING ones included."""
+"""The kinematics modules import one another one way: no cycle, not even a lazy one."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _cycle(graph: dict[str, set[str]], packages: bool) -> list[str] | None:
         stack.append(m)
         for n in sorted(nodes.get(m, ())):
             if state.get(n) == 1:
-                return stack[stack.index(n) :] + [n]
+                return [*stack[stack.index(n) :], n]
             if n not in state and (found := visit(n)):
                 return found
         state[m] = 2
