@@ -105,8 +105,15 @@ async def test_lost_replies_mid_run_are_survived_and_reported(config, running):
     async with running(config) as (vbus, rt):
         await rt.command(Command.ENABLE)
         await rt.wait_cycles(3)
+        # Lost until one cycle's read has failed (with its retry), then answered again: how
+        # long that takes depends on the reply margin, which this host's load sets, so the
+        # drop window is counted in failed reads, not cycles (three 2 x 60 ms failures would
+        # be a bus down for BUS_FAULT_TIME).
         vbus.fault(13).drop_rate = 1.0
-        await rt.wait_cycles(3)
+        for _ in range(100):
+            await rt.wait_cycles(1)
+            if rt.state().stats.bus_errors:
+                break
         vbus.fault(13).drop_rate = 0.0
         await rt.wait_cycles(10)
         state = rt.state()
@@ -168,18 +175,29 @@ async def test_watchdog_trips_and_holds(make_config, running):
 
 
 async def test_estop_latches_and_holds_until_reset(config, running):
+    reads: list[tuple[Mode, np.ndarray]] = []
     async with running(config) as (vbus, rt):
+        rt.add_cycle_listener(
+            lambda r: reads.append((r.mode, r.state.position.copy())) if r.state else None
+        )
         await rt.command(Command.ENABLE)
         start = rt.state().command["joint1"]
         for _ in range(10):
             rt.set_joint_targets({"joint1": start + 1.0})
             await rt.wait_cycles(1)
-        present = rt.state().joints.positions()["joint1"]
         await rt.command(Command.ESTOP)
-        # The hold pose is where the arm is (measured), not where it was heading: the
-        # command steps back to it (within the max delta) and stays.
-        await rt.wait_cycles(5)
-        assert rt.state().command["joint1"] == pytest.approx(present, abs=0.02)
+        # The hold pose is where the arm was measured last (not where it was heading):
+        # the command steps back to it (within the max delta) and stays. Compared with
+        # the runtime's own last read, not a read of ours: on a busy host the arm moves
+        # on between the two.
+        present = next(p for m, p in reversed(reads) if m is Mode.ARMED)
+        hold = np.clip(present, rt.limits.lower, rt.limits.upper)
+        for _ in range(100):
+            await rt.wait_cycles(1)
+            if np.array_equal(list(rt.state().command.values()), hold):
+                break
+        np.testing.assert_array_equal(list(rt.state().command.values()), hold)
+        await rt.wait_cycles(2)
         on_bus = goals(vbus)
         for _ in range(20):
             rt.set_joint_targets({"joint1": start - 1.0})  # ignored while latched
