@@ -79,3 +79,25 @@ def test_codegen_imports_no_solver() -> None:
     for name, edges in graph.items():
         if name.startswith(f"{PREFIX}.codegen"):
             assert not {e for e in edges if e.startswith(f"{PREFIX}.ik")}, name
+
+
+def _family(module: str) -> str:
+    """``core``, ``dls``, ... for modules of ``hilbot.kinematics.ik.<family>``, else ``""``."""
+    parts = module.split(".")
+    return parts[3] if len(parts) > 4 and parts[2] == "ik" else ""
+
+
+def test_solver_families_import_one_way() -> None:
+    allowed = {
+        "core": set(),
+        "dls": {"core"},
+        "qp": {"core"},
+        "fabrik": {"core"},
+        "multitask": {"core", "qp"},
+    }
+    for name, edges in _graph().items():
+        family = _family(name)
+        if not family:
+            continue
+        used = {_family(e) for e in edges} - {"", family}
+        assert used <= allowed[family], (name, used)
