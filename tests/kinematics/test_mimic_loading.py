@@ -39,10 +39,10 @@ def test_a_mimic_on_a_fixed_joint_is_ignored_with_a_warning() -> None:
     assert "strict_mimic=True" in str(found[0])
     # The fixed joints stay fixed; nothing else changes.
     assert robot.joints["finger_a_joint"].mimic is None
-    assert robot.movable_joints == ("shoulder", "elbow")
+    assert robot.movable_joints == ("shoulder", "elbow", "gripper_joint")
     chain = robot.path_between("base", "finger_b")
-    assert chain.dof == 2
-    tip = chain.fk(np.zeros(2))[:3, 3]
+    assert chain.dof == 3
+    tip = chain.fk(np.zeros(3))[:3, 3]
     np.testing.assert_allclose(tip, [0.6, -0.01, 0.1], atol=1e-12)
 
 
