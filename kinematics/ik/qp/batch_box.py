@@ -36,7 +36,8 @@ from hilbot.kinematics.ik.qp.dense import solve_box_qp
 Array = NDArray[np.float64]
 Mask = NDArray[np.bool_]
 _DUAL_TOL = 1e-12  # as dense._DUAL_TOL: a held bound is released below -1e-12 (1 + |g|)
-_PDAS_ROUNDS = 4  # primal-dual rounds before the (never cycling) primal active set
+_PDAS_ROUNDS = 3  # plain primal-dual rounds, then safeguarded ones
+_ROUNDS = 30  # all rounds, then the primal active set (it never cycles)
 
 
 class BoxBatch(NamedTuple):
@@ -58,6 +59,8 @@ def solve_box_batch(
     lo: Array,
     hi: Array,
     guess: tuple[Mask, Mask] | None = None,
+    *,
+    exact: bool = True,
 ) -> BoxBatch:
     """Minimise ``0.5 x'Hx + f'x`` s.t. ``lo <= x <= hi`` per problem (see the module docstring).
 
@@ -68,10 +71,16 @@ def solve_box_batch(
         hi: (B, n) upper bounds (``+inf`` for none).
         guess: (B, n) masks of the bounds expected to hold (lower, upper), e.g. the
             ones that held at the previous iteration; only a starting point.
+        exact: reproduce ``solve_box_qp`` bit for bit (the unconstrained minimiser
+            first, the final reduced systems as the scalar method builds them).
+            ``False``: the same KKT points from the cheaper stacked solves, equal
+            to rounding (``capped`` is then True wherever a bound holds).
 
     Returns:
         The minimisers, which problems a bound held, and the held bounds.
     """
+    if not exact:
+        return _fast(h_mat, f, lo, hi, guess)
     x = np.asarray(np.linalg.solve(h_mat, -f[:, :, None])[:, :, 0], dtype=np.float64)
     capped = np.asarray(~((x > lo) & (x < hi)).all(axis=1), dtype=bool)
     lower = np.zeros(x.shape, dtype=bool)
@@ -85,8 +94,9 @@ def solve_box_batch(
         # The bounds that held last time, where there was a last time (a world whose
         # step was not held keeps the unconstrained minimiser's violations).
         seen = (guess[0][idx] | guess[1][idx]).any(axis=1)
-        start_lo[seen], start_hi[seen] = guess[0][idx][seen], guess[1][idx][seen]
-    held_lo, held_hi = _active_sets(h, g, low, high, start_lo, start_hi)
+        start_lo[seen] = guess[0][idx][seen] & np.isfinite(low[seen])
+        start_hi[seen] = guess[1][idx][seen] & np.isfinite(high[seen])
+    held_lo, held_hi, _ = _active_sets(h, g, low, high, start_lo, start_hi)
     fixed = low == high
     held = held_lo | held_hi | fixed
     pinned = np.where(held_lo | fixed, low, np.where(held_hi, high, 0.0))
@@ -99,6 +109,28 @@ def solve_box_batch(
         held_hi[k] = (result.x >= high[k]) & ~fixed[k]
     x[idx] = np.minimum(np.maximum(xs, low), high)
     lower[idx], upper[idx] = held_lo, held_hi
+    return BoxBatch(x, capped, lower, upper)
+
+
+def _fast(
+    h_mat: Array, f: Array, lo: Array, hi: Array, guess: tuple[Mask, Mask] | None
+) -> BoxBatch:
+    """The KKT points from the rounds' own solves, started from ``guess`` (or no bound)."""
+    size, n = f.shape
+    if guess is None:
+        start_lo = np.zeros((size, n), dtype=bool)
+        start_hi = np.zeros((size, n), dtype=bool)
+    else:  # a guess may name a bound this call does not have
+        start_lo, start_hi = guess[0] & np.isfinite(lo), guess[1] & np.isfinite(hi)
+    lower, upper, x = _active_sets(h_mat, f, lo, hi, start_lo, start_hi)
+    fixed = lo == hi
+    for k in np.flatnonzero(~_kkt(h_mat, f, lo, hi, x, lower, upper)):
+        result = solve_box_qp(h_mat[k], f[k], lo[k], hi[k])  # past the rounds' cap
+        x[k] = result.x
+        lower[k] = (result.x <= lo[k]) & ~fixed[k]
+        upper[k] = (result.x >= hi[k]) & ~fixed[k]
+    x = np.minimum(np.maximum(x, lo), hi)
+    capped = np.asarray((lower | upper | fixed).any(axis=1), dtype=bool)
     return BoxBatch(x, capped, lower, upper)
 
 
@@ -115,7 +147,7 @@ def _kkt(h_mat: Array, f: Array, lo: Array, hi: Array, x: Array, lower: Mask, up
 
 def _active_sets(
     h_mat: Array, f: Array, lo: Array, hi: Array, lower: Mask, upper: Mask
-) -> tuple[Mask, Mask]:
+) -> tuple[Mask, Mask, Array]:
     """The held bounds at the minimisers: primal-dual rounds, then primal rounds.
 
     The rounds only find the active sets; their solves (the held variables pinned
@@ -126,9 +158,10 @@ def _active_sets(
     lower, upper = lower & ~fixed, upper & ~fixed
     out_lo = np.zeros((size, n), dtype=bool)
     out_hi = np.zeros((size, n), dtype=bool)
+    out_x = np.empty((size, n))
     todo = np.arange(size)
     start = (lower, upper)
-    for _ in range(_PDAS_ROUNDS):
+    for rounds in range(_ROUNDS):
         held = lower | upper | fixed
         pinned = np.where(lower | fixed, lo, np.where(upper, hi, 0.0))
         x = _pinned_solve(h_mat, f, pinned, held)
@@ -137,20 +170,31 @@ def _active_sets(
         free = ~held
         ok = ~(free & ((x < lo) | (x > hi))).any(axis=1)
         ok &= ~(lower & (grad < -tol)).any(axis=1) & ~(upper & (grad > tol)).any(axis=1)
-        out_lo[todo[ok]], out_hi[todo[ok]] = lower[ok], upper[ok]
+        out_lo[todo[ok]], out_hi[todo[ok]], out_x[todo[ok]] = lower[ok], upper[ok], x[ok]
         keep = ~ok
         if not keep.any():
-            return out_lo, out_hi
-        new_lower = (free & (x < lo)) | (lower & (grad >= -tol))
-        new_upper = (free & (x > hi)) | (upper & (grad <= tol))
+            return out_lo, out_hi, out_x
+        add_lo, add_hi = free & (x < lo), free & (x > hi)
+        drop_lo, drop_hi = lower & (grad < -tol), upper & (grad > tol)
+        if rounds >= _PDAS_ROUNDS:
+            # Safeguard against cycling (Judice and Pires, Comput. Oper. Res. 21, 1994):
+            # add every violated bound, and release a bound only when none is violated,
+            # then only the one with the most negative multiplier.
+            adding = (add_lo | add_hi).any(axis=1)
+            value = np.where(drop_lo, grad, np.where(drop_hi, -grad, np.inf))
+            worst = np.argmin(value, axis=1)
+            single = np.zeros_like(drop_lo)
+            single[np.arange(worst.size), worst] = ~adding
+            drop_lo, drop_hi = drop_lo & single, drop_hi & single
+        new_lower = add_lo | (lower & ~drop_lo)
+        new_upper = add_hi | (upper & ~drop_hi)
         todo, h_mat, f, lo, hi = todo[keep], h_mat[keep], f[keep], lo[keep], hi[keep]
         lower, upper, fixed = new_lower[keep], new_upper[keep], fixed[keep]
         start = (start[0][keep], start[1][keep])
-    # The primal-dual rule did not settle (it cycles on ill-conditioned H): the primal
-    # active set of ``dense.solve_box_qp``, one bound added or released per round.
-    held_lo, held_hi = _primal(h_mat, f, lo, hi, fixed, start)
-    out_lo[todo], out_hi[todo] = held_lo, held_hi
-    return out_lo, out_hi
+    # Not settled yet: the primal active set of ``dense.solve_box_qp``, one bound added
+    # or released per round.
+    out_lo[todo], out_hi[todo], out_x[todo] = _primal(h_mat, f, lo, hi, fixed, start)
+    return out_lo, out_hi, out_x
 
 
 def _pinned_solve(h_mat: Array, f: Array, pinned: Array, held: Mask) -> Array:
@@ -166,7 +210,7 @@ def _pinned_solve(h_mat: Array, f: Array, pinned: Array, held: Mask) -> Array:
 
 def _primal(
     h_mat: Array, f: Array, lo: Array, hi: Array, fixed: Mask, start: tuple[Mask, Mask]
-) -> tuple[Mask, Mask]:
+) -> tuple[Mask, Mask, Array]:
     """``dense.solve_box_qp``'s primal active set on a batch: one bound added or released.
 
     It starts from the start sets' minimiser clipped into the box (a feasible point).
@@ -178,6 +222,7 @@ def _primal(
     x = np.minimum(np.maximum(_pinned_solve(h_mat, f, pinned, held), lo), hi)
     out_lo = np.zeros((size, n), dtype=bool)
     out_hi = np.zeros((size, n), dtype=bool)
+    out_x = np.empty((size, n))
     todo = np.arange(size)
     for _ in range(4 * n + 10):
         rows = np.arange(todo.size)
@@ -210,6 +255,7 @@ def _primal(
         release = settle & np.isfinite(value[rows, worst])
         done = settle & ~release
         out_lo[todo[done]], out_hi[todo[done]] = lower[done], upper[done]
+        out_x[todo[done]] = x[done]
         r = np.flatnonzero(release)
         lower[r, worst[r]] = False
         upper[r, worst[r]] = False
@@ -220,7 +266,8 @@ def _primal(
         lower, upper, fixed = lower[keep], upper[keep], fixed[keep]
     # Worlds still running at the cap keep their last sets; the final KKT check in
     # ``solve_box_batch`` hands them to the scalar solver.
-    return out_lo, out_hi
+    out_x[todo] = x
+    return out_lo, out_hi, out_x
 
 
 def reduced_solve(h_mat: Array, f: Array, pinned: Array, held: Mask) -> Array:

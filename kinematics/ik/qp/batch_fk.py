@@ -67,8 +67,23 @@ class ArrayKernel:
         return pose, jac
 
 
+_CACHE: dict[int, tuple[Any, Kernel]] = {}
+
+
 def kernel_for(chain: Any) -> Kernel:
-    """``ArrayKernel`` if it reproduces ``Chain.fk_jacobian`` bit for bit, else ``BatchKernel``."""
+    """``ArrayKernel`` if it reproduces ``Chain.fk_jacobian`` bit for bit, else ``BatchKernel``.
+
+    Built once per chain (``Robot.path_between`` memoises chains) and cached.
+    """
+    cached = _CACHE.get(id(chain))
+    if cached is not None and cached[0] is chain:
+        return cached[1]
+    kernel = _build(chain)
+    _CACHE[id(chain)] = (chain, kernel)
+    return kernel
+
+
+def _build(chain: Any) -> Kernel:
     try:
         kernel = ArrayKernel(chain)
     except ValueError:

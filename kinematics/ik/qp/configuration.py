@@ -32,9 +32,14 @@ class Configuration:
         batched: whether ``q`` holds B worlds.
     """
 
-    def __init__(self, chain: Any, q: npt.ArrayLike | None = None) -> None:
+    def __init__(
+        self, chain: Any, q: npt.ArrayLike | None = None, *, _info: ChainInfo | None = None
+    ) -> None:
         self.chain = chain
-        self.info = ChainInfo(chain)
+        self.info = ChainInfo(chain) if _info is None or _info.chain is not chain else _info
+        # The bounds that held in the last solve_ik step from this configuration's parent:
+        # the next step's active sets start from them (a guess; never a constraint).
+        self.held: tuple[NDArray[np.bool_], NDArray[np.bool_]] | None = None
         dof = self.info.dof
         if dof == 0:
             raise ValueError(f"{chain!r} has no movable joint")
@@ -63,13 +68,14 @@ class Configuration:
         if v.shape != self.q.shape or not np.isfinite(v).all():
             raise ValueError(f"velocity must be finite with shape {self.q.shape}, got {v.shape}")
         if self.info.scalar:
-            return Configuration(self.chain, self.q + v * dt)
-        rows = [
-            self.chain.integrate(q, dq)
-            for q, dq in zip(self.worlds, v.reshape(-1, v.shape[-1]) * dt, strict=True)
-        ]
-        moved = np.array(rows)
-        return Configuration(self.chain, moved if self.batched else moved[0])
+            moved = self.q + v * dt
+        else:
+            steps = v.reshape(-1, v.shape[-1]) * dt
+            rows = [self.chain.integrate(q, dq) for q, dq in zip(self.worlds, steps, strict=True)]
+            moved = np.array(rows) if self.batched else np.array(rows[0])
+        out = Configuration(self.chain, moved, _info=self.info)
+        out.held = self.held
+        return out
 
     def __repr__(self) -> str:
         shape = f"{self.q.shape[0]} worlds" if self.batched else "1 world"

@@ -155,7 +155,11 @@ def solve_ik(
         contexts = [ChainContext(configuration.chain, row, info.names) for row in q]
     cons = gather_batch(chosen, configuration.chain, info.names, q, -unbounded, unbounded, contexts)
     if cons.g is None:
-        dq = solve_box_batch(h_mat, c, cons.lower, cons.upper).x
+        held = configuration.held
+        guess = held if held is not None and held[0].shape == q.shape else None
+        box = solve_box_batch(h_mat, c, cons.lower, cons.upper, guess, exact=False)
+        configuration.held = (box.lower, box.upper)
+        dq = box.x
     else:
         dq = general_steps(h_mat, c, cons)[0]
     v: Array = dq / dt
