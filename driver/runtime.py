@@ -260,7 +260,9 @@ class Runtime:
 
         Raises:
             UnknownChain: no chain of that name.
-            InvalidTarget: the target has the wrong shape or is not finite.
+            InvalidTarget: the target has the wrong shape, is not finite, lies beyond
+                ``MAX_COORDINATE_M`` or has a malformed orientation; ``reason`` is the
+                teleop reject reason (``invalid`` or ``non_finite``).
         """
         self._targets.set_pose(chain, target)
         self._home = None
@@ -270,7 +272,8 @@ class Runtime:
 
         Raises:
             UnknownJoint: a joint the robot does not drive.
-            InvalidTarget: a value that is not a finite number.
+            InvalidTarget: a value that is not a finite number or lies beyond
+                ``MAX_JOINT_VALUE``; ``reason`` as for ``set_target``.
         """
         self._targets.set_joints(positions)
         self._home = None
