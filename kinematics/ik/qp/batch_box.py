@@ -37,7 +37,8 @@ Array = NDArray[np.float64]
 Mask = NDArray[np.bool_]
 _DUAL_TOL = 1e-12  # as dense._DUAL_TOL: a held bound is released below -1e-12 (1 + |g|)
 _PDAS_ROUNDS = 3  # plain primal-dual rounds, then safeguarded ones
-_ROUNDS = 30  # all rounds, then the primal active set (it never cycles)
+_ROUNDS = 8  # all rounds, then the primal active set (it never cycles)
+_SCALAR_MAX = 16  # this few problems left: the scalar solver, one by one
 
 
 class BoxBatch(NamedTuple):
@@ -191,9 +192,17 @@ def _active_sets(
         todo, h_mat, f, lo, hi = todo[keep], h_mat[keep], f[keep], lo[keep], hi[keep]
         lower, upper, fixed = new_lower[keep], new_upper[keep], fixed[keep]
         start = (start[0][keep], start[1][keep])
-    # Not settled yet: the primal active set of ``dense.solve_box_qp``, one bound added
-    # or released per round.
-    out_lo[todo], out_hi[todo], out_x[todo] = _primal(h_mat, f, lo, hi, fixed, start)
+    # Not settled yet: the primal active set of ``dense.solve_box_qp`` (one bound added
+    # or released per round), stacked, or for a few problems the scalar method itself
+    # (a stacked round over a handful of problems costs as much as solving them).
+    if todo.size > _SCALAR_MAX:
+        out_lo[todo], out_hi[todo], out_x[todo] = _primal(h_mat, f, lo, hi, fixed, start)
+        return out_lo, out_hi, out_x
+    for k, b in enumerate(todo):
+        result = solve_box_qp(h_mat[k], f[k], lo[k], hi[k])
+        out_x[b] = result.x
+        out_lo[b] = (result.x <= lo[k]) & ~fixed[k]
+        out_hi[b] = (result.x >= hi[k]) & ~fixed[k]
     return out_lo, out_hi, out_x
 
 
