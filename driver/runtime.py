@@ -229,7 +229,7 @@ class Runtime:
             try:
                 await self._backend.set_torque(False)
                 break
-            except BUS_ERRORS as err:
+            except Exception as err:  # a bus error, or anything else: the same retries
                 if attempt == SHUTDOWN_TORQUE_TRIES:
                     # Nothing more can be done from here; the servo-side bus watchdog (where
                     # the firmware has one) stops the servos once the host falls silent.

@@ -347,3 +347,16 @@ async def test_nan_positions_from_a_backend_fault_instead_of_reaching_the_comman
         assert state.mode is Mode.FAULTED
         assert internal_faults(state)[0].detail.startswith("backend read: ValueError")
         assert all(np.isfinite(list(state.command.values())))
+
+
+async def test_shutdown_retries_torque_off_after_an_unexpected_error(
+    arm_config, sim_factory, clock, faulty
+):
+    config = arm_config()
+    backend = faulty(sim_factory(config))
+    async with Runtime(config, backend, clock=clock) as rt:
+        await rt.command(Command.ENABLE)
+        await rt.wait_cycles(2)
+        backend.fail("set_torque", times=2, exc=Injected("torque write lost"))
+    assert not backend.inner.model.torque_enabled.any()  # the third attempt went through
+    assert backend.injected["set_torque"] == 2
