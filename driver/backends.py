@@ -240,12 +240,17 @@ def _enforced_limits(config: RobotConfig) -> dict[str, tuple[float, float]]:
 
 @contextlib.asynccontextmanager
 async def build_backend(
-    config: RobotConfig, kind: str, *, virtual_return_delay: int | None = 0
+    config: RobotConfig,
+    kind: str,
+    *,
+    virtual_return_delay: int | None = 0,
+    sim_bus_args: Sequence[str] = (),
 ) -> AsyncIterator[Backend]:
     """Yield the (not yet entered) backend of ``kind`` for ``config``.
 
     For ``virtual``, the virtual buses run for as long as the context is open, their
-    servos with ``virtual_return_delay`` as Return Delay Time (see :func:`virtual_buses`).
+    servos with ``virtual_return_delay`` as Return Delay Time (see :func:`virtual_buses`),
+    and ``sim_bus_args`` as further ``hilbot sim-bus`` options (``--hand``, ``--mount``).
 
     Raises:
         BackendError: unknown kind.
@@ -255,7 +260,9 @@ async def build_backend(
     elif kind == "dynamixel":
         yield dynamixel_backend(config, pipeline="auto")
     elif kind == "virtual":
-        async with virtual_buses(config, return_delay_time=virtual_return_delay) as ports:
+        async with virtual_buses(
+            config, return_delay_time=virtual_return_delay, extra_args=sim_bus_args
+        ) as ports:
             yield dynamixel_backend(config, ports, margin_ms=VIRTUAL_MARGIN_MS, pipeline="auto")
     else:
         raise BackendError(f"unknown backend {kind!r}; expected sim, virtual or dynamixel")
@@ -263,7 +270,11 @@ async def build_backend(
 
 @contextlib.asynccontextmanager
 async def virtual_buses(
-    config: RobotConfig, *, timeout: float = 20.0, return_delay_time: int | None = 0
+    config: RobotConfig,
+    *,
+    timeout: float = 20.0,
+    return_delay_time: int | None = 0,
+    extra_args: Sequence[str] = (),
 ) -> AsyncIterator[dict[str, str]]:
     """Serve the config's buses as virtual Dynamixel buses in a child process.
 
@@ -297,6 +308,7 @@ async def virtual_buses(
             "sim-bus",
             path,
             *(() if return_delay_time is None else ("--return-delay", str(return_delay_time))),
+            *extra_args,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             # Its own process group: Ctrl+C at a terminal signals the foreground group, and

@@ -71,6 +71,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default 0, a set-up arm; 250 is the factory value)",
     )
     parser.add_argument(
+        "--hand",
+        choices=("sweep", "wave", "still"),
+        help="--backend virtual: a scripted hand moves the torque-off virtual servos",
+    )
+    parser.add_argument(
+        "--mount",
+        action="append",
+        default=[],
+        metavar="ID:DEG[:reversed]",
+        help="--backend virtual: assemble virtual servo ID this many degrees off (repeat)",
+    )
+    parser.add_argument(
         "--rate", type=positive_hz, metavar="HZ", help="loop rate, overriding the config"
     )
     parser.add_argument(
@@ -179,11 +191,21 @@ def option_problem(args: argparse.Namespace) -> str | None:
         )
     if args.virtual_return_delay is not None and args.backend != "virtual":
         return f"--virtual-return-delay is for --backend virtual, not {args.backend}"
+    if (getattr(args, "hand", None) or getattr(args, "mount", None)) and args.backend != "virtual":
+        return f"--hand and --mount are for --backend virtual, not {args.backend}"
     for option in ("stats", "record"):
         path = getattr(args, option, None)
         if path is not None and not Path(path).parent.is_dir():
             return f"--{option} {path}: the folder {Path(path).parent} does not exist"
     return None
+
+
+def sim_bus_options(args: argparse.Namespace) -> list[str]:
+    """The ``hilbot sim-bus`` options ``--hand`` and ``--mount`` ask for."""
+    out = [] if getattr(args, "hand", None) is None else ["--hand", args.hand]
+    for mount in getattr(args, "mount", None) or ():
+        out += ["--mount", mount]
+    return out
 
 
 def port_origin(args: argparse.Namespace, config: Any, port: str) -> str:
@@ -257,7 +279,10 @@ async def _main(
             continue
         with contextlib.suppress(NotImplementedError):  # not on Windows
             loop.add_signal_handler(sig, stop.set)
-    backend_options = {"virtual_return_delay": args.virtual_return_delay or 0}
+    backend_options: dict[str, Any] = {"virtual_return_delay": args.virtual_return_delay or 0}
+    sim_bus_args = sim_bus_options(args)
+    if sim_bus_args:
+        backend_options["sim_bus_args"] = sim_bus_args
     status = Progress(1, enabled=not args.no_status and sys.stderr.isatty())
     async with (
         build(config, args.backend, **backend_options) as built,

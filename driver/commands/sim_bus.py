@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -18,10 +19,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from hilbot.driver.commands.failures import positive_seconds
 from hilbot.hal.errors import HalError
 from hilbot.hal.mapping import ServoSpec
+from hilbot.sim.hand import MOTIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,7 @@ class _Bus:
     protocol: int
     baudrate: int
     home: dict[str, float]
+    ranges: dict[str, tuple[float, float]] | None = None  # URDF limits, for --hand
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,6 +69,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--link", type=Path, help="also make this path a symlink to the pty (one bus only)"
+    )
+    parser.add_argument(
+        "--hand",
+        choices=MOTIONS,
+        help="a scripted hand moves the torque-off servos: sweep each joint through its "
+        "range, wave, or hold still (needs a robot config)",
+    )
+    parser.add_argument(
+        "--mount",
+        action="append",
+        default=[],
+        metavar="ID:DEG[:reversed]",
+        help="assemble servo ID this many degrees off (and turned around): an arm that "
+        "calibration has something to find on (repeat)",
     )
     parser.add_argument(
         "--duration",
@@ -111,11 +129,14 @@ def run(args: argparse.Namespace) -> int:
 def _buses(args: argparse.Namespace) -> list[_Bus]:
     protocol, baud = args.protocol, args.baud
     if args.servo:
+        if args.hand or args.mount:
+            raise ValueError("--hand and --mount need a robot config (joints and their ranges)")
         servos = dict(_parse_servo(text) for text in args.servo)
         return [_Bus("main", servos, protocol or 2, baud or 1_000_000, {})]
     if args.config is None:
         raise ValueError("give a robot config or at least one --servo ID:MODEL")
     from hilbot.driver.config import load_config
+    from hilbot.sim.hand_runner import mounted_servos
 
     config = load_config(args.config)
     chosen = [b for b in config.buses if args.bus in (None, b.name)]
@@ -125,13 +146,27 @@ def _buses(args: argparse.Namespace) -> list[_Bus]:
     return [
         _Bus(
             b.name,
-            config.servo_specs(b.name),
+            mounted_servos(config.servo_specs(b.name), args.mount),
             protocol or b.protocol,
             baud or b.baudrate,
             dict(config.home),
+            joint_ranges(config),
         )
         for b in chosen
     ]
+
+
+def joint_ranges(config: Any) -> dict[str, tuple[float, float]]:
+    """The finite URDF limits of the config's joints: where the hand may move them."""
+    from hilbot.driver.validation import load_robot
+
+    robot = load_robot(config.urdf)
+    out = {}
+    for joint in config.joint_names:
+        lower, upper = robot.joints[joint].bounds()
+        if math.isfinite(lower) and math.isfinite(upper):
+            out[joint] = (float(lower), float(upper))
+    return out
 
 
 def _parse_servo(text: str) -> tuple[int, str]:
@@ -147,13 +182,15 @@ def _ids(servos: Sequence[ServoSpec] | dict[int, str]) -> list[int]:
 
 @contextlib.contextmanager
 def _serving(buses: Sequence[_Bus], args: argparse.Namespace) -> Iterator[list[str]]:
+    from hilbot.sim.hand_runner import hand_on
     from hilbot.sim.virtual_bus_runner import running_virtual_bus
 
     with contextlib.ExitStack() as stack:
         ports = []
         for bus in buses:
+            servos = bus.servos
             vbus = running_virtual_bus(
-                bus.servos,
+                servos,
                 protocol=bus.protocol,
                 baudrate=bus.baudrate,
                 initial_positions=bus.home or None,
@@ -161,6 +198,8 @@ def _serving(buses: Sequence[_Bus], args: argparse.Namespace) -> Iterator[list[s
                 wire_timing=not args.no_wire_timing,
             )
             ports.append(stack.enter_context(vbus).port)
+            if args.hand is not None and not isinstance(servos, dict):
+                stack.enter_context(hand_on(vbus, servos, args.hand, bus.ranges or {}, bus.home))
         yield ports
 
 
