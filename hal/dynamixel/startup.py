@@ -55,7 +55,7 @@ def identify(bus: DynamixelBus, slot: ServoSlot) -> None:
         StartupError: the servo does not answer, or is another or an unsupported model.
     """
     spec = slot.units.spec
-    number = _patient_ping(bus, spec.id)
+    number = patient_ping(bus, spec.id)
     if number is None:
         raise StartupError(
             f"servo {spec.id} (joint {spec.joint!r}, {spec.model}) does not answer on "
@@ -155,7 +155,7 @@ def _check_mode(slot: ServoSlot, eeprom: bytes) -> None:
         )
 
 
-def _patient_ping(bus: DynamixelBus, servo_id: int) -> int | None:
+def patient_ping(bus: DynamixelBus, servo_id: int) -> int | None:
     """Ping until the servo answers or ``PING_PATIENCE`` runs out; its model number or None."""
     deadline = time.monotonic() + PING_PATIENCE
     while True:

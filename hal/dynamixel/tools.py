@@ -16,7 +16,7 @@ from pathlib import Path
 from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
 from hilbot.hal.dynamixel.port import latency_timer_ms
-from hilbot.hal.dynamixel.startup import hardware_status, identify, inspect
+from hilbot.hal.dynamixel.startup import hardware_status, identify, inspect, patient_ping
 from hilbot.hal.dynamixel.tables import ModelSpec, RegisterName, model_by_number
 from hilbot.hal.dynamixel.timing import bus_budget
 from hilbot.hal.errors import CommError, HalError
@@ -122,7 +122,8 @@ class ChangeError(HalError):
 
 
 def _identify(bus: DynamixelBus, servo_id: int) -> ModelSpec:
-    number = bus.try_ping(servo_id)
+    # patient, as start-up is: one lost ping must not fail a change
+    number = patient_ping(bus, servo_id)
     if number is None:
         raise ChangeError(
             f"servo {servo_id} does not answer on {bus.port_name} at {bus.baudrate} bit/s "

@@ -168,17 +168,42 @@ async def test_protocol1_angle_limits_are_honoured(open_bus, backend_for):
         assert arm.counters.data_limit_errors == 1
 
 
-def test_a_write_answered_with_angle_limit_error_is_a_data_limit_error(open_bus):
-    vbus = open_bus([ServoSpec(1, "AX-12A", "j1")], protocol=1)
-    servo_cli(vbus, "--id", "1", "--max-position-limit", "800", protocol=1)
-    bus = DynamixelBus(vbus.port, 1_000_000, 1, margin_ms=100.0)
+@pytest.mark.parametrize(
+    ("protocol", "name", "limit", "beyond"),
+    [(1, "AX-12A", 800, 900), (2, "XM430-W350", 3000, 3500)],
+    ids=["1.0-angle-limit-error", "2.0-data-limit-error"],
+)
+def test_a_write_answered_with_a_limit_error_is_a_data_limit_error(
+    open_bus, protocol, name, limit, beyond
+):
+    vbus = open_bus([ServoSpec(1, name, "j1")], protocol=protocol)
+    servo_cli(vbus, "--id", "1", "--max-position-limit", str(limit), protocol=protocol)
+    bus = DynamixelBus(vbus.port, 1_000_000, protocol, margin_ms=100.0)
     bus.open()
     try:
-        goal = AX.register(N.GOAL_POSITION)
+        goal = model(name).register(N.GOAL_POSITION)
         with pytest.raises(DataLimitError) as info:
-            bus.write(1, goal.address, goal.encode(900))
+            bus.write(1, goal.address, goal.encode(beyond))
         assert (info.value.servo_id, info.value.address) == (1, goal.address)
         assert bus.counters.data_limit_errors == 1
         assert bus.counters.servo_errors == 1
     finally:
         bus.close()
+
+
+@pytest.mark.parametrize(
+    ("protocol", "name", "args", "message"),
+    [
+        (1, "AX-12A", ["--pwm-limit", "500"], "servo 1 (AX-12A) has no pwm limit register"),
+        (2, "XM430-W350", ["--max-position-limit", "5000"], "must be in 0..4095, got 5000"),
+    ],
+    ids=["no-such-register", "out-of-range"],
+)
+def test_hilbot_servo_refuses_a_limit_the_servo_cannot_take_in_one_line(
+    open_bus, capsys, protocol, name, args, message
+):
+    vbus = open_bus([ServoSpec(1, name, "j1")], protocol=protocol)
+    argv = ["servo", "--port", vbus.port, "--protocol", str(protocol), "--id", "1", *args]
+    assert hilbot(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
