@@ -25,6 +25,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Literal
 
 
 class Access(enum.Enum):
@@ -42,12 +43,21 @@ class Area(enum.Enum):
 
 
 class Encoding(enum.Enum):
-    """How a register's bytes map to an integer (all little-endian)."""
+    """How a register's bytes map to an integer (byte order: ``Register.byte_order``)."""
 
     UNSIGNED = "unsigned"
     SIGNED = "signed"  # two's complement over the register size
     SIGN_MAGNITUDE_10 = "sign-magnitude bit 10"  # Dynamixel 1.0 speed/load: bit 10 is the sign
+    SIGN_MAGNITUDE_11 = "sign-magnitude bit 11"  # Feetech STS Homing Offset: bit 11 is the sign
     SIGN_MAGNITUDE_15 = "sign-magnitude bit 15"  # Feetech STS: bit 15 is the sign
+
+
+#: Sign bit of each sign-magnitude encoding.
+_SIGN_BIT = {
+    Encoding.SIGN_MAGNITUDE_10: 10,
+    Encoding.SIGN_MAGNITUDE_11: 11,
+    Encoding.SIGN_MAGNITUDE_15: 15,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +112,8 @@ class Register:
     ``index`` numbers the items of a series (Indirect Address 1 ~ 56), else 0.
     ``values``: where the manual lists the values a register takes (Operating Mode:
     those of the model's modes), only those are in range; empty: every value of
-    ``min`` ~ ``max``.
+    ``min`` ~ ``max``. ``byte_order``: ``"little"`` (Dynamixel, Feetech STS) or
+    ``"big"`` (Feetech SCS words).
     """
 
     name: enum.Enum
@@ -118,6 +129,7 @@ class Register:
     dependent: tuple[DependentRange, ...] = ()
     index: int = 0
     values: frozenset[int] = frozenset()
+    byte_order: Literal["little", "big"] = "little"
     #: First address after this register (a field, not a property: reads are hot).
     end: int = field(init=False, repr=False, compare=False)
 
@@ -148,10 +160,9 @@ class Register:
         bits = 8 * self.size
         if self.encoding is Encoding.SIGNED:
             return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-        if self.encoding is Encoding.SIGN_MAGNITUDE_10:
-            return -0x3FF, 0x3FF
-        if self.encoding is Encoding.SIGN_MAGNITUDE_15:
-            return -0x7FFF, 0x7FFF
+        sign_bit = _SIGN_BIT.get(self.encoding)
+        if sign_bit is not None:
+            return -((1 << sign_bit) - 1), (1 << sign_bit) - 1
         return 0, (1 << bits) - 1
 
     def limit_range(
@@ -168,27 +179,24 @@ class Register:
         if len(data) != self.size:
             raise ValueError(f"{self.label}: {len(data)} bytes, expected {self.size}")
         if self.encoding is Encoding.SIGNED:
-            return int.from_bytes(data, "little", signed=True)
-        raw = int.from_bytes(data, "little")
-        if self.encoding is Encoding.SIGN_MAGNITUDE_10:
-            magnitude = raw & 0x3FF
-            return -magnitude if raw & 0x400 else magnitude
-        if self.encoding is Encoding.SIGN_MAGNITUDE_15:
-            magnitude = raw & 0x7FFF
-            return -magnitude if raw & 0x8000 else magnitude
+            return int.from_bytes(data, self.byte_order, signed=True)
+        raw = int.from_bytes(data, self.byte_order)
+        sign_bit = _SIGN_BIT.get(self.encoding)
+        if sign_bit is not None:
+            magnitude = raw & ((1 << sign_bit) - 1)
+            return -magnitude if raw >> sign_bit & 1 else magnitude
         return raw
 
     def encode(self, value: int) -> bytes:
         """Bytes of ``value`` in this register's encoding (range is not checked here)."""
         if self.encoding is Encoding.SIGNED:
-            return int(value).to_bytes(self.size, "little", signed=True)
-        if self.encoding is Encoding.SIGN_MAGNITUDE_10:
-            raw = min(abs(int(value)), 0x3FF) | (0x400 if value < 0 else 0)
-            return raw.to_bytes(self.size, "little")
-        if self.encoding is Encoding.SIGN_MAGNITUDE_15:
-            raw = min(abs(int(value)), 0x7FFF) | (0x8000 if value < 0 else 0)
-            return raw.to_bytes(self.size, "little")
-        return int(value).to_bytes(self.size, "little")
+            return int(value).to_bytes(self.size, self.byte_order, signed=True)
+        sign_bit = _SIGN_BIT.get(self.encoding)
+        if sign_bit is not None:
+            mask = (1 << sign_bit) - 1
+            raw = min(abs(int(value)), mask) | ((1 << sign_bit) if value < 0 else 0)
+            return raw.to_bytes(self.size, self.byte_order)
+        return int(value).to_bytes(self.size, self.byte_order)
 
 
 def check_layout(registers: Iterable[Register]) -> list[Register]:

@@ -1,0 +1,497 @@
+"""Feetech memory tables and model specifications, as data.
+
+Each model's table is its series' layout (STS: magnetic encoder, 12 bits, words low
+byte first; SCS: potentiometer, 10 bits, words high byte first) filled with the
+defaults and ranges of that model's memory table. Sources, per series:
+
+- STS: Feetech's STS memory table ("FT-SMS-STS-emanual", doc.feetech.cn; the
+  STS3215 column: firmware 3.6, servo version 9.3 = model number 777), cross-checked
+  against LeRobot's ``lerobot/motors/feetech/tables.py`` (addresses, sizes, model
+  numbers, sign bits) and rustypot's ``src/servo/feetech/sts3215.rs``;
+- SCS: Feetech's SCS memory table ("FD1.9.8 SCS series memory table analysis",
+  "FT-SCSCL-emanual"), cross-checked against LeRobot's ``SCS_SERIES_CONTROL_TABLE``
+  and rustypot's ``scs0009.rs`` (big-endian words, no sync read).
+
+Where a source is silent or the sources disagree, the model's ``unsourced`` says so
+and what was used. Register types are the family-neutral ones of
+``hilbot.hal.registers``; a register's ``byte_order`` is its series' word order.
+
+Firmware facts the tables carry as data, for the virtual bus and the backend:
+
+- Goal Position's dependent range is Min/Max Angle Limit in position mode (0). The
+  firmware does not refuse a goal beyond it: it clamps the goal to the limits (and
+  with both limits 0, multi-turn, it does not limit at all);
+- EEPROM writes are gated by Lock (55 on STS, 48 on SCS): with Lock 1 a write to an
+  EEPROM register takes effect but is not saved (lost at power-off); with Lock 0 it
+  is saved (memory table, "Lock flag");
+- Torque Limit (48, STS) is loaded from Max Torque (16) at power-up.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from hilbot.hal.feetech.encoding import WordOrder
+from hilbot.hal.feetech.protocol import StatusError
+from hilbot.hal.feetech.register_names import FeetechRegister
+from hilbot.hal.registers import (
+    Access,
+    Area,
+    Bound,
+    DependentRange,
+    Encoding,
+    Register,
+    named_table,
+)
+
+__all__ = [
+    "MODELS",
+    "FeetechModel",
+    "FeetechRegister",
+    "Series",
+    "model",
+    "models_with_number",
+]
+
+N = FeetechRegister
+R, RW = Access.R, Access.RW
+EEPROM, RAM = Area.EEPROM, Area.RAM
+
+#: Operating Mode values (memory table, address 33).
+POSITION_MODE, SPEED_MODE, PWM_MODE, STEP_MODE = 0, 1, 2, 3
+#: Torque Enable values: off, on, damping; 128 sets the present position to 2048.
+TORQUE_VALUES = frozenset({0, 1, 2, 128})
+TORQUE_CALIBRATE = 128
+
+#: Baud Rate register value -> bit/s (STS and SCS memory tables; FTServo ``INST.h``).
+#: LeRobot's table lists 5: 57600, 6: 38400, 7: 19200 instead; Feetech's own tables
+#: (both series) and its Arduino library give 76800, 57600 and 38400.
+BAUD_RATES: Mapping[int, int] = MappingProxyType(
+    {
+        0: 1_000_000,
+        1: 500_000,
+        2: 250_000,
+        3: 128_000,
+        4: 115_200,
+        5: 76_800,
+        6: 57_600,
+        7: 38_400,
+    }
+)
+
+
+class Series(enum.Enum):
+    """A Feetech series: its word order and its status bits."""
+
+    STS = "STS"
+    SCS = "SCS"
+
+
+@dataclass(frozen=True, slots=True)
+class FeetechModel:
+    """One Feetech servo model.
+
+    Args:
+        name: e.g. ``"STS3215"``.
+        series: STS or SCS.
+        model_number: what addresses 3 and 4 read (the servo's major, minor version).
+        table: the memory table by register name.
+        ticks_per_rev: encoder steps per revolution (SCS: 1024 steps over 300°).
+        position_max: highest position step (STS 4095, SCS 1023).
+        center_tick: the middle step (joint zero reference).
+        nominal_voltage: [V].
+        has_sync_read: whether the firmware answers SYNC READ (0x82).
+        source: where the values come from.
+        unsourced: what the sources leave open, and what was used.
+    """
+
+    name: str
+    series: Series
+    model_number: int
+    table: Mapping[FeetechRegister, Register]
+    ticks_per_rev: float
+    position_max: int
+    center_tick: int
+    nominal_voltage: float
+    has_sync_read: bool
+    source: str
+    unsourced: tuple[str, ...] = ()
+    baud_rates: Mapping[int, int] = field(default_factory=lambda: BAUD_RATES)
+
+    @property
+    def word_order(self) -> WordOrder:
+        """Byte order of the model's words."""
+        return WordOrder.LITTLE if self.series is Series.STS else WordOrder.BIG
+
+    @property
+    def status_bits(self) -> StatusError:
+        """The status bits this series reports (SCS: no angle sensor, no current)."""
+        bits = StatusError.VOLTAGE | StatusError.OVERHEAT | StatusError.OVERLOAD
+        if self.series is Series.STS:
+            bits |= StatusError.ANGLE_SENSOR | StatusError.OVERCURRENT
+        return bits
+
+    @property
+    def radians_per_tick(self) -> float:
+        """Position (and speed, per second) unit [rad]."""
+        return 2.0 * math.pi / self.ticks_per_rev
+
+    @property
+    def lock_register(self) -> Register:
+        """The Lock register (55 on STS, 48 on SCS)."""
+        return self.table[N.LOCK]
+
+    def register(self, name: FeetechRegister) -> Register:
+        """The register ``name``; ``KeyError`` naming the model when it has none."""
+        try:
+            return self.table[name]
+        except KeyError:
+            raise KeyError(f"{self.name} has no {name.value} register") from None
+
+    def baud_value(self, baudrate: int) -> int:
+        """Baud Rate register value for ``baudrate`` [bit/s]; ``ValueError`` if none."""
+        for value, rate in self.baud_rates.items():
+            if rate == baudrate:
+                return value
+        rates = ", ".join(str(r) for r in self.baud_rates.values())
+        raise ValueError(f"{self.name} cannot use {baudrate} bit/s; it supports {rates}")
+
+
+# ---------------------------------------------------------------------- layouts
+
+
+def _reg(
+    name: FeetechRegister,
+    address: int,
+    size: int,
+    access: Access,
+    area: Area,
+    default: int = 0,
+    low: int = 0,
+    high: int = 0,
+    *,
+    unit: str = "",
+    encoding: Encoding = Encoding.UNSIGNED,
+    dependent: tuple[DependentRange, ...] = (),
+    values: frozenset[int] = frozenset(),
+) -> Register:
+    return Register(
+        name,
+        address,
+        size,
+        access,
+        area,
+        unit=unit,
+        min=low,
+        max=high,
+        encoding=encoding,
+        default=default,
+        dependent=dependent,
+        values=values,
+    )
+
+
+#: Goal Position within Min/Max Angle Limit in position mode (clamped by the firmware).
+_GOAL_LIMITS = (
+    DependentRange(Bound(N.MIN_ANGLE_LIMIT), Bound(N.MAX_ANGLE_LIMIT), frozenset({POSITION_MODE})),
+)
+
+SM10, SM11, SM15 = (
+    Encoding.SIGN_MAGNITUDE_10,
+    Encoding.SIGN_MAGNITUDE_11,
+    Encoding.SIGN_MAGNITUDE_15,
+)
+
+
+def _sts_registers(d: Mapping[FeetechRegister, int]) -> list[Register]:
+    """The STS layout with defaults ``d`` (STS memory table, STS3215 column)."""
+    return [
+        _reg(N.FIRMWARE_MAJOR_VERSION, 0, 1, R, EEPROM, d[N.FIRMWARE_MAJOR_VERSION]),
+        _reg(N.FIRMWARE_MINOR_VERSION, 1, 1, R, EEPROM, d[N.FIRMWARE_MINOR_VERSION]),
+        _reg(N.END, 2, 1, R, EEPROM, 0),
+        _reg(N.MODEL_NUMBER, 3, 2, R, EEPROM, d[N.MODEL_NUMBER]),
+        _reg(N.ID, 5, 1, RW, EEPROM, 1, 0, 253),
+        _reg(N.BAUD_RATE, 6, 1, RW, EEPROM, 0, 0, 7),
+        _reg(N.RETURN_DELAY_TIME, 7, 1, RW, EEPROM, 0, 0, 254, unit="2 µs"),
+        _reg(N.RESPONSE_STATUS_LEVEL, 8, 1, RW, EEPROM, 1, 0, 1),
+        _reg(N.MIN_ANGLE_LIMIT, 9, 2, RW, EEPROM, 0, 0, 4094, unit="step"),
+        _reg(N.MAX_ANGLE_LIMIT, 11, 2, RW, EEPROM, 4095, 0, 4095, unit="step"),
+        _reg(
+            N.MAX_TEMPERATURE_LIMIT,
+            13,
+            1,
+            RW,
+            EEPROM,
+            d[N.MAX_TEMPERATURE_LIMIT],
+            0,
+            100,
+            unit="°C",
+        ),
+        _reg(N.MAX_INPUT_VOLTAGE, 14, 1, RW, EEPROM, d[N.MAX_INPUT_VOLTAGE], 0, 254, unit="0.1 V"),
+        _reg(N.MIN_INPUT_VOLTAGE, 15, 1, RW, EEPROM, d[N.MIN_INPUT_VOLTAGE], 0, 254, unit="0.1 V"),
+        _reg(N.MAX_TORQUE, 16, 2, RW, EEPROM, 1000, 0, 1000, unit="0.1 %"),
+        _reg(N.PHASE, 18, 1, RW, EEPROM, 12, 0, 254),
+        _reg(N.UNLOADING_CONDITION, 19, 1, RW, EEPROM, 44, 0, 254),
+        _reg(N.LED_ALARM_CONDITION, 20, 1, RW, EEPROM, 47, 0, 254),
+        _reg(N.P_COEFFICIENT, 21, 1, RW, EEPROM, d[N.P_COEFFICIENT], 0, 254),
+        _reg(N.D_COEFFICIENT, 22, 1, RW, EEPROM, d[N.D_COEFFICIENT], 0, 254),
+        _reg(N.I_COEFFICIENT, 23, 1, RW, EEPROM, 0, 0, 254),
+        _reg(N.MINIMUM_STARTUP_FORCE, 24, 2, RW, EEPROM, 16, 0, 1000, unit="0.1 %"),
+        _reg(N.CW_DEAD_ZONE, 26, 1, RW, EEPROM, 1, 0, 32, unit="step"),
+        _reg(N.CCW_DEAD_ZONE, 27, 1, RW, EEPROM, 1, 0, 32, unit="step"),
+        _reg(N.PROTECTION_CURRENT, 28, 2, RW, EEPROM, 500, 0, 511, unit="6.5 mA"),
+        _reg(N.ANGULAR_RESOLUTION, 30, 1, RW, EEPROM, 1, 1, 100),
+        _reg(N.HOMING_OFFSET, 31, 2, RW, EEPROM, 0, -2047, 2047, unit="step", encoding=SM11),
+        _reg(N.OPERATING_MODE, 33, 1, RW, EEPROM, 0, 0, 3),
+        _reg(N.PROTECTIVE_TORQUE, 34, 1, RW, EEPROM, 20, 0, 254, unit="1 %"),
+        _reg(N.PROTECTION_TIME, 35, 1, RW, EEPROM, 200, 0, 254, unit="10 ms"),
+        _reg(N.OVERLOAD_TORQUE, 36, 1, RW, EEPROM, 80, 0, 254, unit="1 %"),
+        _reg(N.SPEED_P_COEFFICIENT, 37, 1, RW, EEPROM, 10, 0, 254),
+        _reg(N.OVER_CURRENT_PROTECTION_TIME, 38, 1, RW, EEPROM, 200, 0, 254, unit="10 ms"),
+        _reg(N.SPEED_I_COEFFICIENT, 39, 1, RW, EEPROM, 10, 0, 254),
+        _reg(N.TORQUE_ENABLE, 40, 1, RW, RAM, 0, 0, 128, values=TORQUE_VALUES),
+        _reg(N.ACCELERATION, 41, 1, RW, RAM, 0, 0, 254, unit="100 step/s²"),
+        _reg(
+            N.GOAL_POSITION,
+            42,
+            2,
+            RW,
+            RAM,
+            0,
+            -32766,
+            32766,
+            unit="step",
+            encoding=SM15,
+            dependent=_GOAL_LIMITS,
+        ),
+        _reg(N.GOAL_TIME, 44, 2, RW, RAM, 0, unit="ms"),
+        _reg(N.GOAL_SPEED, 46, 2, RW, RAM, 0, -32766, 32766, unit="step/s", encoding=SM15),
+        _reg(N.TORQUE_LIMIT, 48, 2, RW, RAM, 1000, 0, 1000, unit="0.1 %"),
+        _reg(N.LOCK, 55, 1, RW, RAM, d[N.LOCK], 0, 1),
+        _reg(N.PRESENT_POSITION, 56, 2, R, RAM, unit="step", encoding=SM15),
+        _reg(N.PRESENT_SPEED, 58, 2, R, RAM, unit="step/s", encoding=SM15),
+        _reg(N.PRESENT_LOAD, 60, 2, R, RAM, unit="0.1 %", encoding=SM10),
+        _reg(N.PRESENT_VOLTAGE, 62, 1, R, RAM, unit="0.1 V"),
+        _reg(N.PRESENT_TEMPERATURE, 63, 1, R, RAM, unit="°C"),
+        _reg(N.ASYNC_WRITE_FLAG, 64, 1, R, RAM),
+        _reg(N.STATUS, 65, 1, R, RAM),
+        _reg(N.MOVING, 66, 1, R, RAM),
+        _reg(N.PRESENT_CURRENT, 69, 2, R, RAM, unit="6.5 mA"),
+    ]
+
+
+def _scs_registers(d: Mapping[FeetechRegister, int]) -> list[Register]:
+    """The SCS layout with defaults ``d`` (SCS memory table); words are big-endian."""
+    regs = [
+        _reg(N.FIRMWARE_MAJOR_VERSION, 0, 1, R, EEPROM, d[N.FIRMWARE_MAJOR_VERSION]),
+        _reg(N.FIRMWARE_MINOR_VERSION, 1, 1, R, EEPROM, d[N.FIRMWARE_MINOR_VERSION]),
+        _reg(N.END, 2, 1, R, EEPROM, 1),
+        _reg(N.MODEL_NUMBER, 3, 2, R, EEPROM, d[N.MODEL_NUMBER]),
+        _reg(N.ID, 5, 1, RW, EEPROM, 1, 0, 253),
+        _reg(N.BAUD_RATE, 6, 1, RW, EEPROM, 0, 0, 7),
+        _reg(N.RETURN_DELAY_TIME, 7, 1, RW, EEPROM, 0, 0, 254, unit="2 µs"),
+        _reg(N.RESPONSE_STATUS_LEVEL, 8, 1, RW, EEPROM, 1, 0, 1),
+        _reg(N.MIN_ANGLE_LIMIT, 9, 2, RW, EEPROM, d[N.MIN_ANGLE_LIMIT], 0, 1023, unit="step"),
+        _reg(N.MAX_ANGLE_LIMIT, 11, 2, RW, EEPROM, d[N.MAX_ANGLE_LIMIT], 0, 1023, unit="step"),
+        _reg(
+            N.MAX_TEMPERATURE_LIMIT,
+            13,
+            1,
+            RW,
+            EEPROM,
+            d[N.MAX_TEMPERATURE_LIMIT],
+            0,
+            100,
+            unit="°C",
+        ),
+        _reg(N.MAX_INPUT_VOLTAGE, 14, 1, RW, EEPROM, d[N.MAX_INPUT_VOLTAGE], 0, 254, unit="0.1 V"),
+        _reg(N.MIN_INPUT_VOLTAGE, 15, 1, RW, EEPROM, d[N.MIN_INPUT_VOLTAGE], 0, 254, unit="0.1 V"),
+        _reg(N.MAX_TORQUE, 16, 2, RW, EEPROM, 1000, 0, 1000, unit="0.1 %"),
+        _reg(N.PHASE, 18, 1, RW, EEPROM, 0, 0, 254),
+        _reg(N.UNLOADING_CONDITION, 19, 1, RW, EEPROM, 36, 0, 254),
+        _reg(N.LED_ALARM_CONDITION, 20, 1, RW, EEPROM, 37, 0, 254),
+        _reg(N.P_COEFFICIENT, 21, 1, RW, EEPROM, d[N.P_COEFFICIENT], 0, 254),
+        _reg(N.D_COEFFICIENT, 22, 1, RW, EEPROM, d[N.D_COEFFICIENT], 0, 254),
+        _reg(N.I_COEFFICIENT, 23, 1, RW, EEPROM, 0, 0, 254),
+        _reg(N.MINIMUM_STARTUP_FORCE, 24, 2, RW, EEPROM, 30, 0, 1000, unit="0.1 %"),
+        _reg(N.CW_DEAD_ZONE, 26, 1, RW, EEPROM, 1, 0, 32, unit="step"),
+        _reg(N.CCW_DEAD_ZONE, 27, 1, RW, EEPROM, 1, 0, 32, unit="step"),
+        _reg(N.PROTECTIVE_TORQUE, 37, 1, RW, EEPROM, 20, 0, 254, unit="1 %"),
+        _reg(N.PROTECTION_TIME, 38, 1, RW, EEPROM, 100, 0, 254, unit="40 ms"),
+        _reg(N.OVERLOAD_TORQUE, 39, 1, RW, EEPROM, 80, 0, 254, unit="1 %"),
+        _reg(N.TORQUE_ENABLE, 40, 1, RW, RAM, 0, 0, 2),
+        _reg(N.ACCELERATION, 41, 1, RW, RAM, 0, 0, 254),
+        _reg(N.GOAL_POSITION, 42, 2, RW, RAM, 0, 0, 1023, unit="step", dependent=_GOAL_LIMITS),
+        _reg(N.GOAL_TIME, 44, 2, RW, RAM, 0, unit="ms"),
+        _reg(N.GOAL_SPEED, 46, 2, RW, RAM, 0, unit="step/s"),
+        _reg(N.LOCK, 48, 1, RW, RAM, d[N.LOCK], 0, 1),
+        _reg(N.PRESENT_POSITION, 56, 2, R, RAM, unit="step"),
+        _reg(N.PRESENT_SPEED, 58, 2, R, RAM, unit="step/s", encoding=SM15),
+        _reg(N.PRESENT_LOAD, 60, 2, R, RAM, unit="0.1 %", encoding=SM10),
+        _reg(N.PRESENT_VOLTAGE, 62, 1, R, RAM, unit="0.1 V"),
+        _reg(N.PRESENT_TEMPERATURE, 63, 1, R, RAM, unit="°C"),
+        _reg(N.ASYNC_WRITE_FLAG, 64, 1, R, RAM),
+        _reg(N.STATUS, 65, 1, R, RAM),
+        _reg(N.MOVING, 66, 1, R, RAM),
+        _reg(N.PRESENT_CURRENT, 69, 2, R, RAM),
+    ]
+    return [_big(r) for r in regs]
+
+
+def _big(reg: Register) -> Register:
+    if reg.size == 1:
+        return reg
+    return Register(
+        reg.name,
+        reg.address,
+        reg.size,
+        reg.access,
+        reg.area,
+        unit=reg.unit,
+        min=reg.min,
+        max=reg.max,
+        encoding=reg.encoding,
+        default=reg.default,
+        dependent=reg.dependent,
+        values=reg.values,
+        byte_order="big",
+    )
+
+
+# ---------------------------------------------------------------------- models
+
+_STS_SOURCE = (
+    "Feetech STS memory table (FT-SMS-STS-emanual, doc.feetech.cn), STS3215 column; "
+    "cross-checked: lerobot/motors/feetech/tables.py, rustypot src/servo/feetech/sts3215.rs"
+)
+_SCS_SOURCE = (
+    "Feetech SCS memory table (FD1.9.8 SCS series memory table analysis; FT-SCSCL-emanual); "
+    "cross-checked: lerobot SCS_SERIES_CONTROL_TABLE, rustypot src/servo/feetech/scs0009.rs"
+)
+_STS_OPEN = (
+    "Lock (55) at power-up: the STS table transcription read gives 0, another gives 1; 0 used",
+    "Min Angle Limit range 0 ~ 4094 and Max 1 ~ 4095 in the table; 0 accepted for both "
+    "(the table says both are 0 for multi-turn)",
+    "the factory block (80 ~ 86) and Goal Position echo (67 or 71, sources differ) are "
+    "left out: they read as zero",
+)
+_STS_DEFAULTS = {
+    N.FIRMWARE_MAJOR_VERSION: 3,
+    N.FIRMWARE_MINOR_VERSION: 6,
+    N.MAX_TEMPERATURE_LIMIT: 70,
+    N.MAX_INPUT_VOLTAGE: 80,
+    N.MIN_INPUT_VOLTAGE: 40,
+    N.P_COEFFICIENT: 32,
+    N.D_COEFFICIENT: 32,
+    N.LOCK: 0,
+}
+
+
+def _sts(
+    name: str,
+    number: int,
+    voltage: float,
+    unsourced: tuple[str, ...] = (),
+    **defaults: int,
+) -> FeetechModel:
+    d = {**_STS_DEFAULTS, N.MODEL_NUMBER: number}
+    d.update({N[k]: v for k, v in defaults.items()})
+    return FeetechModel(
+        name=name,
+        series=Series.STS,
+        model_number=number,
+        table=named_table(_sts_registers(d)),
+        ticks_per_rev=4096.0,
+        position_max=4095,
+        center_tick=2048,
+        nominal_voltage=voltage,
+        has_sync_read=True,
+        source=_STS_SOURCE,
+        unsourced=_STS_OPEN + unsourced,
+    )
+
+
+def _scs0009() -> FeetechModel:
+    d = {
+        N.FIRMWARE_MAJOR_VERSION: 1,
+        N.FIRMWARE_MINOR_VERSION: 0,
+        N.MODEL_NUMBER: 1284,
+        N.MIN_ANGLE_LIMIT: 20,
+        N.MAX_ANGLE_LIMIT: 1003,
+        N.MAX_TEMPERATURE_LIMIT: 80,
+        N.MAX_INPUT_VOLTAGE: 90,
+        N.MIN_INPUT_VOLTAGE: 45,
+        N.P_COEFFICIENT: 15,
+        N.D_COEFFICIENT: 15,
+        N.LOCK: 0,
+    }
+    return FeetechModel(
+        name="SCS0009",
+        series=Series.SCS,
+        model_number=1284,
+        table=named_table(_scs_registers(d)),
+        ticks_per_rev=1024.0 * 360.0 / 300.0,  # 1024 steps over 300°
+        position_max=1023,
+        center_tick=511,  # rustypot AnglePosition: 0 rad at step 511
+        nominal_voltage=6.0,
+        has_sync_read=False,
+        source=_SCS_SOURCE,
+        unsourced=(
+            "defaults are the SCS series table's (SCS15 generation); an SCS0009 column "
+            "was not found",
+            "firmware version 1.0: not given by the sources",
+            "sync read: rustypot marks SCS0009 as not supporting it; modelled so",
+            "Return Delay Time (7): rustypot marks it reserved on SCS0009",
+        ),
+    )
+
+
+#: Every model, by name. The STS3215 variants all read model number 777: the 7.4 V
+#: (C001; 1/345 gear) and 12 V (C018/C047) versions differ in voltage and torque,
+#: not on the bus; configs name the variant.
+MODELS: Mapping[str, FeetechModel] = MappingProxyType(
+    {
+        m.name: m
+        for m in (
+            _sts("STS3215", 777, 7.4),
+            _sts(
+                "STS3215-12V",
+                777,
+                12.0,
+                (
+                    "Max Input Voltage default 140 (14.0 V) for the 12 V versions: not in the "
+                    "STS3215 column read (80, the 7.4 V version's)",
+                ),
+                MAX_INPUT_VOLTAGE=140,
+            ),
+            _sts(
+                "STS3250",
+                2825,
+                12.0,
+                (
+                    "STS3250 defaults: the STS3215 column's except Max Input Voltage 140; "
+                    "model number 2825 from LeRobot's MODEL_NUMBER_TABLE",
+                ),
+                MAX_INPUT_VOLTAGE=140,
+            ),
+            _scs0009(),
+        )
+    }
+)
+
+
+def model(name: str) -> FeetechModel:
+    """The model called ``name`` (case-insensitive); ``KeyError`` listing the known ones."""
+    for known, spec in MODELS.items():
+        if known.lower() == name.strip().lower():
+            return spec
+    raise KeyError(f"unknown Feetech model {name!r}; known: {', '.join(MODELS)}")
+
+
+def models_with_number(number: int) -> tuple[FeetechModel, ...]:
+    """Every model whose Model Number reads ``number`` (the STS3215 variants share 777)."""
+    return tuple(m for m in MODELS.values() if m.model_number == number)
