@@ -34,6 +34,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import cast
 
 from hilbot.hal.feetech.encoding import WordOrder
 from hilbot.hal.feetech.protocol import StatusError
@@ -364,6 +365,12 @@ def _big(reg: Register) -> Register:
 
 # ---------------------------------------------------------------------- models
 
+
+def _table(registers: list[Register]) -> Mapping[FeetechRegister, Register]:
+    # Every register here is named by a FeetechRegister.
+    return cast(Mapping[FeetechRegister, Register], named_table(registers))
+
+
 _STS_SOURCE = (
     "Feetech STS memory table (FT-SMS-STS-emanual, doc.feetech.cn), STS3215 column; "
     "cross-checked: lerobot/motors/feetech/tables.py, rustypot src/servo/feetech/sts3215.rs"
@@ -399,12 +406,12 @@ def _sts(
     **defaults: int,
 ) -> FeetechModel:
     d = {**_STS_DEFAULTS, N.MODEL_NUMBER: number}
-    d.update({N[k]: v for k, v in defaults.items()})
+    d.update({FeetechRegister.__members__[k]: v for k, v in defaults.items()})
     return FeetechModel(
         name=name,
         series=Series.STS,
         model_number=number,
-        table=named_table(_sts_registers(d)),
+        table=_table(_sts_registers(d)),
         ticks_per_rev=4096.0,
         position_max=4095,
         center_tick=2048,
@@ -433,7 +440,7 @@ def _scs0009() -> FeetechModel:
         name="SCS0009",
         series=Series.SCS,
         model_number=1284,
-        table=named_table(_scs_registers(d)),
+        table=_table(_scs_registers(d)),
         ticks_per_rev=1024.0 * 360.0 / 300.0,  # 1024 steps over 300°
         position_max=1023,
         center_tick=511,  # rustypot AnglePosition: 0 rad at step 511
