@@ -220,17 +220,11 @@ def _solve(
     res, ang = np.empty(size), np.full(size, np.nan)
     status, its = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
     parts = [(near, targets), (away, Targets(OrientationKind.NONE, targets.point, None))]
-    options = run.options
     for idx, tgt in parts:
         if not idx.size:
             continue
-        sub = Targets(
-            tgt.kind, tgt.point[idx], None if tgt.orientation is None else tgt.orientation[idx]
-        )
-        if idx is away:
-            run.options = options._replace(strict_orientation=False)
-        part = run.solve(q0[idx], sub, lo[idx], hi[idx])
-        run.options = options
+        orientation = None if tgt.orientation is None else tgt.orientation[idx]
+        part = run.solve(q0[idx], Targets(tgt.kind, tgt.point[idx], orientation), lo[idx], hi[idx])
         q[idx], res[idx], ang[idx], status[idx], its[idx] = part
     return Outcome(q, res, ang, status, its)
 

@@ -224,3 +224,22 @@ def test_bad_inputs_raise_one_clear_error():
         QPBatchSolver(["not a limit"])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="damping"):
         QPBatchSolver(damping=0.0)
+
+
+def test_floating_base_chain():
+    """Chains with a floating joint take the generic batched kinematics and integration."""
+    robot = load_urdf(ROBOTS / "hexapod.urdf")
+    chain = robot.path_between("world", "leg4_foot")
+    rng = np.random.default_rng(21)
+    seeds = np.zeros((12, chain.dof))
+    seeds[:, 6:] = rng.uniform(-0.3, 0.3, (12, chain.dof - 6))
+    truth = seeds + rng.uniform(-0.05, 0.05, seeds.shape)
+    points = np.array([chain.fk(q)[:3, 3] for q in truth])
+    limits = [VelocityLimit(dt=0.05)]
+    result = QPBatchSolver(limits).solve_batch(
+        robot, seeds, "world", "leg4_foot", points, max_iterations=20, as_arrays=True
+    )
+    singles = _one_by_one(
+        QPSolver(limits), robot, "world", "leg4_foot", seeds, list(points), max_iterations=20
+    )
+    _check_same(result, singles)
