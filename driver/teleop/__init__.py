@@ -6,7 +6,13 @@
 
 from hilbot.driver.teleop.bridge import TeleopBridge, TeleopCounters, TeleopRuntime
 from hilbot.driver.teleop.broker import EmbeddedBroker
-from hilbot.driver.teleop.errors import BrokerUrlError, EmbeddedBrokerError, TeleopError
+from hilbot.driver.teleop.errors import (
+    BrokerUnreachable,
+    BrokerUrlError,
+    EmbeddedBrokerError,
+    InsecureBroker,
+    TeleopError,
+)
 from hilbot.driver.teleop.messages import (
     CommandMessage,
     CommandName,
@@ -26,12 +32,14 @@ from hilbot.driver.teleop.topics import Topics
 from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
 
 __all__ = [
+    "BrokerUnreachable",
     "BrokerUrl",
     "BrokerUrlError",
     "CommandMessage",
     "CommandName",
     "EmbeddedBroker",
     "EmbeddedBrokerError",
+    "InsecureBroker",
     "JointTarget",
     "MessageRejected",
     "Pattern",

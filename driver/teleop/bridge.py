@@ -401,7 +401,13 @@ class TeleopBridge:
         return message
 
     def _found_retained_estop(self, topic: str) -> None:
-        self.retained_estop = RetainedEstop(topic, self.url, self.settings.username)
+        ca_file = self.settings.tls.ca_file
+        self.retained_estop = RetainedEstop(
+            topic,
+            self.url,
+            self.url.username or self.settings.username,
+            str(ca_file) if ca_file is not None else None,
+        )
         self._logger.warning("%s", self.retained_estop.explain())
 
     def _retained_cleared(self) -> None:

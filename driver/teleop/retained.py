@@ -21,18 +21,20 @@ class RetainedEstop:
         topic: the ``cmd`` topic it is retained on.
         url: the broker holding it.
         username: the login to clear it with, if the broker needs one.
+        ca_file: the CA bundle of a TLS broker (None: the system's).
     """
 
     topic: str
     url: BrokerUrl
     username: str | None = None
+    ca_file: str | None = None
 
     @property
     def clear_command(self) -> str:
         """The ``mosquitto_pub`` command that clears it (an empty retained message)."""
         words = ["mosquitto_pub", "-h", self.url.host, "-p", str(self.url.port)]
         if self.url.tls:
-            words += ["--capath", "/etc/ssl/certs"]
+            words += ["--cafile", self.ca_file] if self.ca_file else ["--capath", "/etc/ssl/certs"]
         if self.username is not None:
             words += ["-u", self.username]
         words += ["-t", self.topic, "-r", "-n"]

@@ -157,7 +157,7 @@ async def run_worker(fd: int) -> None:
     logger = logging.getLogger("hilbot.driver.teleop.worker")
     settings = init["settings"]
     if settings.worker_nice:
-        os.nice(settings.worker_nice)  # the control loop comes first
+        os.nice(settings.worker_nice)  # asked for: the e-stop then waits when CPU is short
     runtime = RemoteRuntime(writer, init["chains"], init["joint_names"], first_state)
     try:
         await _serve(runtime, init, reader, writer, logger)

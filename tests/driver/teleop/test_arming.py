@@ -173,3 +173,17 @@ async def test_a_retained_estop_is_reported_with_the_command_that_clears_it(
     ):
         await asyncio.sleep(0.3)
         assert runtime.mode is Mode.DISARMED
+
+
+def test_the_clear_command_of_a_retained_estop_carries_the_login_and_tls():
+    from hilbot.driver.teleop.retained import RetainedEstop
+    from hilbot.driver.teleop.url import parse_broker_url
+
+    plain = RetainedEstop("hilbot/omx/cmd", parse_broker_url("mqtt://127.0.0.1:1884"))
+    assert plain.clear_command == "mosquitto_pub -h 127.0.0.1 -p 1884 -t hilbot/omx/cmd -r -n"
+    tls = RetainedEstop("hilbot/omx/cmd", parse_broker_url("mqtts://b.lan"), "op", "ca.pem")
+    assert tls.clear_command == (
+        "mosquitto_pub -h b.lan -p 8883 --cafile ca.pem -u op -t hilbot/omx/cmd -r -n "
+        '-P "$HILBOT_MQTT_PASSWORD"'
+    )
+    assert tls.as_json()["clear"] == tls.clear_command and "reset" in tls.explain()
