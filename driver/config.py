@@ -59,7 +59,8 @@ class BusConfig(_Frozen):
         port: serial device, e.g. ``/dev/ttyUSB0``; ``hilbot run --backend virtual``
             replaces it with the virtual bus's pty.
         baudrate: [bit/s].
-        protocol: Dynamixel protocol version, 1 or 2.
+        protocol: Dynamixel protocol version, 1 or 2 (ignored on a Feetech bus).
+        family: the servo family on the bus, ``dynamixel`` or ``feetech`` (STS/SCS).
         read: what each cycle reads from every servo: ``position``,
             ``position+velocity`` or ``position+velocity+effort``; unset, position only
             on protocol 1 and all three on 2 (see ``hilbot.hal.dynamixel.read_set``).
@@ -69,11 +70,12 @@ class BusConfig(_Frozen):
     port: str
     baudrate: int = Field(default=1_000_000, gt=0)
     protocol: Literal[1, 2] = 2
+    family: Literal["dynamixel", "feetech"] = "dynamixel"
     read: Literal["position", "position+velocity", "position+velocity+effort"] | None = None
 
     def bus_spec(self) -> BusSpec:
         """The HAL's ``BusSpec`` of this bus."""
-        return BusSpec(self.port, self.baudrate, self.protocol)
+        return BusSpec(self.port, self.baudrate, self.protocol, self.family)
 
 
 class ServoConfig(_Frozen):

@@ -54,8 +54,20 @@ def check_config(config: RobotConfig, *, source: Path | None = None) -> Any:
     _check_home(config, robot, source)
     _check_chains(config, robot, source)
     _check_servo_ranges(config, robot, source)
+    _check_bus_watchdog(config, source)
     check_rate(config, source=source)
     return robot
+
+
+def _check_bus_watchdog(config: RobotConfig, source: Path | None) -> None:
+    """Refuse a servo-side watchdog on a robot whose servos have none (all Feetech)."""
+    if config.safety.bus_watchdog is not None and all(b.family == "feetech" for b in config.buses):
+        raise ConfigError(
+            source,
+            ("safety", "bus_watchdog"),
+            "Feetech servos have no Bus Watchdog: set it to null (the target watchdog, "
+            "safety.watchdog_timeout, is what holds the arm; see docs/hardware.md)",
+        )
 
 
 def _movable(robot: Any) -> list[str]:
@@ -170,15 +182,18 @@ def _check_chains(config: RobotConfig, robot: Any, source: Path | None) -> None:
 
 
 def _check_servo_ranges(config: RobotConfig, robot: Any, source: Path | None) -> None:
-    from hilbot.hal.dynamixel.tables import model
+    from hilbot.hal.dynamixel.tables import ModelSpec, model
+    from hilbot.hal.feetech.tables import FeetechModel
+    from hilbot.hal.feetech.tables import model as feetech_model
 
     for i, servo in enumerate(config.servos):
+        bus = config.bus_named(servo.bus)
+        spec: ModelSpec | FeetechModel
         try:
-            spec = model(servo.model)
+            spec = feetech_model(servo.model) if bus.family == "feetech" else model(servo.model)
         except KeyError as exc:
             raise ConfigError(source, ("servos", i, "model"), str(exc.args[0])) from exc
-        bus = config.bus_named(servo.bus)
-        if spec.protocol != bus.protocol:
+        if isinstance(spec, ModelSpec) and spec.protocol != bus.protocol:
             raise ConfigError(
                 source,
                 ("servos", i, "model"),
@@ -194,7 +209,7 @@ def _check_servo_ranges(config: RobotConfig, robot: Any, source: Path | None) ->
         scale = servo.direction * spec.radians_per_tick / servo.gear_ratio
         ends = sorted(
             servo.offset + scale * (tick - spec.center_tick)
-            for tick in (spec.position_min, spec.position_max)
+            for tick in (getattr(spec, "position_min", 0), spec.position_max)
         )
         lower, upper = _effective(config, robot, servo.joint)
         if not (math.isfinite(lower) and math.isfinite(upper)):
@@ -237,12 +252,16 @@ def _bus_index(config: RobotConfig, name: str) -> int:
 def check_rate(config: RobotConfig, *, source: Path | None) -> None:
     """Reject a loop rate above what a bus can carry (``ConfigError`` on ``rate_hz``)."""
     from hilbot.hal.dynamixel.timing import max_cycle_rate
+    from hilbot.hal.feetech.timing import max_cycle_rate as feetech_rate
 
     for b, bus in enumerate(config.buses):
         servos = config.servo_specs(bus.name)
         if not servos:
             raise ConfigError(source, ("buses", b), f"no servo is on bus {bus.name!r}")
-        limit = max_cycle_rate(bus.bus_spec(), servos, read=bus.read)
+        if bus.family == "feetech":
+            limit = feetech_rate(bus.bus_spec(), servos)
+        else:
+            limit = max_cycle_rate(bus.bus_spec(), servos, read=bus.read)
         if config.rate_hz > limit:
             raise ConfigError(
                 source,

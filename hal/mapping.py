@@ -20,13 +20,20 @@ MAX_SERVO_ID = 252  # 253 is reserved and 254 is the broadcast id in both protoc
 
 @dataclass(frozen=True, slots=True)
 class BusSpec:
-    """One serial bus: the port, its baud rate [bit/s] and the protocol version."""
+    """One serial bus: the port, its baud rate [bit/s], the protocol version and servo family.
+
+    ``family`` is ``"dynamixel"`` (``protocol`` 1 or 2) or ``"feetech"`` (STS/SCS, whose
+    one protocol ignores ``protocol``).
+    """
 
     port: str
     baudrate: int = 1_000_000
     protocol: int = 2
+    family: str = "dynamixel"
 
     def __post_init__(self) -> None:
+        if self.family not in ("dynamixel", "feetech"):
+            raise ValueError(f"family must be dynamixel or feetech, got {self.family!r}")
         if self.protocol not in (1, 2):
             raise ValueError(f"protocol must be 1 or 2, got {self.protocol!r}")
         if self.baudrate <= 0:

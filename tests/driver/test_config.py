@@ -17,6 +17,8 @@ SHIPPED = (
     "koch_v1_1_leader",
     "hexapod",
     "bimanual",
+    "so101_follower",
+    "so101_leader",
 )
 
 
