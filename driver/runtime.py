@@ -457,6 +457,7 @@ class Runtime:
         else:
             if state is not None and mode is not Mode.ESTOPPED and self._hold is None:
                 self._command = state.position.astype(np.float64).copy()  # follows the hand
+                self._possible = None  # goals written before no longer bound the next one
             rec.desired[:] = self._command
             rec.command[:] = self._command
 

@@ -168,14 +168,16 @@ class SafetyLayer:
         # Belt and braces: whatever happened above, nothing outside the box around the last
         # command or outside the limits leaves this function.
         bound = self.step_bound
-        np.minimum(cmd, last + bound, out=cmd)
-        np.maximum(cmd, last - bound, out=cmd)
         if possible is not None:
             # Within one step of every goal that may be on the bus: [hi - b, lo + b]. That
-            # box holds [lo, hi] (whose width the runtime keeps <= b), so it is not empty.
+            # box holds [lo, hi] (whose width the runtime keeps <= b), so it is not empty,
+            # and it lies inside the box around ``last`` (which is in [lo, hi]); the clip
+            # to that box below wins should a caller ever pass an inconsistent one.
             lo, hi = possible
             np.minimum(cmd, lo + bound, out=cmd)
             np.maximum(cmd, hi - bound, out=cmd)
+        np.minimum(cmd, last + bound, out=cmd)
+        np.maximum(cmd, last - bound, out=cmd)
         np.minimum(cmd, upper, out=cmd)
         np.maximum(cmd, lower, out=cmd)
         return cmd

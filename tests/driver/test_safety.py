@@ -145,3 +145,28 @@ def test_mode_machine_transitions():
     assert modes.mode is Mode.ESTOPPED
     modes.reset()
     assert modes.mode is Mode.DISARMED
+
+
+def test_possible_goals_keep_the_command_within_one_step_of_each():
+    """After writes that raised, every goal that may be on the bus bounds the next step."""
+    rng = np.random.default_rng(3)
+    safety = layer()
+    bound = safety.step_bound
+    for _ in range(2000):
+        last = rng.uniform(LOWER, UPPER)
+        # Goals that may be on the bus: each within one step of the last and of each other.
+        other = np.clip(last + rng.uniform(-1.0, 1.0, last.shape) * bound, LOWER, UPPER)
+        possible = (np.minimum(last, other), np.maximum(last, other))
+        desired = rng.normal(0.0, 10.0, last.shape)
+        cmd = safety.apply(desired, last, possible=possible)
+        for goal in (last, other):
+            assert np.all(np.abs(cmd - goal) <= bound + 1e-12)
+        assert np.all(cmd >= LOWER) and np.all(cmd <= UPPER)
+
+
+def test_an_inconsistent_possible_box_still_cannot_break_the_step_from_last():
+    safety = layer()
+    last = (LOWER + UPPER) / 2
+    far = (np.minimum(last + 10.0, UPPER), np.minimum(last + 10.0, UPPER))
+    cmd = safety.apply(last + 5.0, last, possible=far)
+    assert np.all(np.abs(cmd - last) <= safety.step_bound + 1e-12)
