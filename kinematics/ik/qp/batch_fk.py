@@ -83,6 +83,20 @@ def kernel_for(chain: Any) -> Kernel:
     return kernel
 
 
+_FAST: dict[int, tuple[Any, Kernel]] = {}
+
+
+def fast_kernel_for(chain: Any) -> Kernel:
+    """The vectorised ``BatchKernel``, cached per chain: about half the time.
+
+    Equal to ``Chain.fk_jacobian`` to rounding, for callers that need no bitwise equality.
+    """
+    cached = _FAST.get(id(chain))
+    if cached is None or cached[0] is not chain:
+        cached = _FAST[id(chain)] = (chain, _wrap(BatchKernel(chain)))
+    return cached[1]
+
+
 def _build(chain: Any) -> Kernel:
     try:
         kernel = ArrayKernel(chain)
@@ -106,4 +120,4 @@ def _wrap(kernel: BatchKernel) -> Kernel:
     return call
 
 
-__all__ = ["ArrayKernel", "kernel_for"]
+__all__ = ["ArrayKernel", "fast_kernel_for", "kernel_for"]

@@ -8,6 +8,7 @@ so each world's rows equal the single-world rows to rounding.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -43,12 +44,16 @@ class Rows(NamedTuple):
     angle: Array
 
 
-def errors(pose: Array, targets: Targets) -> tuple[Array, Array, Array, Array]:
+def errors(
+    pose: Array, targets: Targets, *, exact: bool = True
+) -> tuple[Array, Array, Array, Array]:
     """Position error (B, 3), its norm (B,), rotation vector (B, 3) and angle (B,) at ``pose``.
 
     Args:
         pose: (B, 3, 4) or (B, 4, 4) poses of the target link.
         targets: the targets.
+        exact: the single-world code's last bits (``math.atan2``); ``False``: numpy's
+            faster ``arctan2`` (equal to rounding).
     """
     p = targets.point - pose[:, :3, 3]
     residual = _norm(p[:, 0], p[:, 1], p[:, 2])
@@ -56,15 +61,22 @@ def errors(pose: Array, targets: Targets) -> tuple[Array, Array, Array, Array]:
         size = p.shape[0]
         return p, residual, np.zeros((size, 3)), np.full(size, np.nan)
     assert targets.orientation is not None
+    atan2 = _atan2 if exact else np.arctan2
     if targets.kind is OrientationKind.FULL:
-        dw, angle = _rotation_errors(targets.orientation, pose)
+        dw, angle = _rotation_errors(targets.orientation, pose, atan2)
     else:
-        dw, angle = _axis_errors(targets.orientation, pose)
+        dw, angle = _axis_errors(targets.orientation, pose, atan2)
     return p, residual, dw, angle
 
 
 def task_rows_batch(
-    pose: Array, jac: Array, targets: Targets, position_weight: float, orientation_weight: Array
+    pose: Array,
+    jac: Array,
+    targets: Targets,
+    position_weight: float,
+    orientation_weight: Array,
+    *,
+    exact: bool = True,
 ) -> Rows:
     """The weighted rows of every world (``qp.task_rows`` per world).
 
@@ -74,8 +86,9 @@ def task_rows_batch(
         targets: the targets.
         position_weight: weight of the position rows.
         orientation_weight: (B,) weight of the orientation rows of each world.
+        exact: as in ``errors``.
     """
-    p, residual, dw, angle = errors(pose, targets)
+    p, residual, dw, angle = errors(pose, targets, exact=exact)
     scale = np.where(
         residual > _MAX_POSITION_ERROR,
         position_weight * (_MAX_POSITION_ERROR / np.where(residual > 0.0, residual, 1.0)),
@@ -98,14 +111,16 @@ def task_rows_batch(
     return Rows(a, b, residual, angle)
 
 
-def _rotation_errors(target: Array, pose: Array) -> tuple[Array, Array]:
+def _rotation_errors(
+    target: Array, pose: Array, atan2: Callable[[Array, Array], Array]
+) -> tuple[Array, Array]:
     """``residual.rotation_error`` per world: target (B, 3, 3), pose (B, >=3, >=3)."""
     m = target @ pose[:, :3, :3].transpose(0, 2, 1)
     vx = m[:, 2, 1] - m[:, 1, 2]
     vy = m[:, 0, 2] - m[:, 2, 0]
     vz = m[:, 1, 0] - m[:, 0, 1]
     s2 = _norm(vx, vy, vz)
-    angle = _atan2(0.5 * s2, 0.5 * (m[:, 0, 0] + m[:, 1, 1] + m[:, 2, 2] - 1.0))
+    angle = atan2(0.5 * s2, 0.5 * (m[:, 0, 0] + m[:, 1, 1] + m[:, 2, 2] - 1.0))
     scale = np.where(s2 > 1e-12, angle / np.where(s2 > 1e-12, s2, 1.0), 0.5)
     dw = np.stack([vx * scale, vy * scale, vz * scale], axis=1)
     for b in np.flatnonzero(angle >= _NEAR_PI):  # near a half turn: the scalar robust path
@@ -113,14 +128,16 @@ def _rotation_errors(target: Array, pose: Array) -> tuple[Array, Array]:
     return dw, angle
 
 
-def _axis_errors(axis: Array, pose: Array) -> tuple[Array, Array]:
+def _axis_errors(
+    axis: Array, pose: Array, atan2: Callable[[Array, Array], Array]
+) -> tuple[Array, Array]:
     """``residual.axis_error`` per world: axes (B, 3), pose (B, >=3, >=3)."""
     z = pose[:, :3, 2]
     zx, zy, zz = z[:, 0], z[:, 1], z[:, 2]
     ax, ay, az = axis[:, 0], axis[:, 1], axis[:, 2]
     c = np.stack([zy * az - zz * ay, zz * ax - zx * az, zx * ay - zy * ax], axis=1)
     s = _norm(c[:, 0], c[:, 1], c[:, 2])
-    angle = _atan2(s, zx * ax + zy * ay + zz * az)
+    angle = atan2(s, zx * ax + zy * ay + zz * az)
     k = angle / np.where(s > 1e-12, s, 1.0)
     dw = c * k[:, None]
     for b in np.flatnonzero(s <= 1e-12):  # parallel or opposite axes: the scalar path

@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.core.target import OrientationKind, Target
 from hilbot.kinematics.ik.qp.batch_box import solve_box_batch
-from hilbot.kinematics.ik.qp.batch_fk import Kernel, kernel_for
+from hilbot.kinematics.ik.qp.batch_fk import Kernel, fast_kernel_for
 from hilbot.kinematics.ik.qp.batch_inputs import parse_targets
 from hilbot.kinematics.ik.qp.batch_limits import gather_batch
 from hilbot.kinematics.ik.qp.batch_rows import Targets, task_rows_batch
@@ -251,13 +251,13 @@ def _frame_rows(
         raise ValueError(f"{targets.point.shape[0]} targets for {q.shape[0]} worlds")
     if link == chain.target and configuration.info.scalar:
         if not kernel:
-            kernel.append(kernel_for(chain))
+            kernel.append(fast_kernel_for(chain))
         pose, jac = kernel[0](q)
     else:
         pose = np.array([chain.link_poses(row)[link] for row in q])
         jac = np.array([chain.jacobian_at(link, row) for row in q])
     weights = np.full(q.shape[0], float(task.orientation_weight))
-    rows = task_rows_batch(pose, jac, targets, float(task.position_weight), weights)
+    rows = task_rows_batch(pose, jac, targets, float(task.position_weight), weights, exact=False)
     return rows.a, rows.b
 
 
