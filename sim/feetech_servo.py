@@ -1,0 +1,280 @@
+"""The firmware of one simulated Feetech servo: its memory bound to the dynamics model.
+
+``FeetechServo`` refreshes the present-value registers from the model before a read,
+applies written goal, torque, speed and acceleration registers to the model, and
+builds the ERROR byte of its status packets from the latched hardware errors
+(``StatusError`` bits, only those its series has).
+
+Firmware behaviour modelled (memory tables; docs/simulation.md says what is chosen):
+
+- Goal Position beyond Min/Max Angle Limit is clamped to them in position mode, not
+  refused; with both limits 0 (multi-turn) it is not limited; the register keeps the
+  clamped value;
+- Present Position = raw position - Homing Offset, so Goal Position is raw goal -
+  Homing Offset (LeRobot: "Present_Position = Actual_Position - Homing_Offset");
+- Torque Enable 128 makes the present position read 2048 by setting Homing Offset
+  (saved to EEPROM); 2 (damping) is modelled as torque off;
+- Goal Speed 0 and Acceleration 0 mean "as fast as the motor can";
+- Unloading Condition bits turn torque off on the matching errors; errors stay
+  latched until a reboot or power-up;
+- REG WRITE sets the Async Write Flag until ACTION.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hilbot.hal.backend import HardwareErrorFlags
+from hilbot.hal.feetech.protocol import hardware_flags, status_error
+from hilbot.hal.feetech.register_names import FeetechRegister
+from hilbot.hal.feetech.tables import POSITION_MODE, TORQUE_CALIBRATE, FeetechModel
+from hilbot.hal.registers import Register
+from hilbot.sim.feetech_memory import FeetechMemory, Written
+from hilbot.sim.servo_model import ServoModel
+
+N = FeetechRegister
+ACCELERATION_UNIT = 100.0  # [step/s²] per Acceleration unit (STS memory table, address 41)
+CURRENT_UNIT = 0.0065  # [A] per Present Current unit (6.5 mA)
+#: Registers whose values the firmware caches (ID, rate, delays, offset, limits).
+_CONFIG = frozenset(
+    {
+        N.ID,
+        N.BAUD_RATE,
+        N.RETURN_DELAY_TIME,
+        N.RESPONSE_STATUS_LEVEL,
+        N.HOMING_OFFSET,
+        N.MIN_ANGLE_LIMIT,
+        N.MAX_ANGLE_LIMIT,
+        N.OPERATING_MODE,
+    }
+)
+_EEPROM_LIMITS = frozenset(
+    {N.MAX_TEMPERATURE_LIMIT, N.MAX_INPUT_VOLTAGE, N.MIN_INPUT_VOLTAGE, N.UNLOADING_CONDITION}
+)
+
+
+class FeetechServo:
+    """One simulated Feetech servo.
+
+    Args:
+        spec: the model.
+        servo_id: ID at first power-up.
+        model: the dynamics model shared by the bus.
+        index: this servo's index in ``model``.
+        baud_value: Baud Rate register value at first power-up.
+        return_delay_time: Return Delay Time register value [2 µs], or ``None`` for
+            the table's default (0).
+    """
+
+    def __init__(
+        self,
+        spec: FeetechModel,
+        servo_id: int,
+        model: ServoModel,
+        index: int,
+        *,
+        baud_value: int | None = None,
+        return_delay_time: int | None = None,
+    ) -> None:
+        self.spec = spec
+        self.model = model
+        self.index = index
+        self.memory = FeetechMemory(spec, servo_id, baud_value)
+        if return_delay_time is not None:
+            self.memory.set(N.RETURN_DELAY_TIME, return_delay_time)
+            self.memory.save(N.RETURN_DELAY_TIME)
+        self._quantum = spec.radians_per_tick  # [rad/tick]
+        self._live = self._live_registers()
+        #: ``(address, data)`` of a REG WRITE waiting for ACTION.
+        self.pending_write: tuple[int, bytes] | None = None
+        self._load_config()
+        self._apply_eeprom()
+        self._reset_goal()
+
+    # ------------------------------------------------------------------ settings
+
+    @property
+    def id(self) -> int:
+        """The ID register."""
+        self._check_config()
+        return self._id
+
+    @property
+    def baudrate(self) -> int | None:
+        """Bit rate the servo listens at [bit/s]."""
+        self._check_config()
+        return self._baudrate
+
+    @property
+    def return_delay(self) -> float:
+        """Return Delay Time [s] (register value × 2 µs)."""
+        self._check_config()
+        return self._return_delay
+
+    @property
+    def status_return_level(self) -> int:
+        """Response Status Level: 0 answers only PING and READ, 1 every instruction."""
+        self._check_config()
+        return self._level
+
+    @property
+    def hardware_error(self) -> HardwareErrorFlags:
+        """The latched hardware errors."""
+        return HardwareErrorFlags(int(self.model.hardware_error[self.index]))
+
+    def _check_config(self) -> None:
+        if self.memory.generation != self._generation:
+            self._load_config()
+
+    def _load_config(self) -> None:
+        mem = self.memory
+        self._generation = mem.generation
+        self._id = mem.get(N.ID)
+        self._baudrate = self.spec.baud_rates.get(mem.get(N.BAUD_RATE))
+        self._return_delay = mem.get(N.RETURN_DELAY_TIME) * 2e-6
+        self._level = mem.get(N.RESPONSE_STATUS_LEVEL)
+        self._offset = mem.get(N.HOMING_OFFSET) if N.HOMING_OFFSET in self.spec.table else 0
+        self._limits = (mem.get(N.MIN_ANGLE_LIMIT), mem.get(N.MAX_ANGLE_LIMIT))
+        self._mode = mem.get(N.OPERATING_MODE) if N.OPERATING_MODE in self.spec.table else 0
+
+    def error_byte(self) -> int:
+        """ERROR byte of a status packet: the latched errors this series reports."""
+        raw = int(self.model.hardware_error[self.index])
+        if not raw:
+            return 0
+        return int(status_error(HardwareErrorFlags(raw)) & self.spec.status_bits)
+
+    # ------------------------------------------------------------------ instructions
+
+    def read(self, address: int, length: int, now: float) -> tuple[int, bytes]:
+        """READ: ``(ERROR, data)``."""
+        self.refresh(now, address, length)
+        return self.error_byte(), self.memory.read(address, length)
+
+    def write(self, address: int, data: bytes, now: float) -> int:
+        """WRITE: apply the data under the firmware's rules; return the ERROR byte."""
+        written = self.memory.write(address, data)
+        if any(w.register.name in _CONFIG for w in written):
+            self._load_config()
+        for item in written:
+            self._apply(item)
+        return self.error_byte()
+
+    def reg_write(self, address: int, data: bytes, now: float) -> int:
+        """REG WRITE: hold the write until ACTION; the Async Write Flag reads 1."""
+        self.pending_write = (address, bytes(data))
+        self.memory.set(N.ASYNC_WRITE_FLAG, 1)
+        return self.error_byte()
+
+    def action(self, now: float) -> int:
+        """ACTION: run the registered write (nothing without one)."""
+        pending, self.pending_write = self.pending_write, None
+        self.memory.set(N.ASYNC_WRITE_FLAG, 0)
+        if pending is None:
+            return self.error_byte()
+        return self.write(pending[0], pending[1], now)
+
+    def reboot(self) -> None:
+        """Restart (REBOOT or power-up): saved EEPROM, RAM defaults, errors cleared."""
+        self.model.reboot([self.index])
+        self.memory.power_up()
+        self.pending_write = None
+        self._load_config()
+        self.model.set_profile([self.index], velocity=0.0, acceleration=0.0)
+        self._apply_eeprom()
+        self._reset_goal()
+
+    def factory_reset(self) -> None:
+        """Factory values in every register but ID (the servo stays reachable), then restart."""
+        self.memory.factory_reset(self.id)
+        self.reboot()
+
+    def heard(self, now: float) -> None:
+        """An instruction for this servo arrived (Feetech servos have no bus watchdog)."""
+
+    # ------------------------------------------------------------------ model binding
+
+    def refresh(self, now: float, address: int = 0, length: int | None = None) -> None:
+        """Copy the model's present values into the registers in ``[address, +length)``."""
+        self._check_config()
+        end = 256 if length is None else address + length
+        for reg, value in self._live:
+            if reg.address < end and address < reg.end:
+                self.memory.set_clamped(reg, value())
+
+    def raw_position(self) -> int:
+        """The encoder's position [step], before Homing Offset."""
+        return round(float(self.model.position[self.index]) / self._quantum) + self.spec.center_tick
+
+    def _live_registers(self) -> list[tuple[Register, Callable[[], int]]]:
+        m, i = self.model, self.index
+        stall = m.physics[i].stall_torque
+        current_scale = m.physics[i].stall_current / stall  # [A per N·m]
+        sources: dict[FeetechRegister, Callable[[], int]] = {
+            N.PRESENT_POSITION: lambda: self.raw_position() - self._offset,
+            N.PRESENT_SPEED: lambda: round(float(m.velocity[i]) / self._quantum),
+            N.PRESENT_LOAD: lambda: round(1000.0 * float(m.motor_torque[i]) / stall),
+            N.PRESENT_VOLTAGE: lambda: round(float(m.voltage[i]) * 10.0),
+            N.PRESENT_TEMPERATURE: lambda: round(float(m.temperature[i])),
+            N.STATUS: self.error_byte,
+            N.MOVING: lambda: 1 if bool(m.moving[i]) else 0,
+            N.TORQUE_ENABLE: lambda: 1 if m.torque_enabled[i] else 0,
+            N.PRESENT_CURRENT: lambda: round(
+                abs(float(m.motor_torque[i])) * current_scale / CURRENT_UNIT
+            ),
+        }
+        table = self.spec.table
+        return [(table[name], fn) for name, fn in sources.items() if name in table]
+
+    def _apply(self, item: Written) -> None:
+        m, i, name, value = self.model, self.index, item.register.name, item.value
+        if name is N.TORQUE_ENABLE:
+            self._apply_torque(value)
+        elif name is N.GOAL_POSITION:
+            self._apply_goal(value)
+        elif name is N.GOAL_SPEED:
+            m.set_profile([i], velocity=abs(value) * self._quantum)
+        elif name is N.ACCELERATION:
+            m.set_profile([i], acceleration=value * ACCELERATION_UNIT * self._quantum)
+        elif name in _EEPROM_LIMITS:
+            self._apply_eeprom()
+
+    def _apply_torque(self, value: int) -> None:
+        m, i = self.model, self.index
+        if value == TORQUE_CALIBRATE:
+            # "Write 128: current position correction is 2048" (memory table, 40).
+            offset = self.raw_position() - self.spec.center_tick
+            limit = self.spec.table[N.HOMING_OFFSET].max
+            self.memory.set(N.HOMING_OFFSET, max(-limit, min(limit, offset)))
+            self.memory.save(N.HOMING_OFFSET)
+            self._load_config()
+            self.memory.set(N.TORQUE_ENABLE, 1 if m.torque_enabled[i] else 0)
+            self._reset_goal()
+            return
+        m.set_torque([i], value == 1)
+        self.memory.set(N.TORQUE_ENABLE, 1 if m.torque_enabled[i] else 0)
+
+    def _apply_goal(self, value: int) -> None:
+        self._check_config()
+        low, high = self._limits
+        goal = value
+        if self._mode == POSITION_MODE and (low or high):
+            goal = min(max(value, low), high)
+            if goal != value:
+                self.memory.set(N.GOAL_POSITION, goal)
+        shaft = (goal + self._offset - self.spec.center_tick) * self._quantum
+        self.model.set_goal_one(self.index, shaft)
+
+    def _apply_eeprom(self) -> None:
+        """Copy the temperature, voltage and unloading settings into the model."""
+        m, i, mem = self.model, self.index, self.memory
+        m.temperature_limit[i] = float(mem.get(N.MAX_TEMPERATURE_LIMIT))
+        low, high = m.voltage_limits
+        low[i] = mem.get(N.MIN_INPUT_VOLTAGE) / 10.0
+        high[i] = mem.get(N.MAX_INPUT_VOLTAGE) / 10.0
+        m.shutdown_mask[i] = int(hardware_flags(mem.get(N.UNLOADING_CONDITION)))
+        m.invalidate()
+
+    def _reset_goal(self) -> None:
+        """Goal Position := Present Position, as at power-up."""
+        self.memory.set(N.GOAL_POSITION, self.raw_position() - self._offset)
