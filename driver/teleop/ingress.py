@@ -42,6 +42,9 @@ DISCONNECT = 14
 MAX_URGENT = 1024
 #: Bytes read from the socket at a time.
 CHUNK = 65536
+#: Larger packets end the filtering of a connection: its bytes go to amqtt as they come
+#: (hilbot's payloads are at most a few kB; buffering a huge one here would copy it over).
+MAX_PACKET = 1 << 20
 #: How often a held bulk packet re-checks ``may_pass`` [s].
 POLL_S = 0.0005
 
@@ -56,14 +59,15 @@ class Frame(NamedTuple):
 
 
 class FramingError(ValueError):
-    """The stream is not MQTT (a remaining length longer than 4 bytes)."""
+    """The stream is not MQTT (a remaining length longer than 4 bytes), or a packet is huge."""
 
 
 def split_packets(buffer: bytes) -> tuple[list[Frame], bytes]:
     """Split ``buffer`` into whole packets; returns them and the incomplete rest.
 
     Raises:
-        FramingError: a remaining-length field longer than the 4 bytes MQTT allows.
+        FramingError: a remaining-length field longer than the 4 bytes MQTT allows, or
+            a packet larger than :data:`MAX_PACKET`.
     """
     frames: list[Frame] = []
     start, size = 0, len(buffer)
@@ -80,6 +84,8 @@ def split_packets(buffer: bytes) -> tuple[list[Frame], bytes]:
             multiplier *= 128
             if multiplier > 128**3:
                 raise FramingError("remaining length longer than 4 bytes")
+        if length > MAX_PACKET:
+            raise FramingError(f"a packet of {length} bytes")
         end = index + length
         if end > size:
             break
@@ -211,8 +217,10 @@ class IngressReader:
                 try:
                     frames, rest = split_packets(rest + data)
                 except FramingError:
-                    # Not MQTT: hand the bytes to amqtt as they are; it closes the connection.
-                    self._urgent.append(rest + data)
+                    # Not MQTT, or a huge packet: from here on the bytes go to amqtt as
+                    # they come (it closes a connection that is not MQTT).
+                    raw, rest = rest + data, b""
+                    await self._pass_through(raw)
                     break
                 for frame in frames:
                     self._sort(frame)
@@ -223,6 +231,21 @@ class IngressReader:
             if rest:
                 self._urgent.append(rest)
             self._eof = True
+            self._arrived.set()
+
+    async def _pass_through(self, raw: bytes) -> None:
+        # Whole packets held back so far go first, so raw chunks are never interleaved.
+        pending = [*self._urgent, *self._held, *self._bulk.values()]
+        self._held.clear()
+        self._bulk.clear()
+        self._urgent.clear()
+        self._urgent.extend([*pending, raw])
+        self._arrived.set()
+        while data := await self._reader.read(CHUNK):
+            await self._room.wait()
+            self._urgent.append(data)
+            if len(self._urgent) >= MAX_URGENT:
+                self._room.clear()
             self._arrived.set()
 
     def _sort(self, frame: Frame) -> None:

@@ -119,3 +119,15 @@ async def test_qos1_publishes_keep_their_order_and_wait_like_bulk_while_commands
     got += [await ingress.read(len(p)) for p in held[1:]]
     assert got == held
     ingress.close()
+
+
+async def test_a_huge_packet_ends_the_filtering_and_the_stream_goes_on_unchanged():
+    small = publish("r/target/arm", b"t")
+    huge = publish("r/target/arm", b"x" * (2 << 20))  # over MAX_PACKET
+    tail = publish("r/joints/target", b"j")
+    stream = small + huge + tail
+    chunks = [stream[i : i + 65536] for i in range(0, len(stream), 65536)]
+    ingress = IngressReader(_fed(chunks), may_pass=lambda: True)
+    data = await asyncio.wait_for(ingress.read(len(stream)), 10)
+    assert data == stream and await ingress.read(1) == b""
+    ingress.close()
