@@ -190,6 +190,9 @@ def dynamixel_backend(
 ) -> Backend:
     """The real Dynamixel backend(s) of the config, optionally on other ports (virtual buses).
 
+    A bus with ``family: feetech`` gets a ``FeetechBackend`` instead (the options it
+    shares: ``margin_ms``, ``retries``, ``io_timeout``), so mixed robots work too.
+
     ``options`` go to every ``DynamixelBackend`` (``margin_ms``, ``retries``, ...). Each
     gets its bus's read set and the joint limits the safety layer enforces, which its
     start-up checks against every servo's own limit registers.
@@ -204,6 +207,9 @@ def dynamixel_backend(
             spec = type(spec)(ports[bus.name], spec.baudrate, spec.protocol)
         servos = config.servo_specs(bus.name)
         joints = {s.joint for s in servos}
+        if bus.family == "feetech":
+            backends.append(_feetech_backend(spec, servos, limits, joints, options))
+            continue
         backends.append(
             DynamixelBackend(
                 spec,
@@ -214,6 +220,28 @@ def dynamixel_backend(
             )
         )
     return backends[0] if len(backends) == 1 else MultiBackend(backends)
+
+
+#: The ``dynamixel_backend`` options a ``FeetechBackend`` takes too (it has no pipelining).
+_FEETECH_OPTIONS = ("margin_ms", "retries", "io_timeout", "torque_off_on_exit", "clock", "logger")
+
+
+def _feetech_backend(
+    spec: Any,
+    servos: Sequence[Any],
+    limits: Mapping[str, tuple[float, float]],
+    joints: set[str],
+    options: Mapping[str, Any],
+) -> Backend:
+    """A Feetech bus of the config (``hilbot.hal.feetech.backend.FeetechBackend``)."""
+    from hilbot.hal.feetech.backend import FeetechBackend
+
+    return FeetechBackend(
+        type(spec)(spec.port, spec.baudrate, spec.protocol, "feetech"),
+        servos,
+        joint_limits={j: v for j, v in limits.items() if j in joints},
+        **{k: v for k, v in options.items() if k in _FEETECH_OPTIONS},
+    )
 
 
 def _enforced_limits(config: RobotConfig) -> dict[str, tuple[float, float]]:

@@ -1,4 +1,4 @@
-"""Serve a virtual Dynamixel bus on a pseudo-terminal until stopped.
+"""Serve a virtual Dynamixel (or Feetech) bus on a pseudo-terminal until stopped.
 
 Each bus of the robot config (or the servos given with --servo) gets a pty that
 speaks the real Dynamixel protocol, with each model's control table and a servo
@@ -35,6 +35,7 @@ class _Bus:
     baudrate: int
     home: dict[str, float]
     ranges: dict[str, tuple[float, float]] | None = None  # URDF limits, for --hand
+    family: str = "dynamixel"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--protocol", type=int, choices=(1, 2), help="protocol version (default: config's, or 2)"
     )
     parser.add_argument("--baud", type=int, help="bit rate [bit/s] (default: config's, or 1000000)")
+    parser.add_argument(
+        "--family",
+        choices=("dynamixel", "feetech"),
+        help="servo family of the --servo servos (default dynamixel; a config names its own)",
+    )
     parser.add_argument(
         "--return-delay",
         type=int,
@@ -108,9 +114,9 @@ def run(args: argparse.Namespace) -> int:
         with _serving(buses, args) as ports:
             for bus, port in zip(buses, ports, strict=True):
                 ids = " ".join(str(i) for i in _ids(bus.servos))
+                kind = "Feetech" if bus.family == "feetech" else f"Protocol {bus.protocol}.0"
                 print(
-                    f"{bus.name}: {port}  (Protocol {bus.protocol}.0, {bus.baudrate} bit/s, "
-                    f"servos {ids})",
+                    f"{bus.name}: {port}  ({kind}, {bus.baudrate} bit/s, servos {ids})",
                     flush=True,
                 )
             if args.link is not None:
@@ -132,7 +138,8 @@ def _buses(args: argparse.Namespace) -> list[_Bus]:
         if args.hand or args.mount:
             raise ValueError("--hand and --mount need a robot config (joints and their ranges)")
         servos = dict(_parse_servo(text) for text in args.servo)
-        return [_Bus("main", servos, protocol or 2, baud or 1_000_000, {})]
+        family = args.family or "dynamixel"
+        return [_Bus("main", servos, protocol or 2, baud or 1_000_000, {}, family=family)]
     if args.config is None:
         raise ValueError("give a robot config or at least one --servo ID:MODEL")
     from hilbot.driver.config import load_config
@@ -151,9 +158,16 @@ def _buses(args: argparse.Namespace) -> list[_Bus]:
             baud or b.baudrate,
             dict(config.home),
             joint_ranges(config),
+            family=_family(b.family, args),
         )
         for b in chosen
     ]
+
+
+def _family(family: str, args: argparse.Namespace) -> str:
+    if family == "feetech" and (args.hand or args.mount or args.protocol):
+        raise ValueError("--hand, --mount and --protocol are for Dynamixel buses, not Feetech ones")
+    return family
 
 
 def joint_ranges(config: Any) -> dict[str, tuple[float, float]]:
@@ -189,6 +203,9 @@ def _serving(buses: Sequence[_Bus], args: argparse.Namespace) -> Iterator[list[s
         ports = []
         for bus in buses:
             servos = bus.servos
+            if bus.family == "feetech":
+                ports.append(stack.enter_context(_feetech_bus(bus, args)).port)
+                continue
             vbus = running_virtual_bus(
                 servos,
                 protocol=bus.protocol,
@@ -201,6 +218,27 @@ def _serving(buses: Sequence[_Bus], args: argparse.Namespace) -> Iterator[list[s
             if args.hand is not None and not isinstance(servos, dict):
                 stack.enter_context(hand_on(vbus, servos, args.hand, bus.ranges or {}, bus.home))
         yield ports
+
+
+def _feetech_bus(bus: _Bus, args: argparse.Namespace) -> Any:
+    """A virtual Feetech bus (``hilbot.sim.feetech_bus``) for ``bus``, at its home pose."""
+    from hilbot.hal.feetech.units import FeetechUnits
+    from hilbot.sim.feetech_bus import FeetechVirtualBus
+
+    servos, ticks = bus.servos, {}
+    if not isinstance(servos, dict):
+        units = [FeetechUnits.of(s) for s in servos]
+        ticks = {
+            u.spec.id: u.ticks(bus.home[u.spec.joint]) for u in units if u.spec.joint in bus.home
+        }
+        servos = {s.id: s.model for s in servos}
+    return FeetechVirtualBus(
+        servos,
+        bus.baudrate,
+        return_delay_time=args.return_delay,
+        initial_positions=ticks,
+        wire_timing=not args.no_wire_timing,
+    )
 
 
 def _link(link: Path, port: str) -> None:

@@ -1,0 +1,221 @@
+"""Transactions on one Feetech bus: ping, read, write, sync read, sync write, with retries.
+
+Every reply has a length known before the instruction goes out (6 bytes of frame plus
+the data asked for), so a transaction writes its packet and reads exactly that many
+bytes until a deadline: the wire time of both packets at the baud rate, the servos'
+return delay and a margin for the host and the adapter. A timeout or a corrupt reply
+is retried ``retries`` times (after the line went quiet), then raised; the counters
+say how often each happened. Servo error bits in a reply are returned, not raised:
+the backend decodes them into :class:`~hilbot.hal.backend.HardwareErrorFlags`.
+
+Not thread-safe: the backend runs it on its own bus thread (``FeetechWorker``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+from hilbot.hal.backend import BusCounters
+from hilbot.hal.errors import CommError, CommResult, CommTimeout, CrcError, MalformedReply
+from hilbot.hal.feetech import protocol
+from hilbot.hal.feetech.port import FeetechPort
+
+#: [ms] reply slack beyond wire time and return delay: the host's scheduling and a USB
+#: adapter's latency (CH340/CH343 adapters of the SO-101 kits forward within 1 ms).
+DEFAULT_MARGIN_MS = 3.0
+STATUS_OVERHEAD = 6  # 0xFF 0xFF, id, length, error, checksum
+
+
+class FeetechBus:
+    """One Feetech bus. Not thread-safe: use it from one thread.
+
+    Args:
+        port: serial device path.
+        baudrate: [bit/s].
+        retries: extra attempts after a timeout or a corrupt reply.
+        margin_ms: reply deadline slack [ms] beyond the wire time.
+        return_delay: the slowest servo's Return Delay Time [s] (2 µs per unit).
+    """
+
+    def __init__(
+        self,
+        port: str,
+        baudrate: int,
+        *,
+        retries: int = 1,
+        margin_ms: float = DEFAULT_MARGIN_MS,
+        return_delay: float = 0.0,
+    ) -> None:
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries!r}")
+        if not margin_ms >= 0:
+            raise ValueError(f"margin_ms must be >= 0, got {margin_ms!r}")
+        self.port = FeetechPort(port, baudrate)
+        self.retries = retries
+        self.margin = margin_ms / 1000.0
+        self.return_delay = return_delay
+        self.counters = BusCounters()
+
+    @property
+    def baudrate(self) -> int:
+        """The host side's bit rate [bit/s]."""
+        return self.port.baudrate
+
+    def open(self) -> None:
+        """Open the port (``PortError`` when it cannot be)."""
+        self.port.open()
+
+    def close(self) -> None:
+        """Close the port (idempotent)."""
+        self.port.close()
+
+    def set_baudrate(self, baudrate: int) -> None:
+        """Switch the host side to ``baudrate`` [bit/s] (after the servos were told)."""
+        self.port.set_baudrate(baudrate)
+
+    # --- timing -----------------------------------------------------------------------
+
+    def wire_time(self, n_bytes: int) -> float:
+        """Time [s] ``n_bytes`` take on the wire (10 bits per byte: start, 8 data, stop)."""
+        return n_bytes * 10.0 / self.port.baudrate
+
+    def _deadline(self, sent: int, expected: int, replies: int) -> float:
+        wire = self.wire_time(sent + expected)
+        return time.monotonic() + wire + replies * self.return_delay + self.margin
+
+    # --- single-servo instructions ------------------------------------------------------
+
+    def ping(self, servo_id: int) -> int:
+        """Ping ``servo_id``; its error byte. ``CommError`` when it does not answer."""
+        wire = protocol.encode_instruction(protocol.ping(servo_id))
+        return self._retrying(servo_id, "PING", wire, 0)[0]
+
+    def try_ping(self, servo_id: int) -> int | None:
+        """Ping once, no retry; the error byte or ``None`` when nothing answered."""
+        wire = protocol.encode_instruction(protocol.ping(servo_id))
+        try:
+            return self._attempt(servo_id, "PING", wire, 0)[0]
+        except CommError:
+            return None
+
+    def read(self, servo_id: int, address: int, length: int) -> tuple[bytes, int]:
+        """Read ``length`` bytes at ``address``: ``(data, error byte)``."""
+        wire = protocol.encode_instruction(protocol.read(servo_id, address, length))
+        error, data = self._retrying(servo_id, "READ", wire, length)
+        return data, error
+
+    def write(self, servo_id: int, address: int, data: bytes) -> int:
+        """Write ``data`` at ``address`` and wait for the status; its error byte."""
+        wire = protocol.encode_instruction(protocol.write(servo_id, address, data))
+        return self._retrying(servo_id, "WRITE", wire, 0)[0]
+
+    def sync_write(self, address: int, length: int, data: Mapping[int, bytes]) -> None:
+        """Broadcast one SYNC WRITE of ``length`` bytes per servo (no reply)."""
+        self.send(sync_write_packet(address, length, data))
+
+    def send(self, wire: bytes) -> None:
+        """Write a packet that has no reply (sync write, broadcast)."""
+        self.counters.transactions += 1
+        self.port.write(wire)
+
+    # --- sync read ----------------------------------------------------------------------
+
+    def sync_read(
+        self, address: int, length: int, ids: Sequence[int]
+    ) -> dict[int, tuple[bytes, int]]:
+        """SYNC READ (STS series): ``{id: (data, error byte)}`` of every servo in ``ids``.
+
+        Raises:
+            CommTimeout: a servo did not answer (``servo_id`` is the first one missing).
+            CrcError: a reply arrived corrupt (after the retries).
+        """
+        wire = protocol.encode_instruction(protocol.sync_read(address, length, ids))
+        for attempt in range(self.retries + 1):
+            try:
+                return self._sync_read_once(wire, length, ids)
+            except CommError:
+                if attempt == self.retries:
+                    raise
+                self.counters.retries += 1
+                self.port.drain(self._quiet())
+        raise AssertionError("unreachable")
+
+    def _sync_read_once(
+        self, wire: bytes, length: int, ids: Sequence[int]
+    ) -> dict[int, tuple[bytes, int]]:
+        self.counters.transactions += 1
+        each = STATUS_OVERHEAD + length
+        deadline = self._deadline(len(wire), each * len(ids), len(ids))
+        self.port.write(wire)
+        raw = self.port.read(each * len(ids), deadline)
+        out: dict[int, tuple[bytes, int]] = {}
+        for k, servo_id in enumerate(ids):
+            chunk = raw[k * each : (k + 1) * each]
+            if len(chunk) < each:
+                self.counters.timeouts += 1
+                raise CommTimeout(servo_id, "SYNC_READ")
+            error, data = self._decode(servo_id, "SYNC_READ", chunk, length)
+            out[servo_id] = (data, error)
+        return out
+
+    # --- the transaction ----------------------------------------------------------------
+
+    def _retrying(
+        self, servo_id: int, instruction: str, wire: bytes, length: int
+    ) -> tuple[int, bytes]:
+        for attempt in range(self.retries + 1):
+            try:
+                return self._attempt(servo_id, instruction, wire, length)
+            except CommError:
+                if attempt == self.retries:
+                    raise
+                self.counters.retries += 1
+                self.port.drain(self._quiet())
+        raise AssertionError("unreachable")
+
+    def _attempt(
+        self, servo_id: int, instruction: str, wire: bytes, length: int
+    ) -> tuple[int, bytes]:
+        self.counters.transactions += 1
+        expected = STATUS_OVERHEAD + length
+        deadline = self._deadline(len(wire), expected, 1)
+        self.port.write(wire)
+        reply = self.port.read(expected, deadline)
+        if len(reply) < expected:
+            self.counters.timeouts += 1
+            if reply:
+                self.counters.crc_errors += 1
+                raise CrcError(servo_id, instruction)
+            raise CommTimeout(servo_id, instruction)
+        return self._decode(servo_id, instruction, reply, length)
+
+    def _decode(
+        self, servo_id: int, instruction: str, reply: bytes, length: int
+    ) -> tuple[int, bytes]:
+        # The reply's length is known, so it is checked in place: header, id, length byte,
+        # checksum (the stream decoder, protocol.PacketDecoder, is for unknown lengths).
+        if reply[:2] != protocol.HEADER or reply[3] != length + 2 or reply[2] != servo_id:
+            self.counters.crc_errors += 1
+            raise MalformedReply(
+                servo_id, instruction, f"expected a status of id {servo_id} with {length} bytes"
+            )
+        if protocol.checksum(reply[2:-1]) != reply[-1]:
+            self.counters.crc_errors += 1
+            raise CrcError(servo_id, instruction)
+        error = reply[4]
+        if error:
+            self.counters.servo_errors += 1
+        return error, reply[5:-1]
+
+    def _quiet(self) -> float:
+        """How long the line must stay silent before a retry: two status packets' worth."""
+        return max(self.wire_time(2 * 64), 0.002)
+
+
+def sync_write_packet(address: int, length: int, data: Mapping[int, bytes]) -> bytes:
+    """The bytes of a SYNC WRITE of ``length`` bytes per servo at ``address``."""
+    return protocol.encode_instruction(protocol.sync_write(address, length, data.items()))
+
+
+__all__ = ["DEFAULT_MARGIN_MS", "CommResult", "FeetechBus", "sync_write_packet"]

@@ -1,0 +1,126 @@
+"""A serial port for the Feetech bus: pyserial opens it, reads block in ``select``.
+
+pyserial configures the device (baud rate, raw mode, ``termios2`` for odd rates); the
+packets then go straight to the file descriptor. ``os.write`` of a few dozen bytes fits
+the kernel buffer, and a read waits in ``select`` until the reply is in or its deadline
+passes, so a missing servo costs its deadline of wall time and no CPU (the vendor SDK's
+``PortHandler`` polls ``read`` in a loop with ``timeout=0``, as dynamixel-sdk's does).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+
+import serial
+
+from hilbot.hal.errors import PortError
+
+
+class FeetechPort:
+    """One open serial device. Not thread-safe: the bus thread owns it.
+
+    Args:
+        port: device path, e.g. ``/dev/ttyACM0`` or a virtual bus's pty.
+        baudrate: [bit/s].
+    """
+
+    def __init__(self, port: str, baudrate: int) -> None:
+        self.name = port
+        self.baudrate = baudrate
+        self._serial: serial.Serial | None = None
+        self._fd = -1
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the device is open."""
+        return self._serial is not None
+
+    def open(self) -> None:
+        """Open the device at the baud rate.
+
+        Raises:
+            PortError: it cannot be opened or the baud rate set.
+        """
+        try:
+            self._serial = serial.Serial(self.name, self.baudrate, timeout=0, write_timeout=0)
+        except (serial.SerialException, OSError, ValueError) as exc:
+            raise PortError(f"cannot open {self.name}: {exc}", port=self.name) from exc
+        self._fd = self._serial.fileno()
+
+    def close(self) -> None:
+        """Close the device (idempotent)."""
+        if self._serial is not None:
+            self._serial.close()
+            self._serial = None
+            self._fd = -1
+
+    def set_baudrate(self, baudrate: int) -> None:
+        """Switch the host side to ``baudrate`` [bit/s]."""
+        if self._serial is None:
+            raise PortError(f"{self.name} is not open", port=self.name)
+        try:
+            self._serial.baudrate = baudrate
+        except (serial.SerialException, OSError, ValueError) as exc:
+            raise PortError(f"{self.name}: baud rate {baudrate}: {exc}", port=self.name) from exc
+        self.baudrate = baudrate
+
+    def write(self, data: bytes) -> None:
+        """Write all of ``data``.
+
+        Raises:
+            PortError: the device failed or is closed.
+        """
+        fd, written = self._fd, 0
+        try:
+            while written < len(data):
+                try:
+                    written += os.write(fd, data[written:])
+                except BlockingIOError:
+                    select.select([], [fd], [], 0.1)
+        except OSError as exc:
+            raise PortError(f"write to {self.name} failed: {exc}", port=self.name) from exc
+
+    def read(self, length: int, deadline: float) -> bytes:
+        """Up to ``length`` bytes, blocking until all arrived or ``deadline`` (monotonic) passed.
+
+        Raises:
+            PortError: the device failed or its other end closed.
+        """
+        out = bytearray()
+        fd = self._fd
+        while len(out) < length:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                break
+            try:
+                chunk = os.read(fd, length - len(out))
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise PortError(f"read from {self.name} failed: {exc}", port=self.name) from exc
+            if not chunk:
+                raise PortError(f"{self.name} closed", port=self.name)
+            out += chunk
+        return bytes(out)
+
+    def drain(self, quiet: float) -> int:
+        """Drop input until the line has been quiet for ``quiet`` [s]; the bytes dropped.
+
+        Raises:
+            PortError: the device failed or its other end closed.
+        """
+        dropped = 0
+        fd = self._fd
+        try:
+            while select.select([fd], [], [], quiet)[0]:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    raise PortError(f"{self.name} closed", port=self.name)
+                dropped += len(chunk)
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            raise PortError(f"read from {self.name} failed: {exc}", port=self.name) from exc
+        return dropped

@@ -1,0 +1,307 @@
+"""What the Feetech backend does on its bus thread: start-up checks, the cycle, torque, close.
+
+Plain synchronous code over :class:`~hilbot.hal.feetech.bus.FeetechBus`; the backend
+runs each method as one job on its thread.
+
+Start-up (:meth:`FeetechSession.open`) pings every servo, reads its model number,
+firmware, operating mode, return delay and position limit registers, and refuses
+(:class:`~hilbot.hal.errors.StartupError`) a missing servo, a wrong model, a servo not
+in position mode, or joint limits beyond its Min/Max Position Limit. Then it copies
+Present Position into Goal Position so that enabling torque holds where it is.
+
+The cycle reads one block per servo: Present Position, Speed, Load, Voltage and
+Temperature (addresses 56 ~ 63 on every supported model) with one SYNC READ on the
+STS series and one READ per servo on the SCS series, which has no sync read. The ERROR
+byte of each reply is the servo's status (voltage, angle sensor, overheat, current,
+overload), decoded into :class:`~hilbot.hal.backend.HardwareErrorFlags`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hilbot.hal.backend import EffortUnit, HardwareErrorFlags, JointState
+from hilbot.hal.errors import (
+    CommError,
+    CommTimeout,
+    HardwareFault,
+    ServoLimitError,
+    StartupError,
+    StartupProblem,
+    TorqueNotConfirmed,
+)
+from hilbot.hal.feetech import protocol
+from hilbot.hal.feetech.bus import FeetechBus, sync_write_packet
+from hilbot.hal.feetech.register_names import FeetechRegister as N
+from hilbot.hal.feetech.units import FeetechUnits, state_block
+from hilbot.hal.mapping import ServoSpec
+
+#: Operating Mode 0 is position (servo) mode on STS; SCS servos have no mode register.
+POSITION_MODE = 0
+RETURN_DELAY_UNIT = 2e-6  # [s] per Return Delay Time unit (STS/SCS memory table, address 7)
+
+
+@dataclass(frozen=True, slots=True)
+class ServoInfo:
+    """What start-up found on one servo."""
+
+    servo_id: int
+    joint: str
+    model: str
+    model_number: int
+    firmware: tuple[int, int]
+    return_delay: float  # [s]
+    position_limits: tuple[int, int]  # [ticks] Min/Max Position Limit
+
+
+class FeetechSession:
+    """The bus-thread side of one Feetech bus.
+
+    Args:
+        bus: the bus, not yet open.
+        servos: every servo on it (shadows included).
+        joint_limits: joint limits the safety layer enforces; start-up checks that each
+            servo's Min/Max Position Limit allows them.
+        clock: timestamp source of the states.
+        log: logger.
+    """
+
+    def __init__(
+        self,
+        bus: FeetechBus,
+        servos: Sequence[ServoSpec],
+        *,
+        joint_limits: Mapping[str, tuple[float, float]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.bus = bus
+        self.units = tuple(FeetechUnits.of(s) for s in servos)
+        self.joint_limits = dict(joint_limits or {})
+        self.clock = clock
+        self.log = log or logging.getLogger(__name__)
+        self.names = tuple(u.spec.joint for u in self.units if u.spec.shadow_of is None)
+        self.ids = tuple(u.spec.id for u in self.units)
+        self._primary = [u.spec.shadow_of is None for u in self.units]
+        self.sync_read = all(u.model.has_sync_read for u in self.units)
+        blocks = {state_block(u.model)[:2] for u in self.units}
+        if len(blocks) != 1:
+            raise ValueError(f"servos with different state blocks on one bus: {sorted(blocks)}")
+        self._read_address, self._read_length = blocks.pop()
+        self._decoders = tuple(state_block(u.model)[2] for u in self.units)
+        self.infos: tuple[ServoInfo, ...] = ()
+        self.errors: dict[int, int] = {}  # servo id -> last ERROR byte seen
+
+    # --- start-up -----------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Open the port and run the start-up checks (``StartupError`` on a problem)."""
+        self.bus.open()
+        try:
+            self.infos = tuple(self._check(u) for u in self.units)
+            self.bus.return_delay = max(i.return_delay for i in self.infos)
+            for unit in self.units:
+                self._goal_from_present(unit)
+        except BaseException:
+            self.bus.close()
+            raise
+
+    def _check(self, unit: FeetechUnits) -> ServoInfo:
+        spec, model = unit.spec, unit.model
+        try:
+            self.bus.ping(spec.id)
+        except CommError:
+            raise StartupError(
+                f"servo {spec.id} ({spec.joint!r}, {spec.model}) does not answer a ping on "
+                f"{self.bus.port.name} at {self.bus.baudrate} bit/s; check power, wiring, "
+                "its id and baud rate (hilbot scan --family feetech)",
+                servo_id=spec.id,
+                problem=StartupProblem.MISSING,
+                expected=spec.model,
+            ) from None
+        number = self._read(unit, N.MODEL_NUMBER)
+        if number != model.model_number:
+            raise StartupError(
+                f"servo {spec.id} ({spec.joint!r}) is model number {number}, the config says "
+                f"{spec.model} ({model.model_number})",
+                servo_id=spec.id,
+                problem=StartupProblem.WRONG_MODEL,
+                expected=model.model_number,
+                found=number,
+            )
+        firmware = (
+            self._read(unit, N.FIRMWARE_MAJOR_VERSION),
+            self._read(unit, N.FIRMWARE_MINOR_VERSION),
+        )
+        if N.OPERATING_MODE in model.table:
+            mode = self._read(unit, N.OPERATING_MODE)
+            if mode != POSITION_MODE:
+                raise StartupError(
+                    f"servo {spec.id} ({spec.joint!r}) is in operating mode {mode}, not "
+                    f"position mode ({POSITION_MODE}); set Operating Mode (33) to 0 with "
+                    "Feetech's FD tool",
+                    servo_id=spec.id,
+                    problem=StartupProblem.WRONG_MODE,
+                    expected=POSITION_MODE,
+                    found=mode,
+                )
+        delay = self._read(unit, N.RETURN_DELAY_TIME) * RETURN_DELAY_UNIT
+        limits = (self._read(unit, N.MIN_ANGLE_LIMIT), self._read(unit, N.MAX_ANGLE_LIMIT))
+        self._check_limits(unit, limits)
+        return ServoInfo(spec.id, spec.joint, model.name, number, firmware, delay, limits)
+
+    def _check_limits(self, unit: FeetechUnits, limits: tuple[int, int]) -> None:
+        spec = unit.spec
+        wanted = self.joint_limits.get(spec.joint)
+        if wanted is None or limits == (0, 0):  # 0 ~ 0: no limits (multi-turn), as the manual
+            return
+        ends = sorted(unit.exact_ticks(v) for v in wanted)
+        low, high = max(0, math.floor(ends[0])), min(unit.model.position_max, math.ceil(ends[1]))
+        command = (
+            f"hilbot servo --family feetech --port {self.bus.port.name} --id {spec.id} "
+            f"--min-angle-limit {min(low, limits[0])} --max-angle-limit {max(high, limits[1])}"
+        )
+        for register, found, need, beyond in (
+            (N.MIN_ANGLE_LIMIT, limits[0], low, ends[0] < limits[0] - 0.5),
+            (N.MAX_ANGLE_LIMIT, limits[1], high, ends[1] > limits[1] + 0.5),
+        ):
+            if beyond:
+                reg = unit.model.register(register)
+                raise ServoLimitError(
+                    f"servo {spec.id} ({spec.joint!r}): the joint limits need {reg.label} "
+                    f"{need}, the servo has {found} (the firmware would clamp goals there); "
+                    f"set it with `{command}`, or narrow the joint with safety.soft_limits",
+                    servo_id=spec.id,
+                    register=reg.label,
+                    address=reg.address,
+                    expected=need,
+                    found=found,
+                    command=command,
+                )
+
+    def _read(self, unit: FeetechUnits, name: N) -> int:
+        reg = unit.model.register(name)
+        data, error = self.bus.read(unit.spec.id, reg.address, reg.size)
+        self.errors[unit.spec.id] = error
+        return reg.decode(data)
+
+    def _goal_from_present(self, unit: FeetechUnits) -> None:
+        present = unit.model.register(N.PRESENT_POSITION)
+        goal = unit.model.register(N.GOAL_POSITION)
+        data, _ = self.bus.read(unit.spec.id, present.address, present.size)
+        self.bus.write(unit.spec.id, goal.address, goal.encode(present.decode(data)))
+
+    # --- the cycle ----------------------------------------------------------------------
+
+    def read_state(self) -> JointState:
+        """One read of every servo, in SI units."""
+        length, address = self._read_length, self._read_address
+        if self.sync_read:
+            replies = self.bus.sync_read(address, length, self.ids)
+        else:
+            replies = {i: self.bus.read(i, address, length) for i in self.ids}
+        n = len(self.names)
+        position, velocity = np.empty(n), np.empty(n)
+        effort, temperature = np.empty(n), np.empty(n)
+        flags: list[HardwareErrorFlags] = [HardwareErrorFlags.NONE] * n
+        k = -1
+        for unit, primary, regs in zip(self.units, self._primary, self._decoders, strict=True):
+            data, error = replies[unit.spec.id]
+            self.errors[unit.spec.id] = error
+            if primary:
+                k += 1
+                base = regs[0].address
+                pos, speed, load, _, temp = (
+                    r.decode(data[r.address - base : r.end - base]) for r in regs
+                )
+                position[k] = unit.position(pos)
+                velocity[k] = unit.velocity(speed)
+                effort[k] = unit.effort(load)
+                temperature[k] = float(temp)
+            j = k if primary else self.names.index(unit.spec.joint)
+            flags[j] |= protocol.hardware_flags(error)
+        return JointState(
+            names=self.names,
+            position=position,
+            velocity=velocity,
+            effort=effort,
+            temperature=temperature,
+            hardware_errors=tuple(flags),
+            timestamp=self.clock(),
+            effort_unit=(EffortUnit.PERCENT,) * n,
+            counters=self.bus.counters.copy(),
+        )
+
+    def goal_packet(self, positions: Mapping[str, float]) -> bytes | None:
+        """The SYNC WRITE of Goal Position for ``positions`` (``CommandError`` if out of range)."""
+        data: dict[int, bytes] = {}
+        goal = None
+        for unit in self.units:
+            if unit.spec.joint in positions:
+                goal = unit.model.register(N.GOAL_POSITION)
+                data[unit.spec.id] = goal.encode(unit.ticks(positions[unit.spec.joint]))
+        if goal is None:
+            return None
+        return sync_write_packet(goal.address, goal.size, data)
+
+    # --- torque -------------------------------------------------------------------------
+
+    def set_torque(self, ids: Sequence[int], enabled: bool) -> None:
+        """Write Torque Enable to ``ids`` and read it back.
+
+        Raises:
+            HardwareFault: enabling a servo whose status reports a fault.
+            TorqueNotConfirmed: disabling, a servo did not confirm.
+        """
+        units = [u for u in self.units if u.spec.id in ids]
+        if enabled:
+            for unit in units:
+                flags = protocol.hardware_flags(self.errors.get(unit.spec.id, 0))
+                if flags:
+                    raise HardwareFault(unit.spec.id, flags, "TORQUE_ENABLE")
+                self._goal_from_present(unit)
+        off: list[int] = []
+        on: list[int] = []
+        silent: list[int] = []
+        for unit in units:
+            reg = unit.model.register(N.TORQUE_ENABLE)
+            try:
+                self.bus.write(unit.spec.id, reg.address, reg.encode(int(enabled)))
+                data, _ = self.bus.read(unit.spec.id, reg.address, reg.size)
+            except CommError:
+                if enabled:
+                    raise
+                silent.append(unit.spec.id)
+                continue
+            (on if reg.decode(data) else off).append(unit.spec.id)
+        if not enabled and (on or silent):
+            raise TorqueNotConfirmed(off=tuple(off), on=tuple(on), silent=tuple(silent))
+
+    def reboot(self, ids: Sequence[int]) -> None:
+        """Restart ``ids`` (instruction 0x0A) and wait for them to answer again.
+
+        Clears a latched overload; torque comes back off. Servos whose firmware has no
+        reboot instruction answer nothing: then torque off, then on again clears it.
+        """
+        for servo_id in ids:
+            self.bus.send(protocol.encode_instruction(protocol.reboot(servo_id)))
+        deadline = time.monotonic() + 1.0
+        for servo_id in ids:
+            while self.bus.try_ping(servo_id) is None:
+                if time.monotonic() > deadline:
+                    raise CommTimeout(servo_id, "REBOOT")
+            self.errors[servo_id] = 0
+
+    def close(self, torque_off: bool) -> None:
+        """Turn torque off on every servo (when asked) and close the port."""
+        try:
+            if torque_off:
+                self.set_torque(self.ids, False)
+        finally:
+            self.bus.close()
