@@ -449,6 +449,12 @@ def main() -> int:
             "worst orientation [rad]",
         ],
     )
+    lines += [
+        "",
+        "Before the position-wins fix in `QPSolver` (commit 49c6b66, the same 1000 worlds and "
+        "limits, measured once): Panda converged 495, stalled 430, timeout 75 (worst "
+        "orientation 0.69 rad); UR5 converged 768, stalled 190, timeout 42 (0.77 rad).",
+    ]
     body = "\n".join(lines)
     if args.no_write:
         print(body)
