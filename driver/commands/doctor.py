@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baud", type=int, help="baud rate, without a config (default 1000000)")
     parser.add_argument("--protocol", type=int, choices=(1, 2), help="without a config (default 2)")
     parser.add_argument(
+        "--family", choices=("dynamixel", "feetech"), help="without a config (default dynamixel)"
+    )
+    parser.add_argument(
         "--servo", type=_servo, action="append", default=[], metavar="ID:MODEL", help="repeat"
     )
     parser.add_argument(
@@ -48,7 +51,9 @@ def buses_from_args(args: argparse.Namespace) -> list[tuple[BusSpec, Sequence[Se
     if args.config:
         from hilbot.driver.config import load_config
 
-        ignored = [f"--{name}" for name in ("baud", "protocol", "servo") if getattr(args, name)]
+        ignored = [
+            f"--{name}" for name in ("baud", "protocol", "servo", "family") if getattr(args, name)
+        ]
         if ignored:
             raise ValueError(
                 f"{', '.join(ignored)} describe a bus without a config; with a config they "
@@ -63,13 +68,13 @@ def buses_from_args(args: argparse.Namespace) -> list[tuple[BusSpec, Sequence[Se
                     f"{', '.join(specs)}: edit their ports in the config"
                 )
             ((name, spec),) = specs.items()
-            specs = {name: BusSpec(args.port, spec.baudrate, spec.protocol)}
+            specs = {name: BusSpec(args.port, spec.baudrate, spec.protocol, spec.family)}
         return [(spec, config.servo_specs(name)) for name, spec in specs.items()]
     if not args.port or not args.servo:
         raise ValueError("give a robot config, or --port and at least one --servo ID:MODEL")
     servos = [ServoSpec(i, model, f"servo{i}") for i, model in args.servo]
     baud = args.baud if args.baud is not None else 1_000_000
-    return [(BusSpec(args.port, baud, args.protocol or 2), servos)]
+    return [(BusSpec(args.port, baud, args.protocol or 2, args.family or "dynamixel"), servos)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,11 +86,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     worst = Level.OK
     for spec, servos in buses:
-        print(
-            f"== {spec.port}: {spec.baudrate} bit/s, protocol {spec.protocol}.0, "
-            f"{len(servos)} servos"
-        )
-        findings, budget = diagnose(spec, servos, margin_ms=args.margin_ms)
+        kind = "Feetech" if spec.family == "feetech" else f"protocol {spec.protocol}.0"
+        print(f"== {spec.port}: {spec.baudrate} bit/s, {kind}, {len(servos)} servos")
+        if spec.family == "feetech":
+            from hilbot.hal.feetech.tools import diagnose as diagnose_feetech
+
+            findings, budget = diagnose_feetech(spec, servos, margin_ms=args.margin_ms)
+        else:
+            findings, budget = diagnose(spec, servos, margin_ms=args.margin_ms)
         for f in findings:
             print(f"[{f.level.value:>5}] {f.subject}: {f.message}")
             if f.level is Level.ERROR or (f.level is Level.WARN and worst is Level.OK):

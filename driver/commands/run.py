@@ -54,10 +54,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--backend",
-        choices=("sim", "virtual", "dynamixel"),
+        choices=("sim", "mujoco", "virtual", "dynamixel"),
         default="sim",
-        help="sim: in-process simulator (default); virtual: the virtual Dynamixel bus on a "
+        help="sim: in-process simulator (default); mujoco: the servo model driving a MuJoCo "
+        "body (the mujoco extra); virtual: the virtual Dynamixel bus on a "
         "pty, driven by the real Dynamixel backend; dynamixel: the real bus",
+    )
+    parser.add_argument(
+        "--scene",
+        type=Path,
+        metavar="FILE",
+        help="--backend mujoco: a YAML file of objects around the robot (a table, a box)",
+    )
+    parser.add_argument(
+        "--view",
+        action="store_true",
+        help="serve a live 3D view of the robot on 127.0.0.1 (the view extra)",
+    )
+    parser.add_argument(
+        "--view-port", type=int, default=8080, metavar="PORT", help="port of --view (default 8080)"
     )
     parser.add_argument(
         "--port",
@@ -149,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         if args.rate is not None:
-            config = _with_rate(config, args.rate, check_bus=args.backend != "sim")
+            config = _with_rate(config, args.rate, check_bus=args.backend not in ("sim", "mujoco"))
         if args.port is not None:
             config = _with_port(config, args.port)
         if not args.no_mqtt:
@@ -193,6 +208,8 @@ def option_problem(args: argparse.Namespace) -> str | None:
         return f"--virtual-return-delay is for --backend virtual, not {args.backend}"
     if (getattr(args, "hand", None) or getattr(args, "mount", None)) and args.backend != "virtual":
         return f"--hand and --mount are for --backend virtual, not {args.backend}"
+    if getattr(args, "scene", None) is not None and args.backend != "mujoco":
+        return f"--scene is for --backend mujoco, not {args.backend}"
     for option in ("stats", "record"):
         path = getattr(args, option, None)
         if path is not None and not Path(path).parent.is_dir():
@@ -283,6 +300,10 @@ async def _main(
     sim_bus_args = sim_bus_options(args)
     if sim_bus_args:
         backend_options["sim_bus_args"] = sim_bus_args
+    if getattr(args, "scene", None) is not None:
+        from hilbot.sim.mujoco_scene import load_scene
+
+        backend_options["scene"] = load_scene(args.scene)
     status = Progress(1, enabled=not args.no_status and sys.stderr.isatty())
     async with (
         build(config, args.backend, **backend_options) as built,
@@ -326,6 +347,8 @@ async def _main(
     status.close()
     print(shutdown_text(config, watch))
     _save_recording(args)  # --record: written once the runtime has stopped
+    if getattr(args, "live_view", None) is not None:
+        args.live_view.close()
     _summary(state)
     if args.stats is not None:
         args.stats.write_text(json.dumps(stats_dict(state), indent=2))
@@ -341,14 +364,20 @@ async def _main(
 
 
 def extra_listeners(args: argparse.Namespace, runtime: Any) -> list[Callable[[Any], None]]:
-    """Cycle listeners other options attach (``--record``: the bench recorder)."""
+    """Cycle listeners other options attach (``--record``: the bench recorder; ``--view``)."""
+    listeners: list[Callable[[Any], None]] = []
+    if getattr(args, "view", False):
+        from hilbot.driver.view import start_view
+
+        args.live_view = start_view(runtime, port=args.view_port)
+        listeners.append(args.live_view.listener)
     if getattr(args, "record", None) is None:
-        return []
+        return listeners
     from hilbot.driver.bench.recorder import Recorder, run_header
 
     header = run_header(runtime, backend=args.backend, config_path=str(args.config))
     args.recorder = Recorder(runtime, header)
-    return [args.recorder]
+    return [*listeners, args.recorder]
 
 
 def _save_recording(args: argparse.Namespace) -> None:

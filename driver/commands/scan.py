@@ -56,6 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--protocol", type=int, choices=(1, 2), help="only this protocol (default: 2, then 1)"
     )
     parser.add_argument(
+        "--family",
+        choices=("dynamixel", "feetech"),
+        default="dynamixel",
+        help="servo family (feetech: STS/SCS, pinging each id; default baud 1000000,500000,115200)",
+    )
+    parser.add_argument(
         "--ids", type=parse_id_range, help="only these ids, e.g. 1-6 (faster on 1.0)"
     )
     parser.add_argument(
@@ -68,6 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Scan and print a table; exit 1 when nothing answers, 2 on a port error."""
+    if args.family == "feetech":
+        return _run_feetech(args)
     protocols = (args.protocol,) if args.protocol else (2, 1)
     try:
         found = scan(args.port, args.baud, protocols, ids=args.ids, margin_ms=args.margin_ms)
@@ -89,4 +97,28 @@ def run(args: argparse.Namespace) -> int:
             f"{s.id:>3}  {s.model:<14} {s.model_number:>6}  {firmware:>8}  "
             f"{s.baudrate:>8}  {s.protocol}.0"
         )
+    return 0
+
+
+def _run_feetech(args: argparse.Namespace) -> int:
+    from hilbot.hal.feetech.tools import COMMON_BAUD_RATES as FEETECH_RATES
+    from hilbot.hal.feetech.tools import scan as scan_feetech
+
+    rates = args.baud if args.baud != list(COMMON_BAUD_RATES) else list(FEETECH_RATES)
+    try:
+        found = scan_feetech(args.port, rates, ids=args.ids, margin_ms=args.margin_ms)
+    except PortError as exc:
+        problem = port_problem(exc.port, reason_of(exc), "--port", "give the right one with --port")
+        print(f"hilbot scan: {problem}", file=sys.stderr)
+        return 2
+    except HalError as exc:
+        print(f"hilbot scan: {exc}", file=sys.stderr)
+        return 2
+    if not found:
+        print(f"no Feetech servo answered on {args.port} at {', '.join(map(str, rates))} bit/s")
+        return 1
+    print(f"{'id':>3}  {'model':<24} {'number':>6}  {'firmware':>8}  {'baud':>8}")
+    for s in found:
+        firmware = f"{s.firmware[0]}.{s.firmware[1]}" if s.firmware[0] >= 0 else "?"
+        print(f"{s.id:>3}  {s.model:<24} {s.model_number:>6}  {firmware:>8}  {s.baudrate:>8}")
     return 0

@@ -30,6 +30,15 @@ LIMIT_HELP = {
 }
 
 
+#: Feetech registers ``hilbot servo --family feetech`` sets (EEPROM, saved behind Lock).
+FEETECH_HELP = {
+    "min_angle_limit": "Feetech Min Angle Limit (address 9) [steps]",
+    "max_angle_limit": "Feetech Max Angle Limit (address 11) [steps]",
+    "max_torque": "Feetech Max Torque (address 16) [0.1 %%], loaded into Torque Limit at power-up",
+    "homing_offset": "Feetech Homing Offset (address 31) [steps], -2047..2047",
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``hilbot servo`` options."""
     parser.add_argument("--port", required=True, help="serial device, e.g. /dev/ttyUSB0")
@@ -46,10 +55,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     for option, what in LIMIT_HELP.items():
         parser.add_argument(f"--{option.replace('_', '-')}", type=int, metavar="V", help=what)
+    parser.add_argument(
+        "--family",
+        choices=("dynamixel", "feetech"),
+        default="dynamixel",
+        help="servo family; feetech writes EEPROM behind its Lock register (saved)",
+    )
+    for option, what in FEETECH_HELP.items():
+        parser.add_argument(f"--{option.replace('_', '-')}", type=int, metavar="V", help=what)
 
 
 def run(args: argparse.Namespace) -> int:
     """Apply the requested changes in order (return delay, id, baud rate)."""
+    if args.family == "feetech":
+        return _run_feetech(args)
     limits = {o: getattr(args, o) for o in LIMIT_HELP if getattr(args, o) is not None}
     if args.set_id is None and args.set_baud is None and args.return_delay is None and not limits:
         print(
@@ -74,6 +93,46 @@ def run(args: argparse.Namespace) -> int:
                 servo_id = args.set_id
             if args.set_baud is not None:
                 spec = change_baudrate(bus, servo_id, args.set_baud)
+                print(f"servo {servo_id} ({spec.name}) now talks at {args.set_baud} bit/s")
+    except (HalError, ValueError) as exc:
+        print(f"hilbot servo: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_feetech(args: argparse.Namespace) -> int:
+    from hilbot.hal.feetech import tools
+
+    dynamixel_only = [
+        f"--{o.replace('_', '-')}" for o in LIMIT_HELP if getattr(args, o) is not None
+    ]
+    if dynamixel_only or args.protocol != 2:
+        which = ", ".join(dynamixel_only) or "--protocol"
+        print(
+            f"hilbot servo: {which} is for Dynamixel servos, not --family feetech", file=sys.stderr
+        )
+        return 2
+    values = {o: getattr(args, o) for o in FEETECH_HELP if getattr(args, o) is not None}
+    if args.return_delay is not None:
+        values = {"return_delay": args.return_delay, **values}
+    if args.set_id is None and args.set_baud is None and not values:
+        print(
+            "hilbot servo: nothing to do; give --set-id, --set-baud, --return-delay or "
+            + ", ".join(f"--{o.replace('_', '-')}" for o in FEETECH_HELP)
+        )
+        return 2
+    servo_id = args.id
+    try:
+        with tools.open_bus(args.port, args.baud, margin_ms=10.0) as bus:
+            for option, value in values.items():
+                name = tools.set_register(bus, servo_id, option, value)
+                print(f"servo {servo_id}: {name.value} {value} (saved)")
+            if args.set_id is not None:
+                spec = tools.change_id(bus, servo_id, args.set_id)
+                print(f"servo {servo_id} ({spec.name}) is now id {args.set_id}")
+                servo_id = args.set_id
+            if args.set_baud is not None:
+                spec = tools.change_baudrate(bus, servo_id, args.set_baud)
                 print(f"servo {servo_id} ({spec.name}) now talks at {args.set_baud} bit/s")
     except (HalError, ValueError) as exc:
         print(f"hilbot servo: {exc}", file=sys.stderr)

@@ -32,6 +32,7 @@ from hilbot.hal.dynamixel.units import temperature
 from hilbot.hal.errors import (
     CommTimeout,
     CrcError,
+    DataLimitError,
     HardwareFault,
     ServoError,
     TorqueNotConfirmed,
@@ -197,11 +198,48 @@ class BusSession:
             if bounds is not None:
                 self.goal_bounds[slot.id] = bounds
 
-    def hold(self, slots: Sequence[ServoSlot]) -> None:
-        """Copy present into goal position for ``slots`` (no jump when torque comes on)."""
+    def hold(self, slots: Sequence[ServoSlot], *, strict: bool = False) -> None:
+        """Copy present into goal position for ``slots`` (no jump when torque comes on).
+
+        A servo standing outside its own position limits (moved there by hand, torque
+        off) would refuse that goal unseen and keep its old one, to which it would jump
+        once torque is on. ``strict`` (enabling torque) raises then; otherwise it warns.
+
+        Raises:
+            DataLimitError: ``strict`` and a servo's present position is outside its
+                limit registers; nothing is written.
+        """
         pos = slots[0].position.register
         replies = self.bus.group_read(self.method, [(s.id, pos.address, pos.size) for s in slots])
-        data = {s.id: self._goal.encode(pos.decode(replies[s.id].data)) for s in slots}
+        ticks = {s.id: pos.decode(replies[s.id].data) for s in slots}
+        for slot in slots:
+            bounds = self.goal_bounds.get(slot.id)
+            tick = ticks[slot.id]
+            if bounds is None or bounds[0] <= tick <= bounds[1]:
+                continue
+            limits = self.limits[slot.id]
+            below = tick < bounds[0]
+            reg = limits.low_register if below else limits.high_register
+            err = DataLimitError(
+                slot.id,
+                "TORQUE_ENABLE",
+                0,
+                register=reg.name.value,
+                address=reg.address,
+                value=tick,
+                limit=bounds[0] if below else bounds[1],
+                joint=slot.units.spec.joint,
+            )
+            message = (
+                f"{err}; the servo stands outside its own limits and would keep its old "
+                "goal: move it inside by hand (torque off) or widen the register"
+            )
+            if strict:
+                self.bus.counters.data_limit_errors += 1
+                err.args = (message,)
+                raise err
+            self._log.warning("servo %d: present position: %s", slot.id, message)
+        data = {i: self._goal.encode(t) for i, t in ticks.items()}
         self.bus.sync_write(self._goal.address, self._goal.size, data)
 
     def read(self) -> JointState:
@@ -321,6 +359,7 @@ class BusSession:
 
         Raises:
             HardwareFault: enabling a servo whose hardware-error status is set.
+            DataLimitError: enabling a servo that stands outside its own position limits.
             ServoError: an enabled servo reads torque off.
             TorqueNotConfirmed: disabling, some servo did not answer or still has torque
                 on; it names which servos are off and which are not.
@@ -331,7 +370,7 @@ class BusSession:
         for slot in slots:
             if self._faults[slot.id]:
                 raise HardwareFault(slot.id, self._faults[slot.id], "TORQUE_ENABLE")
-        self.hold(slots)
+        self.hold(slots, strict=True)
         value = self._torque.encode(1)
         self.bus.sync_write(self._torque.address, self._torque.size, {s.id: value for s in slots})
         # Read back: a sync write has no reply, and torque is worth one round trip to confirm.

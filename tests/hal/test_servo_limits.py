@@ -207,3 +207,25 @@ def test_hilbot_servo_refuses_a_limit_the_servo_cannot_take_in_one_line(
     assert hilbot(argv) == 1
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+async def test_torque_is_refused_on_a_servo_standing_outside_its_own_limits(
+    open_bus, backend_for, caplog
+):
+    # moved there by hand with torque off: goal := present would be refused unseen and
+    # the servo would jump to its old goal when torque came on
+    spec = ServoSpec(1, "XM430-W350", "j1")
+    vbus = open_bus([spec], initial_positions={1: 3500})
+    servo_cli(vbus, "--id", "1", "--max-position-limit", "3000")
+    async with backend_for(vbus, [spec]) as arm:
+        assert "stands outside its own limits" in caplog.text
+        with pytest.raises(DataLimitError) as info:
+            await arm.set_torque(True)
+        assert (info.value.servo_id, info.value.register, info.value.value) == (
+            1,
+            "Max Position Limit",
+            3500,
+        )
+        assert "move it inside by hand" in str(info.value)
+        assert vbus.register(1, N.TORQUE_ENABLE) == 0
+        assert arm.counters.data_limit_errors == 1
