@@ -180,6 +180,50 @@ def sim_backend(config: RobotConfig, **options: Any) -> Backend:
     return backends[0] if len(backends) == 1 else MultiBackend(backends)
 
 
+def mujoco_backend(config: RobotConfig, *, scene: Sequence[Any] = (), **options: Any) -> Backend:
+    """One :class:`~hilbot.sim.mujoco_backend.MujocoBackend` for every servo of the config.
+
+    All buses share one body, so a robot with several buses is one backend; servo ids
+    that repeat across buses are renumbered (they name the simulated servos' fault
+    records only). Needs the ``mujoco`` extra.
+
+    Raises:
+        BackendError: the ``mujoco`` package is not installed.
+    """
+    import dataclasses
+
+    try:
+        from hilbot.sim.mujoco_backend import MujocoBackend
+    except ImportError:
+        raise BackendError(
+            "--backend mujoco needs the mujoco package: pip install 'hilbot[mujoco]'"
+        ) from None
+    from hilbot.driver.validation import load_robot
+
+    robot = load_robot(config.urdf)
+    servos = [s for bus in config.buses for s in config.servo_specs(bus.name)]
+    if len({s.id for s in servos}) != len(servos):
+        renumber = {
+            (b.name, s.id): k + 1
+            for k, (b, s) in enumerate(
+                (b, s) for b in config.buses for s in config.servo_specs(b.name)
+            )
+        }
+        servos = [
+            dataclasses.replace(
+                s,
+                id=renumber[(b.name, s.id)],
+                shadow_of=None if s.shadow_of is None else renumber[(b.name, s.shadow_of)],
+            )
+            for b in config.buses
+            for s in config.servo_specs(b.name)
+        ]
+    options.setdefault("initial_positions", dict(config.home))
+    return MujocoBackend(
+        servos, robot, scene=scene, joint_limits=_enforced_limits(config), **options
+    )
+
+
 #: [ms] reply timeout margin on virtual buses: the simulated servos share the host's CPUs,
 #: so their replies can be late by a scheduler tick on a busy machine.
 VIRTUAL_MARGIN_MS = 20.0
@@ -273,18 +317,22 @@ async def build_backend(
     *,
     virtual_return_delay: int | None = 0,
     sim_bus_args: Sequence[str] = (),
+    scene: Sequence[Any] = (),
 ) -> AsyncIterator[Backend]:
     """Yield the (not yet entered) backend of ``kind`` for ``config``.
 
     For ``virtual``, the virtual buses run for as long as the context is open, their
     servos with ``virtual_return_delay`` as Return Delay Time (see :func:`virtual_buses`),
     and ``sim_bus_args`` as further ``hilbot sim-bus`` options (``--hand``, ``--mount``).
+    For ``mujoco``, ``scene`` are the objects around the robot (``SceneObject``).
 
     Raises:
         BackendError: unknown kind.
     """
     if kind == "sim":
         yield sim_backend(config)
+    elif kind == "mujoco":
+        yield mujoco_backend(config, scene=scene)
     elif kind == "dynamixel":
         yield dynamixel_backend(config, pipeline="auto")
     elif kind == "virtual":
@@ -293,7 +341,7 @@ async def build_backend(
         ) as ports:
             yield dynamixel_backend(config, ports, margin_ms=VIRTUAL_MARGIN_MS, pipeline="auto")
     else:
-        raise BackendError(f"unknown backend {kind!r}; expected sim, virtual or dynamixel")
+        raise BackendError(f"unknown backend {kind!r}; expected sim, mujoco, virtual or dynamixel")
 
 
 @contextlib.asynccontextmanager
