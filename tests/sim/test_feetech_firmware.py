@@ -205,3 +205,30 @@ def test_injected_faults(host: Host) -> None:
     host.bus.faults(2).unplug()
     assert host.send(p.read(2, 56, 2)) == []
     assert host.send(p.reboot(2)) == []  # unplugged: nothing hears it
+
+
+def test_truncated_and_delayed_replies(host: Host) -> None:
+    faults = host.bus.faults(1)
+    faults.truncate_rate = 1.0
+    faults.truncate_keep = 1
+    (short,) = host.send(p.read(1, 56, 2))
+    assert short.params == b"\x00"  # one byte of two, with a valid checksum
+    faults.clear()
+    faults.delay = 0.004
+    with host.bus.lock:
+        (reply,) = host.bus.handler.handle(p.ping(1), host.bus._advance())
+    assert reply.delay == pytest.approx(0.004)
+
+
+def test_return_delay_time_delays_the_reply(host: Host) -> None:
+    host.write(2, N.RETURN_DELAY_TIME, 250)  # 2 µs units
+    with host.bus.lock:
+        (reply,) = host.bus.handler.handle(p.ping(2), host.bus._advance())
+    assert reply.delay == pytest.approx(500e-6)
+
+
+def test_factory_reset_keeps_the_id(host: Host) -> None:
+    host.write(1, N.ID, 9)
+    host.write(9, N.MAX_TORQUE, 500)
+    assert host.send(p.factory_reset(9)) == [p.StatusPacket(9, 0)]
+    assert host.read(9, N.MAX_TORQUE) == 1000
