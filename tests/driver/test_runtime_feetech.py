@@ -40,8 +40,8 @@ def config(make_config: Callable[..., RobotConfig]) -> RobotConfig:
     return make_config("so101_follower", chains=[], rate_hz=RATE)
 
 
-def home_ticks(config: RobotConfig) -> dict[int, int]:
-    units = [FeetechUnits.of(s) for s in config.servo_specs()]
+def home_ticks(config: RobotConfig, bus: str | None = None) -> dict[int, int]:
+    units = [FeetechUnits.of(s) for s in config.servo_specs(bus)]
     return {u.spec.id: u.ticks(config.home[u.spec.joint]) for u in units}
 
 
