@@ -232,3 +232,16 @@ def test_factory_reset_keeps_the_id(host: Host) -> None:
     host.write(9, N.MAX_TORQUE, 500)
     assert host.send(p.factory_reset(9)) == [p.StatusPacket(9, 0)]
     assert host.read(9, N.MAX_TORQUE) == 1000
+
+
+def test_the_manuals_write_reg_write_and_action_packets(host: Host) -> None:
+    # Protocol manual 1.3.3 ~ 1.3.5: position 2048, time 0, speed 1000 at 0x2A.
+    write = bytes.fromhex("FF FF 01 09 03 2A 00 08 00 00 E8 03 D5")
+    assert host.send(write) == [p.StatusPacket(1, 0)]  # "FF FF 01 02 00 FC"
+    assert (host.read(1, N.GOAL_POSITION), host.read(1, N.GOAL_SPEED)) == (2048, 1000)
+    host.write(1, N.GOAL_SPEED, 0)
+    reg_write = bytes.fromhex("FF FF 01 09 04 2A 00 08 00 00 E8 03 D4")
+    assert host.send(reg_write) == [p.StatusPacket(1, 0)]
+    assert host.read(1, N.GOAL_SPEED) == 0
+    assert host.send(bytes.fromhex("FF FF FE 02 05 FA")) == []  # broadcast ACTION: no reply
+    assert host.read(1, N.GOAL_SPEED) == 1000
