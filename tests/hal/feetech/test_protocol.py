@@ -167,3 +167,26 @@ def test_status_bits_map_to_common_flags_and_back() -> None:
         | HardwareErrorFlags.OVERLOAD
     )
     assert p.status_error(flags) == every
+
+
+_noise = st.binary(max_size=12).map(lambda b: bytes(x for x in b if x != 0xFF))
+_status = st.builds(
+    p.StatusPacket, st.integers(0, p.MAX_ID), st.integers(0, 0x7F), st.binary(max_size=20)
+)
+
+
+@given(st.lists(st.tuples(_noise, _status), max_size=6), _noise)
+def test_decoder_resyncs_through_noise(
+    items: list[tuple[bytes, p.StatusPacket]], tail: bytes
+) -> None:
+    stream = b"".join(noise + p.encode_status(packet) for noise, packet in items) + tail
+    assert p.PacketDecoder(p.PacketKind.STATUS).feed(stream) == [packet for _, packet in items]
+
+
+@given(st.lists(st.binary(max_size=64), max_size=8))
+def test_decoder_never_raises_and_holds_at_most_one_frame(chunks: list[bytes]) -> None:
+    decoder = p.PacketDecoder(p.PacketKind.INSTRUCTION)
+    for chunk in chunks:
+        for item in decoder.feed(chunk):
+            assert isinstance(item, p.InstructionPacket | p.DecodeError)
+        assert decoder.pending < p.MAX_PACKET
