@@ -1,6 +1,8 @@
-"""Simulation: servo dynamics model, in-process SimBackend, virtual Dynamixel bus."""
+"""Simulation: servo dynamics model, in-process SimBackend, virtual Dynamixel and Feetech buses."""
 
 from hilbot.sim.faults import FaultTable, Presence, ReplyFate, ServoFaults
+from hilbot.sim.feetech_bus import FeetechVirtualBus
+from hilbot.sim.feetech_bus_runner import running_feetech_bus
 from hilbot.sim.servo_model import ServoModel
 from hilbot.sim.servo_physics import ServoPhysics, known_models, physics_for
 from hilbot.sim.sim_backend import SimBackend
@@ -9,6 +11,7 @@ from hilbot.sim.virtual_bus_runner import running_virtual_bus
 
 __all__ = [
     "FaultTable",
+    "FeetechVirtualBus",
     "Presence",
     "ReplyFate",
     "ServoFaults",
@@ -18,5 +21,6 @@ __all__ = [
     "VirtualBus",
     "known_models",
     "physics_for",
+    "running_feetech_bus",
     "running_virtual_bus",
 ]

@@ -42,13 +42,20 @@ from hilbot.hal.feetech.protocol import (
     PacketKind,
 )
 from hilbot.hal.feetech.register_names import FeetechRegister
-from hilbot.sim import virtual_bus
 from hilbot.sim.faults import FaultTable, ServoFaults
 from hilbot.sim.feetech_handler import FeetechInstructionHandler
 from hilbot.sim.feetech_physics import feetech_physics
 from hilbot.sim.feetech_servo import FeetechServo
 from hilbot.sim.servo_model import ServoModel
 from hilbot.sim.servo_physics import ServoPhysics
+from hilbot.sim.virtual_bus import (
+    _TERMIOS_RATES,
+    BACKGROUND_STEP_MS,
+    BITS_PER_BYTE,
+    Sleeper,
+    _GilTuning,
+    _raise_priority,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -126,7 +133,7 @@ class FeetechVirtualBus:
         self._thread: threading.Thread | None = None
         self._port = ""
         self._wire_free = 0.0
-        self._sleeper = virtual_bus.Sleeper()
+        self._sleeper = Sleeper()
         #: Exceptions raised while answering (a bug in the simulation, never the host's).
         self.errors: list[Exception] = []
 
@@ -152,7 +159,7 @@ class FeetechVirtualBus:
         tty.setraw(self._slave)
         self._port = os.ttyname(self._slave)
         self._wake_r, self._wake_w = os.pipe()
-        virtual_bus._GilTuning.acquire()
+        _GilTuning.acquire()
         self._thread = threading.Thread(
             target=self._serve, name=f"feetech-bus {self._port}", daemon=True
         )
@@ -164,7 +171,7 @@ class FeetechVirtualBus:
         if thread is not None:
             os.write(self._wake_w, b"x")
             thread.join(timeout=5.0)
-            virtual_bus._GilTuning.release()
+            _GilTuning.release()
         for fd in (self._master, self._slave, self._wake_r, self._wake_w):
             if fd >= 0:
                 with contextlib.suppress(OSError):
@@ -238,7 +245,7 @@ class FeetechVirtualBus:
             speed = termios.tcgetattr(self._slave)[5]
         except termios.error:
             return self.baudrate
-        return virtual_bus._TERMIOS_RATES.get(speed, self.baudrate)
+        return _TERMIOS_RATES.get(speed, self.baudrate)
 
     # ------------------------------------------------------------------ server
 
@@ -260,7 +267,7 @@ class FeetechVirtualBus:
         return now
 
     def _serve(self) -> None:
-        virtual_bus._raise_priority()
+        _raise_priority()
         decoder = PacketDecoder(PacketKind.INSTRUCTION)
         poller = select.poll()
         poller.register(self._master, select.POLLIN)
@@ -268,7 +275,7 @@ class FeetechVirtualBus:
         with self.lock:
             idle = self.model.at_rest()
         while True:
-            events = dict(poller.poll(None if idle else virtual_bus.BACKGROUND_STEP_MS))
+            events = dict(poller.poll(None if idle else BACKGROUND_STEP_MS))
             arrived = time.monotonic()
             if self._wake_r in events:
                 return
@@ -301,7 +308,7 @@ class FeetechVirtualBus:
             if replies:
                 os.write(self._master, b"".join(reply.data for reply in replies))
             return idle
-        byte_time = virtual_bus.BITS_PER_BYTE / self.host_baudrate()
+        byte_time = BITS_PER_BYTE / self.host_baudrate()
         size = len(item.raw) if isinstance(item, DecodeError) else len(item.params) + OVERHEAD
         done = max(arrived, self._wire_free) + size * byte_time
         if not replies:
