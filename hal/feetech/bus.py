@@ -150,14 +150,47 @@ class FeetechBus:
         self.port.write(wire)
         raw = self.port.read(each * len(ids), deadline)
         out: dict[int, tuple[bytes, int]] = {}
-        for k, servo_id in enumerate(ids):
-            chunk = raw[k * each : (k + 1) * each]
-            if len(chunk) < each:
-                self.counters.timeouts += 1
-                raise CommTimeout(servo_id, "SYNC_READ")
-            error, data = self._decode(servo_id, "SYNC_READ", chunk, length)
-            out[servo_id] = (data, error)
+        try:
+            for k, servo_id in enumerate(ids):
+                chunk = raw[k * each : (k + 1) * each]
+                if len(chunk) < each:
+                    raise CommTimeout(servo_id, "SYNC_READ")
+                error, data = self._decode(servo_id, "SYNC_READ", chunk, length, count=False)
+                out[servo_id] = (data, error)
+        except CommError:
+            return self._sync_read_framed(raw, length, ids)
+        self.counters.servo_errors += sum(1 for _, error in out.values() if error)
         return out
+
+    def _sync_read_framed(
+        self, raw: bytes, length: int, ids: Sequence[int]
+    ) -> dict[int, tuple[bytes, int]]:
+        """The replies of a sync read that did not arrive in order and whole, framed one by one.
+
+        A servo missing from the bus leaves its slot empty and the next servo's reply moves
+        up, so the replies are found by their ids: the first id without one is the servo
+        that timed out (or whose reply was corrupt).
+        """
+        decoder = protocol.PacketDecoder(protocol.PacketKind.STATUS)
+        replies: dict[int, tuple[bytes, int]] = {}
+        corrupt: set[int] = set()
+        for item in decoder.feed(raw):
+            if isinstance(item, protocol.DecodeError):
+                corrupt.add(item.id)
+            elif isinstance(item, protocol.StatusPacket) and len(item.params) == length:
+                replies[item.id] = (bytes(item.params), item.error)
+            else:
+                corrupt.add(item.id)
+        for servo_id in ids:
+            if servo_id in replies:
+                continue
+            if servo_id in corrupt or decoder.pending:
+                self.counters.crc_errors += 1
+                raise CrcError(servo_id, "SYNC_READ")
+            self.counters.timeouts += 1
+            raise CommTimeout(servo_id, "SYNC_READ")
+        self.counters.servo_errors += sum(1 for i in ids if replies[i][1])
+        return {i: replies[i] for i in ids}
 
     # --- the transaction ----------------------------------------------------------------
 
@@ -191,20 +224,21 @@ class FeetechBus:
         return self._decode(servo_id, instruction, reply, length)
 
     def _decode(
-        self, servo_id: int, instruction: str, reply: bytes, length: int
+        self, servo_id: int, instruction: str, reply: bytes, length: int, *, count: bool = True
     ) -> tuple[int, bytes]:
         # The reply's length is known, so it is checked in place: header, id, length byte,
         # checksum (the stream decoder, protocol.PacketDecoder, is for unknown lengths).
+        # ``count=False``: a sync read's fast path; its framed fallback does the counting.
         if reply[:2] != protocol.HEADER or reply[3] != length + 2 or reply[2] != servo_id:
-            self.counters.crc_errors += 1
+            self.counters.crc_errors += count
             raise MalformedReply(
                 servo_id, instruction, f"expected a status of id {servo_id} with {length} bytes"
             )
         if protocol.checksum(reply[2:-1]) != reply[-1]:
-            self.counters.crc_errors += 1
+            self.counters.crc_errors += count
             raise CrcError(servo_id, instruction)
         error = reply[4]
-        if error:
+        if error and count:
             self.counters.servo_errors += 1
         return error, reply[5:-1]
 
