@@ -318,12 +318,15 @@ async def build_backend(
     virtual_return_delay: int | None = 0,
     sim_bus_args: Sequence[str] = (),
     scene: Sequence[Any] = (),
+    bus_config: RobotConfig | None = None,
 ) -> AsyncIterator[Backend]:
     """Yield the (not yet entered) backend of ``kind`` for ``config``.
 
     For ``virtual``, the virtual buses run for as long as the context is open, their
     servos with ``virtual_return_delay`` as Return Delay Time (see :func:`virtual_buses`),
     and ``sim_bus_args`` as further ``hilbot sim-bus`` options (``--hand``, ``--mount``).
+    ``bus_config`` is the config the virtual buses are built from when it is not
+    ``config`` (a calibrated config drives buses set up as the uncalibrated one says).
     For ``mujoco``, ``scene`` are the objects around the robot (``SceneObject``).
 
     Raises:
@@ -337,7 +340,7 @@ async def build_backend(
         yield dynamixel_backend(config, pipeline="auto")
     elif kind == "virtual":
         async with virtual_buses(
-            config, return_delay_time=virtual_return_delay, extra_args=sim_bus_args
+            bus_config or config, return_delay_time=virtual_return_delay, extra_args=sim_bus_args
         ) as ports:
             yield dynamixel_backend(config, ports, margin_ms=VIRTUAL_MARGIN_MS, pipeline="auto")
     else:

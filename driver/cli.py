@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "servo": ("hilbot.driver.commands.servo", "change a servo's id or baud rate safely"),
     "doctor": ("hilbot.driver.commands.doctor", "check a robot's bus set-up and timing budget"),
     "sim-bus": ("hilbot.driver.commands.sim_bus", "serve a virtual Dynamixel bus on a pty"),
+    "calibrate": (
+        "hilbot.driver.commands.calibrate",
+        "calibrate an arm: offsets, ranges, directions",
+    ),
 }
 
 

@@ -35,6 +35,7 @@ from hilbot.driver.bounds import (
     MAX_WATCHDOG_TIMEOUT,
     MIN_RATE_HZ,
 )
+from hilbot.driver.calibration.settings import CalibrationSettings
 from hilbot.driver.errors import ConfigError
 from hilbot.driver.solver_kind import SOLVE_OPTIONS as SOLVE_OPTIONS  # re-exported
 from hilbot.driver.solver_kind import SolverKind as SolverKind  # re-exported
@@ -204,7 +205,7 @@ class SafetyConfig(_Frozen):
 
 
 class RobotConfig(_Frozen):
-    """A robot: URDF, buses, servos, chains, loop rate, safety, home pose, teleop.
+    """A robot: URDF, buses, servos, chains, loop rate, safety, home pose, teleop, calibration.
 
     Build it with :func:`load_config`, which also checks it against the URDF,
     the servo control tables and the bus timing budget.
@@ -219,6 +220,7 @@ class RobotConfig(_Frozen):
     safety: SafetyConfig = SafetyConfig()
     home: dict[str, Finite] = Field(default_factory=dict)
     teleop: TeleopSettings = TeleopSettings()
+    calibration: CalibrationSettings = CalibrationSettings()
 
     @field_validator("urdf")
     @classmethod

@@ -121,6 +121,7 @@ def sweep(
     *,
     seconds: float = 1.5,
     joints: Sequence[str] | None = None,
+    hold: float | None = None,
 ) -> Keyframes:
     """Each joint in turn from its center to its lower end, its upper end and back.
 
@@ -129,7 +130,9 @@ def sweep(
         center: where each joint rests; default the middle of its range.
         seconds: per leg of each joint's sweep.
         joints: which joints, in this order (default: those of ``ranges``).
+        hold: how long the hand stays at each end [s]; default half of ``seconds``.
     """
+    hold = 0.5 * seconds if hold is None else hold
     middle = {j: 0.5 * (lo + hi) for j, (lo, hi) in ranges.items()}
     if center is not None:
         middle.update({j: v for j, v in center.items() if j in ranges})
@@ -138,7 +141,9 @@ def sweep(
         lo, hi = ranges[joint]
         frames += [
             (seconds, {joint: lo}),
+            (hold, {joint: lo}),  # a hand pushes against the end stop for a moment
             (2 * seconds, {joint: hi}),
+            (hold, {joint: hi}),
             (seconds, {joint: middle[joint]}),
         ]
     return Keyframes(tuple(frames))

@@ -98,6 +98,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--backend virtual: assemble virtual servo ID this many degrees off (repeat)",
     )
     parser.add_argument(
+        "--calibration",
+        type=Path,
+        metavar="FILE",
+        help="apply this calibration file (default: the robot's file from hilbot calibrate, "
+        "when there is one, on the virtual and dynamixel backends)",
+    )
+    parser.add_argument(
         "--rate", type=positive_hz, metavar="HZ", help="loop rate, overriding the config"
     )
     parser.add_argument(
@@ -167,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
             config = _with_rate(config, args.rate, check_bus=args.backend not in ("sim", "mujoco"))
         if args.port is not None:
             config = _with_port(config, args.port)
+        config = _calibrated(args, config)
         if not args.no_mqtt:
             from hilbot.driver.teleop.options import teleop_config
 
@@ -215,6 +223,23 @@ def option_problem(args: argparse.Namespace) -> str | None:
         if path is not None and not Path(path).parent.is_dir():
             return f"--{option} {path}: the folder {Path(path).parent} does not exist"
     return None
+
+
+def _calibrated(args: argparse.Namespace, config: Any) -> Any:
+    """``config`` with the robot's calibration applied, if it has one (or ``--calibration``).
+
+    Sets ``args.calibration_data`` (the calibration or ``None``) and ``args.bus_config``
+    (the uncalibrated config, which virtual buses are built from).
+    """
+    from hilbot.driver.calibration.apply import calibrated_config, find
+
+    args.bus_config = config
+    calibration = find(config, args.backend, getattr(args, "calibration", None))
+    args.calibration_data = calibration
+    if calibration is None:
+        return config
+    log.info("applying the calibration of %s on %s", calibration.robot, calibration.port)
+    return calibrated_config(config, calibration)
 
 
 def sim_bus_options(args: argparse.Namespace) -> list[str]:
@@ -300,6 +325,9 @@ async def _main(
     sim_bus_args = sim_bus_options(args)
     if sim_bus_args:
         backend_options["sim_bus_args"] = sim_bus_args
+    calibration = getattr(args, "calibration_data", None)
+    if calibration is not None and args.backend == "virtual":
+        backend_options["bus_config"] = args.bus_config
     if getattr(args, "scene", None) is not None:
         from hilbot.sim.mujoco_scene import load_scene
 
@@ -310,6 +338,16 @@ async def _main(
         Runtime(config, watch := TorqueWatch(built)) as runtime,
         LocalStop(runtime) as local_stop,
     ):
+        if calibration is not None:
+            from hilbot.driver.calibration.apply import check_fresh
+
+            state = runtime.state().joints
+            try:
+                if state is not None:
+                    check_fresh(state, calibration, config, args.backend)
+            except DriverError as exc:
+                print(f"hilbot run: {exc}", file=sys.stderr)
+                return EXIT_BAD_INPUT
         if local_stop.keys_active:
             print(HINT.format(pid=os.getpid()), file=sys.stderr)
         for listener in extra_listeners(args, runtime):

@@ -1,0 +1,143 @@
+"""Applying a calibration at run time, and catching one that no longer matches the arm.
+
+:func:`calibrated_config` gives the config the runtime and the backend are built from:
+each calibrated servo with its measured offset and direction (the backend's
+``ServoSpec`` mapping, so the layers above keep joint names and SI units), and each
+joint's limits tightened to the range it was seen to move through. :func:`stale_joints`
+compares the first reading with the recorded ranges: a joint far outside (a multi-turn
+wrap, a horn put back on another spline) means the calibration is stale, and the run is
+refused before anything moves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hilbot.driver.calibration import files
+from hilbot.driver.config import RobotConfig
+from hilbot.driver.errors import DriverError
+from hilbot.hal.backend import JointState
+from hilbot.hal.calibration import Calibration
+
+#: How far inside the measured range the limits go [rad or m]: a couple of ticks, so a
+#: goal at a limit never rounds past a servo limit ``--write-servos`` put at the same place.
+LIMIT_INSET = 0.005
+
+
+class CalibrationRequired(DriverError):
+    """The config says ``calibration: required`` and there is no calibration file."""
+
+
+class CalibrationMismatch(DriverError):
+    """A calibration that does not fit the config, or no longer fits the arm."""
+
+
+def calibrate_command(config: RobotConfig, backend: str) -> str:
+    """The command that calibrates this robot on this backend."""
+    if backend == "virtual":
+        return f"hilbot calibrate {config.name} --backend virtual --demo"
+    return f"hilbot calibrate {config.name}"
+
+
+def find(config: RobotConfig, backend: str, explicit: Path | None = None) -> Calibration | None:
+    """The calibration ``hilbot run`` applies: ``explicit``, else the robot's default file.
+
+    The simulator (``backend == "sim"``) has no assembly to calibrate: only an explicit
+    file applies there.
+
+    Raises:
+        CalibrationRequired: none found and the config requires one.
+        CalibrationFileError: the file is unreadable or malformed.
+    """
+    if explicit is not None:
+        return files.load(explicit)
+    if backend == "sim":
+        return None
+    path = files.default_path(config.name, config.buses[0].port, virtual=backend == "virtual")
+    if path.is_file():
+        return files.load(path)
+    if config.calibration.required:
+        raise CalibrationRequired(
+            f"{config.name} must be calibrated before it runs (calibration: required) and "
+            f"{path} does not exist: run `{calibrate_command(config, backend)}` (or give "
+            "--calibration FILE)"
+        )
+    return None
+
+
+def calibrated_config(config: RobotConfig, calibration: Calibration) -> RobotConfig:
+    """``config`` with the calibration's offsets, directions and ranges.
+
+    Raises:
+        CalibrationMismatch: the calibration is of another robot, misses a joint, or
+            names another servo for a joint.
+    """
+    if calibration.robot != config.name:
+        raise CalibrationMismatch(
+            f"the calibration is of {calibration.robot!r}, not {config.name!r}"
+        )
+    missing = [j for j in config.joint_names if j not in calibration.joints]
+    if missing:
+        raise CalibrationMismatch(
+            f"the calibration has no {', '.join(missing)}: calibrate again "
+            f"(`{calibrate_command(config, 'dynamixel')}`)"
+        )
+    servos = []
+    for servo in config.servos:
+        cal = calibration.joints[servo.joint]
+        if servo.shadow_of is not None:
+            servos.append(servo)
+            continue
+        if cal.servo_id != servo.id:
+            raise CalibrationMismatch(
+                f"{servo.joint}: calibrated on servo {cal.servo_id}, the config has servo "
+                f"{servo.id}; calibrate again"
+            )
+        servos.append(servo.model_copy(update={"offset": cal.offset, "direction": cal.direction}))
+    limits = dict(config.safety.soft_limits)
+    for joint in config.joint_names:
+        cal = calibration.joints[joint]
+        lower, upper = cal.lower + LIMIT_INSET, cal.upper - LIMIT_INSET
+        if joint in limits:
+            lower, upper = max(lower, limits[joint][0]), min(upper, limits[joint][1])
+        if not lower < upper:
+            raise CalibrationMismatch(
+                f"{joint}: the measured range {cal.lower:.3f}..{cal.upper:.3f} leaves no room "
+                "inside the config's soft limits; move the joint through its full range when "
+                "calibrating"
+            )
+        limits[joint] = (lower, upper)
+    safety = config.safety.model_copy(update={"soft_limits": limits})
+    return config.model_copy(update={"servos": tuple(servos), "safety": safety})
+
+
+def stale_joints(state: JointState, calibration: Calibration, margin: float) -> list[str]:
+    """The joints reading outside their calibrated range by more than ``margin``, described."""
+    out = []
+    for joint, value in state.positions().items():
+        cal = calibration.joints.get(joint)
+        if cal is None:
+            continue
+        if value < cal.lower - margin or value > cal.upper + margin:
+            out.append(
+                f"{joint} reads {value:+.3f} rad, outside its calibrated range "
+                f"{cal.lower:+.3f}..{cal.upper:+.3f}"
+            )
+    return out
+
+
+def check_fresh(
+    state: JointState, calibration: Calibration, config: RobotConfig, backend: str
+) -> None:
+    """Refuse a stale calibration before anything moves.
+
+    Raises:
+        CalibrationMismatch: naming each joint out of range and the command to run.
+    """
+    stale = stale_joints(state, calibration, config.calibration.stale_margin)
+    if stale:
+        raise CalibrationMismatch(
+            "the calibration no longer matches the arm (a multi-turn wrap, or a horn "
+            f"re-assembled?): {'; '.join(stale)}. Nothing was enabled; run "
+            f"`{calibrate_command(config, backend)}` again"
+        )

@@ -1,0 +1,83 @@
+"""Where calibrations live: ``$XDG_CONFIG_HOME/hilbot/calibration/<robot>-<port key>.yaml``.
+
+The port key is the adapter's serial number where the system names one
+(``/dev/serial/by-id/usb-..._<serial>-if00``, so a re-plugged adapter that gets another
+``ttyACM`` keeps its calibration), else the port's file name; virtual buses use
+``virtual``, since their ptys change every run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import yaml
+
+from hilbot.driver.errors import DriverError
+from hilbot.hal.calibration import Calibration, CalibrationDataError
+
+BY_ID = Path("/dev/serial/by-id")
+
+
+class CalibrationFileError(DriverError):
+    """A calibration file cannot be read or is malformed: names the file and the problem."""
+
+
+def config_home() -> Path:
+    """``$XDG_CONFIG_HOME/hilbot`` (default ``~/.config/hilbot``)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "hilbot"
+
+
+def port_key(port: str, *, virtual: bool = False, by_id: Path = BY_ID) -> str:
+    """A file-name-safe key for the bus: ``virtual``, the adapter's serial id, or the port."""
+    if virtual:
+        return "virtual"
+    key = Path(port).name
+    try:
+        target = Path(port).resolve()
+        for link in sorted(by_id.iterdir()) if by_id.is_dir() else ():
+            if link.resolve() == target:
+                key = link.name
+                break
+    except OSError:
+        pass
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "_", key)
+
+
+def default_path(robot: str, port: str, *, virtual: bool = False) -> Path:
+    """The calibration file of ``robot`` on ``port`` under the user's config folder."""
+    return config_home() / "calibration" / f"{robot}-{port_key(port, virtual=virtual)}.yaml"
+
+
+def save(calibration: Calibration, path: Path) -> Path:
+    """Write ``calibration`` as YAML (folders created); returns ``path``."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            f"# hilbot calibration of {calibration.robot} on {calibration.port} "
+            "(hilbot calibrate writes this file)\n"
+            + yaml.safe_dump(calibration.to_data(), sort_keys=False)
+        )
+    except OSError as exc:
+        raise CalibrationFileError(f"cannot write {path}: {exc.strerror}") from exc
+    return path
+
+
+def load(path: Path) -> Calibration:
+    """Read a calibration file.
+
+    Raises:
+        CalibrationFileError: unreadable, not YAML, or a bad field (named).
+    """
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise CalibrationFileError(f"cannot read the calibration {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise CalibrationFileError(f"the calibration {path} is not valid YAML: {exc}") from exc
+    try:
+        return Calibration.from_data(data)
+    except CalibrationDataError as exc:
+        raise CalibrationFileError(f"the calibration {path}: {exc}") from exc

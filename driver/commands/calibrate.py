@@ -1,0 +1,207 @@
+"""Calibrate an arm: check its servos, set offsets in the middle pose, measure ranges, directions.
+
+A guided flow in the terminal: every configured id must answer with its model; the arm
+goes to the documented middle pose (homing offsets are set there); each joint is moved
+through its full range while a live line shows its min/max; each joint is moved the
+positive way to check its direction against the URDF. The result is a YAML file (per
+joint offset, direction, measured range) under the user's config folder, which
+``hilbot run`` applies; ``--write-servos`` also writes Homing Offset and the position
+limits to the servos' EEPROM.
+
+``--backend virtual --demo`` runs it unattended on a virtual bus whose servos were
+assembled with known errors (``--mount``), the scripted hand doing what the prompts ask.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from hilbot.driver.commands.failures import EXIT_BAD_INPUT
+
+#: The assembly errors of ``--demo`` when no ``--mount`` is given: a horn one spline
+#: off on the shoulder, and an elbow servo put in turned around and off.
+DEMO_MOUNTS = ("2:-12", "3:25:reversed")
+#: The share of each URDF range the demo hand sweeps (a printed arm stops a little short).
+DEMO_RANGE = 0.95
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``hilbot calibrate`` options."""
+    parser.add_argument("config", help="robot config: a YAML file or a shipped robot name")
+    parser.add_argument(
+        "--backend",
+        choices=("dynamixel", "virtual"),
+        default="dynamixel",
+        help="dynamixel: the real bus (default); virtual: a virtual bus in this process "
+        "(with --demo)",
+    )
+    parser.add_argument("--port", help="serial port, overriding the config's")
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="--backend virtual: the scripted hand performs the moves the prompts ask for",
+    )
+    parser.add_argument(
+        "--mount",
+        action="append",
+        default=[],
+        metavar="ID:DEG[:reversed]",
+        help=f"--demo: assembly errors of the virtual servos (default {' '.join(DEMO_MOUNTS)})",
+    )
+    parser.add_argument("--out", type=Path, metavar="FILE", help="write the calibration here")
+    parser.add_argument(
+        "--write-servos",
+        action="store_true",
+        help="also write Homing Offset and Min/Max Position Limit to the servos' EEPROM",
+    )
+    parser.add_argument("--yes", action="store_true", help="answer confirmations with yes")
+
+
+def _problem(args: argparse.Namespace) -> str | None:
+    if args.backend == "virtual" and not args.demo:
+        return "--backend virtual needs --demo: nobody can move a virtual arm by hand"
+    if args.demo and args.backend != "virtual":
+        return "--demo runs on --backend virtual only (the hand moves virtual servos)"
+    if args.mount and not args.demo:
+        return "--mount sets up the virtual servos of --demo"
+    if args.port is not None and args.backend == "virtual":
+        return "--port is for --backend dynamixel"
+    if args.out is not None and not args.out.parent.is_dir():
+        return f"--out {args.out}: the folder {args.out.parent} does not exist"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the guided calibration; returns the exit code."""
+    from hilbot.driver.calibration.flow import plan
+    from hilbot.driver.config import load_config
+    from hilbot.driver.errors import DriverError
+    from hilbot.hal.errors import HalError
+
+    problem = _problem(args)
+    if problem is not None:
+        print(f"hilbot calibrate: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        config = load_config(args.config)
+        if len(config.buses) != 1:
+            raise DriverError("calibrate handles single-bus robots; this config has several")
+        plan(config)
+    except (DriverError, HalError, ValueError) as exc:
+        print(f"hilbot calibrate: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        return asyncio.run(_calibrate(args, config))
+    except (DriverError, HalError, ValueError) as exc:
+        print(f"hilbot calibrate: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _calibrate(args: argparse.Namespace, config: Any) -> int:
+    from hilbot.driver.calibration import files
+    from hilbot.driver.calibration.flow import measure, result, summary, write_servos
+
+    bus = config.buses[0]
+    port = args.port or bus.port
+    with _session(args, config, port) as (access, guide):
+        joints, seen = await measure(config, access, guide)
+        homing = None
+        if args.write_servos:
+            question = (
+                f"Write Homing Offset and Min/Max Position Limit to the EEPROM of "
+                f"{len(joints)} servos (torque goes off first)?"
+            )
+            if not await guide.confirm(question):
+                guide.say("Nothing written to the servos; the calibration goes to the file only.")
+            else:
+                homing = await write_servos(access, joints, seen)
+                guide.say("Written and read back.")
+        calibration = result(config, joints, seen, files.port_key(port, virtual=args.demo), homing)
+        guide.say("\n" + summary(calibration, config))
+        path = args.out or files.default_path(config.name, port, virtual=args.demo)
+        files.save(calibration, path)
+        backend = "virtual" if args.demo else "dynamixel"
+        guide.say(
+            f"\nCalibration written to {path}\nhilbot run {config.name} --backend {backend} "
+            "applies it" + ("" if args.out is None else f" with --calibration {path}")
+        )
+        guide.close()
+    return 0
+
+
+@contextlib.contextmanager
+def _session(args: argparse.Namespace, config: Any, port: str) -> Iterator[tuple[Any, Any]]:
+    from hilbot.driver.calibration.guides import TerminalGuide
+
+    if not args.demo:
+        access = _real_access(config, port)
+        with access as opened:
+            yield opened, TerminalGuide(yes=args.yes)
+        return
+    with _demo(config, args.mount or list(DEMO_MOUNTS)) as pair:
+        yield pair
+
+
+def _real_access(config: Any, port: str) -> contextlib.AbstractContextManager[Any]:
+    from hilbot.driver.errors import DriverError
+
+    bus = config.buses[0]
+    spec = bus.bus_spec()
+    spec = type(spec)(port, spec.baudrate, spec.protocol, *_family(spec))
+    if getattr(bus, "family", "dynamixel") != "dynamixel":
+        raise DriverError(
+            f"calibrating a {bus.family} bus needs its servo access, which this install "
+            "does not have yet"
+        )
+    from hilbot.driver.calibration.dynamixel_access import dynamixel_access
+
+    return dynamixel_access(spec)
+
+
+def _family(spec: Any) -> tuple[str, ...]:
+    family = getattr(spec, "family", None)
+    return () if family is None else (family,)
+
+
+@contextlib.contextmanager
+def _demo(config: Any, mounts: list[str]) -> Iterator[tuple[Any, Any]]:
+    from hilbot.driver.backends import VIRTUAL_MARGIN_MS
+    from hilbot.driver.calibration.dynamixel_access import dynamixel_access
+    from hilbot.driver.calibration.guides import HandGuide
+    from hilbot.driver.commands.sim_bus import joint_ranges
+    from hilbot.sim.hand import Hand
+    from hilbot.sim.hand_runner import mounted_servos
+    from hilbot.sim.virtual_bus_runner import running_virtual_bus
+
+    bus = config.buses[0]
+    servos = mounted_servos(config.servo_specs(), mounts)
+    vbus = running_virtual_bus(
+        servos,
+        protocol=bus.protocol,
+        baudrate=bus.baudrate,
+        initial_positions=dict(config.home) or None,
+        return_delay_time=0,
+    )
+    with vbus, Hand(vbus, servos) as hand:
+        ranges = demo_ranges(joint_ranges(config))
+        spec = bus.bus_spec()
+        spec = type(spec)(vbus.port, spec.baudrate, spec.protocol, *_family(spec))
+        with dynamixel_access(spec, margin_ms=VIRTUAL_MARGIN_MS) as access:
+            yield access, HandGuide(hand, ranges)
+
+
+def demo_ranges(
+    urdf: Mapping[str, tuple[float, float]], share: float = DEMO_RANGE
+) -> dict[str, tuple[float, float]]:
+    """The ranges the demo hand sweeps: ``share`` of each URDF range, about its middle."""
+    out = {}
+    for joint, (lower, upper) in urdf.items():
+        middle, half = 0.5 * (lower + upper), 0.5 * (upper - lower) * share
+        out[joint] = (middle - half, middle + half)
+    return out
