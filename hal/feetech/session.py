@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,10 +38,39 @@ from hilbot.hal.errors import (
     TorqueNotConfirmed,
 )
 from hilbot.hal.feetech import protocol
-from hilbot.hal.feetech.bus import FeetechBus, sync_write_packet
+from hilbot.hal.feetech.bus import FeetechBus
 from hilbot.hal.feetech.register_names import FeetechRegister as N
 from hilbot.hal.feetech.units import FeetechUnits, state_block
 from hilbot.hal.mapping import ServoSpec
+from hilbot.hal.registers import Encoding, Register
+
+#: The common hardware-error flags of every ERROR byte, looked up once per reply.
+_FLAGS = tuple(protocol.hardware_flags(error) for error in range(256))
+_SIGN_BITS = {
+    Encoding.SIGN_MAGNITUDE_10: 10,
+    Encoding.SIGN_MAGNITUDE_11: 11,
+    Encoding.SIGN_MAGNITUDE_15: 15,
+}
+
+
+def _block_format(regs: Sequence[Register]) -> tuple[struct.Struct, tuple[int, ...]]:
+    """A ``struct`` that unpacks the state block in one call, and each field's sign bit."""
+    order = "<" if regs[0].byte_order == "little" else ">"
+    codes = {1: "B", 2: "H", 4: "I"}
+    signs = []
+    for reg in regs:
+        if reg.encoding is Encoding.SIGNED:
+            raise ValueError(f"{reg.label}: two's complement is not a Feetech encoding")
+        signs.append(_SIGN_BITS.get(reg.encoding, 0))
+    return struct.Struct(order + "".join(codes[r.size] for r in regs)), tuple(signs)
+
+
+def _signed(raw: int, bit: int) -> int:
+    if not bit:
+        return raw
+    magnitude = raw & ((1 << bit) - 1)
+    return -magnitude if raw >> bit & 1 else magnitude
+
 
 #: Operating Mode 0 is position (servo) mode on STS; SCS servos have no mode register.
 POSITION_MODE = 0
@@ -94,7 +124,20 @@ class FeetechSession:
         if len(blocks) != 1:
             raise ValueError(f"servos with different state blocks on one bus: {sorted(blocks)}")
         self._read_address, self._read_length = blocks.pop()
-        self._decoders = tuple(state_block(u.model)[2] for u in self.units)
+        self._formats = tuple(_block_format(state_block(u.model)[2]) for u in self.units)
+        primaries = [u for u in self.units if u.spec.shadow_of is None]
+        self._offset = np.array([u.spec.offset for u in primaries])
+        self._center = np.array([float(u.model.center_tick) for u in primaries])
+        self._scale = np.array([u.scale for u in primaries])
+        self._load_scale = np.array([u.spec.direction * 0.1 for u in primaries])  # [%] per unit
+        self._slot = [
+            self.names.index(u.spec.joint) for u in self.units
+        ]  # JointState index of each servo (a shadow shares its primary's)
+        self._goal_plans: dict[str, list[FeetechUnits]] = {}
+        for unit in self.units:
+            self._goal_plans.setdefault(unit.spec.joint, []).append(unit)
+        goal = self.units[0].model.register(N.GOAL_POSITION)
+        self._goal_address, self._goal_size = goal.address, goal.size
         self.infos: tuple[ServoInfo, ...] = ()
         self.errors: dict[int, int] = {}  # servo id -> last ERROR byte seen
 
@@ -207,31 +250,32 @@ class FeetechSession:
         else:
             replies = {i: self.bus.read(i, address, length) for i in self.ids}
         n = len(self.names)
-        position, velocity = np.empty(n), np.empty(n)
-        effort, temperature = np.empty(n), np.empty(n)
-        flags: list[HardwareErrorFlags] = [HardwareErrorFlags.NONE] * n
-        k = -1
-        for unit, primary, regs in zip(self.units, self._primary, self._decoders, strict=True):
+        raw = np.empty((n, 4))  # (n, position / speed / load / temperature) [ticks, units]
+        flags = [HardwareErrorFlags.NONE] * n
+        errors = self.errors
+        k = 0
+        for unit, primary, (fmt, signs), slot in zip(
+            self.units, self._primary, self._formats, self._slot, strict=True
+        ):
             data, error = replies[unit.spec.id]
-            self.errors[unit.spec.id] = error
+            errors[unit.spec.id] = error
             if primary:
-                k += 1
-                base = regs[0].address
-                pos, speed, load, _, temp = (
-                    r.decode(data[r.address - base : r.end - base]) for r in regs
+                pos, speed, load, _, temp = fmt.unpack(data)
+                raw[k] = (
+                    _signed(pos, signs[0]),
+                    _signed(speed, signs[1]),
+                    _signed(load, signs[2]),
+                    temp,
                 )
-                position[k] = unit.position(pos)
-                velocity[k] = unit.velocity(speed)
-                effort[k] = unit.effort(load)
-                temperature[k] = float(temp)
-            j = k if primary else self.names.index(unit.spec.joint)
-            flags[j] |= protocol.hardware_flags(error)
+                k += 1
+            if error:
+                flags[slot] |= _FLAGS[error]
         return JointState(
             names=self.names,
-            position=position,
-            velocity=velocity,
-            effort=effort,
-            temperature=temperature,
+            position=self._offset + (raw[:, 0] - self._center) * self._scale,
+            velocity=raw[:, 1] * self._scale,
+            effort=raw[:, 2] * self._load_scale,
+            temperature=raw[:, 3].copy(),
             hardware_errors=tuple(flags),
             timestamp=self.clock(),
             effort_unit=(EffortUnit.PERCENT,) * n,
@@ -239,16 +283,22 @@ class FeetechSession:
         )
 
     def goal_packet(self, positions: Mapping[str, float]) -> bytes | None:
-        """The SYNC WRITE of Goal Position for ``positions`` (``CommandError`` if out of range)."""
-        data: dict[int, bytes] = {}
-        goal = None
-        for unit in self.units:
-            if unit.spec.joint in positions:
-                goal = unit.model.register(N.GOAL_POSITION)
-                data[unit.spec.id] = goal.encode(unit.ticks(positions[unit.spec.joint]))
-        if goal is None:
+        """The SYNC WRITE of Goal Position for ``positions`` (``CommandError`` if out of range).
+
+        Goal ticks are 0 ~ 4095 (SCS 0 ~ 1023), never negative, so the sign bit of Goal
+        Position's sign-magnitude encoding stays clear and the word is the tick itself.
+        """
+        params = bytearray((self._goal_address, self._goal_size))
+        for joint, value in positions.items():
+            for unit in self._goal_plans[joint]:
+                params.append(unit.spec.id)
+                params += unit.ticks(value).to_bytes(self._goal_size, unit.model.word_order.value)
+        if len(params) == 2:
             return None
-        return sync_write_packet(goal.address, goal.size, data)
+        packet = protocol.InstructionPacket(
+            protocol.BROADCAST_ID, protocol.Instruction.SYNC_WRITE, bytes(params)
+        )
+        return protocol.encode_instruction(packet)
 
     # --- torque -------------------------------------------------------------------------
 

@@ -163,3 +163,19 @@ async def test_the_backend_is_not_reentrant_and_closes_twice(vbus):
     await arm.close()
     with pytest.raises(RuntimeError):
         await arm.read()
+
+
+async def test_speed_and_load_keep_their_sign_magnitude_sign(vbus):
+    async with backend(vbus.port) as arm:
+        await arm.set_torque(True)
+        await arm.write({"a": -1.0, "b": 0.2 - 1.0})  # b turns the other way (direction -1)
+        seen = []
+        for _ in range(40):
+            state = await arm.read()
+            seen.append(state.velocity.copy())
+        fastest = min(seen, key=lambda v: v[0])
+        assert fastest[0] < -0.5 and fastest[1] < -0.5  # [rad/s], joint frame for both
+        vbus.set_load(1, 0.5)
+        for _ in range(20):
+            state = await arm.read()
+        assert state.effort[0] != 0.0
