@@ -7,11 +7,11 @@ import pytest
 
 pytest.importorskip("mujoco", reason="the mujoco extra is not installed")
 
-from hilbot.driver.backends import mujoco_backend, sim_backend  # noqa: E402
-from hilbot.driver.config import load_config  # noqa: E402
-from hilbot.hal.backend import HardwareErrorFlags  # noqa: E402
-from hilbot.hal.errors import ConfigError  # noqa: E402
-from hilbot.sim.mujoco_scene import SceneObject, scene_from_data  # noqa: E402
+from hilbot.driver.backends import mujoco_backend, sim_backend
+from hilbot.driver.config import load_config
+from hilbot.hal.backend import HardwareErrorFlags
+from hilbot.hal.errors import ConfigError
+from hilbot.sim.mujoco_scene import SceneObject, scene_from_data
 
 G = 9.81
 
@@ -45,7 +45,9 @@ async def _run_sequence(config):
         for k in range(300):
             clock.t += 0.005
             if k % 20 == 0:
-                await b.write({"joint1": 0.4 * np.sin(k / 40), "joint2": -0.5 + 0.3 * np.cos(k / 50)})
+                await b.write(
+                    {"joint1": 0.4 * np.sin(k / 40), "joint2": -0.5 + 0.3 * np.cos(k / 50)}
+                )
             s = await b.read()
             out.append(np.concatenate([s.position, s.velocity, s.effort, s.temperature]))
         return np.array(out)
@@ -144,7 +146,12 @@ async def test_a_free_box_is_pushed_by_the_arm(omx):
         {
             "objects": [
                 # a shelf beside the arm at its home height (the gripper is at z 0.24)
-                {"name": "shelf", "shape": "box", "size": [0.15, 0.1, 0.01], "pos": [0.05, 0.15, 0.2]},
+                {
+                    "name": "shelf",
+                    "shape": "box",
+                    "size": [0.15, 0.1, 0.01],
+                    "pos": [0.05, 0.15, 0.2],
+                },
                 {
                     "name": "cube",
                     "shape": "box",
