@@ -44,7 +44,7 @@ from hilbot.driver.stats import StatsRecorder
 from hilbot.driver.targets import JOINTS, TargetSlots
 from hilbot.driver.ticker import ManualClock, SteppedTicker, ThreadTicker, Ticker
 from hilbot.hal.backend import Backend, HardwareErrorFlags, JointState
-from hilbot.hal.errors import HalError, TorqueNotConfirmed
+from hilbot.hal.errors import DataLimitError, HalError, TorqueNotConfirmed
 
 #: Hardware errors that make the runtime disarm (the servo firmware shuts torque off on these
 #: by default: Shutdown register 63 of the X series, Alarm Shutdown 18 of the AX series).
@@ -575,6 +575,9 @@ class Runtime:
         t0 = self._clock()
         try:
             await self._backend.write(dict(zip(self.joint_names, command.tolist(), strict=True)))
+        except DataLimitError as err:
+            self._limit_fault(err)
+            return False
         except BUS_ERRORS as err:
             self._bus_failure("write", err)
             return False
@@ -597,6 +600,22 @@ class Runtime:
         ):
             self._report(FaultKind.BUS, None, f"bus down for {BUS_FAULT_TIME} s: {err}")
             self._fault()
+
+    def _limit_fault(self, err: DataLimitError) -> None:
+        """A goal a servo's own limit register refuses: a fault at once, never a clamp.
+
+        The bus works, so this is no transient failure to ride out: the goal was not
+        written (the servos keep the last one) and the robot goes to its safe state. If
+        the fault's hold is itself refused, torque goes off. Counted in the backend's
+        ``counters.data_limit_errors``; reported once per joint until ``reset``.
+        """
+        key = (FaultKind.LIMIT, err.joint or None)
+        if key not in self._active_faults:
+            self._report(FaultKind.LIMIT, err.joint or None, str(err))
+        if self._modes.mode is Mode.FAULTED:
+            self._fault()  # the hold was refused too: torque off is the safe state left
+        else:
+            self._enter_safe_state()
 
     def _fault(self) -> None:
         """Disarm after a fault: mode faulted, targets dropped, torque off at the next cycle."""

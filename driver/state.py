@@ -31,6 +31,7 @@ class FaultKind(enum.StrEnum):
     HARDWARE = "hardware"  # a servo's hardware-error status (overload, overheating, ...)
     BUS_WATCHDOG = "bus_watchdog"  # a servo's Bus Watchdog tripped: it stopped, ignores goals
     BUS = "bus"  # reads or writes failing
+    LIMIT = "limit"  # a goal a servo's own limit register refuses (Data Limit Error)
     IK = "ik"  # a target the solver rejected
     INTERNAL = "internal"  # a bug: the loop caught an unexpected exception
 

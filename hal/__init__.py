@@ -14,12 +14,15 @@ from hilbot.hal.errors import (
     CommTimeout,
     ConfigError,
     CrcError,
+    DataLimitError,
     HalError,
     HardwareFault,
     MalformedReply,
     PortError,
     ServoError,
+    ServoLimitError,
     StartupError,
+    TorqueNotConfirmed,
 )
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
@@ -33,6 +36,7 @@ __all__ = [
     "CommandError",
     "ConfigError",
     "CrcError",
+    "DataLimitError",
     "EffortUnit",
     "HalError",
     "HardwareErrorFlags",
@@ -41,6 +45,8 @@ __all__ = [
     "MalformedReply",
     "PortError",
     "ServoError",
+    "ServoLimitError",
     "ServoSpec",
     "StartupError",
+    "TorqueNotConfirmed",
 ]

@@ -257,6 +257,19 @@ class VirtualBus:
             servo.refresh(self._clock())
             return servo.memory.get(name)
 
+    def write_register(self, servo_id: int, name: tables.RegisterName, value: int) -> int:
+        """WRITE ``value`` to a register as another host on the bus would; the ERR byte.
+
+        The firmware's rules apply (EEPROM refused with torque on, ranges, Data Limit
+        Error): this is another tool changing the servo behind the backend's back, not a
+        test's poke into memory. ``0`` means the servo took it.
+        """
+        with self.lock:
+            now = self._advance()
+            servo = self.servo(servo_id)
+            reg = servo.spec.table[name]
+            return servo.write(reg.address, reg.encode(value), now)
+
     def set_load(self, servo_id: int, torque: float) -> None:
         """Apply a constant external torque [N·m] to a servo's shaft."""
         with self.lock:

@@ -192,6 +192,7 @@ class DynamixelBackend:
         self._names = self.layout.joint_names
         self._goal = self.layout.register(N.GOAL_POSITION)
         self._plans: dict[str, tuple[_GoalPlan, ...]] | None = None  # built at first write
+        self._plans_version = -1  # the session's limits_version the plans were built from
 
     # --- Backend protocol -------------------------------------------------------------
 
@@ -302,8 +303,12 @@ class DynamixelBackend:
 
         Raises:
             HardwareFault: enabling a servo whose hardware-error status is set.
+            DataLimitError: enabling a servo that stands outside its own position limits.
             TorqueNotConfirmed: disabling, a servo did not answer the read-back or still
                 has torque on; the error lists which servos are off and which are not.
+
+        Enabling re-reads each servo's limit registers (torque off, another tool may have
+        changed them): later goals are checked against what the servo holds now.
         """
         self._require_open()
         slots = self.layout.servos_of(self._joints(joints))
@@ -399,7 +404,8 @@ class DynamixelBackend:
 
     def _goal_plans(self) -> dict[str, tuple[_GoalPlan, ...]]:
         """Per joint, what encoding each of its servos' goals needs (built once open)."""
-        if self._plans is None:
+        if self._plans is None or self._plans_version != self._session.limits_version:
+            self._plans_version = self._session.limits_version
             bounds = self._session.goal_bounds
             plans: dict[str, tuple[_GoalPlan, ...]] = {}
             for joint in self._names:

@@ -35,6 +35,7 @@ from hilbot.hal.errors import (
     DataLimitError,
     HardwareFault,
     ServoError,
+    ServoLimitError,
     TorqueNotConfirmed,
 )
 
@@ -70,10 +71,12 @@ class BusSession:
     ) -> None:
         self.layout = layout
         self.joint_limits = dict(joint_limits or {})
-        #: Each servo's limit registers, read at start-up.
+        #: Each servo's limit registers, read at start-up (and again at each enable).
         self.limits: dict[int, ServoLimits] = {}
         #: ``(low, high)`` goal ticks per servo id where its firmware enforces them.
         self.goal_bounds: dict[int, tuple[int, int]] = {}
+        #: Bumped whenever ``limits`` change: the backend rebuilds its goal plans then.
+        self.limits_version = 0
         self.bus = bus
         self.temperature_every = temperature_every
         self._fast_read = fast_read
@@ -193,10 +196,48 @@ class BusSession:
             joint = self.joint_limits.get(slot.units.spec.joint)
             if joint is not None:
                 check_joint_range(self.bus, slot, limits, joint)
-            self.limits[slot.id] = limits
-            bounds = limits.bounds()
-            if bounds is not None:
-                self.goal_bounds[slot.id] = bounds
+            self._keep_limits(limits)
+
+    def _keep_limits(self, limits: ServoLimits) -> None:
+        self.limits[limits.id] = limits
+        bounds = limits.bounds()
+        if bounds is None:
+            self.goal_bounds.pop(limits.id, None)
+        else:
+            self.goal_bounds[limits.id] = bounds
+        self.limits_version += 1
+
+    def refresh_limits(self, slots: Sequence[ServoSlot]) -> None:
+        """Re-read the limit registers of ``slots`` before torque comes on.
+
+        They are EEPROM, which the firmware locks while torque is on, but with torque
+        off another tool (``hilbot servo``, the vendor's wizard) may have changed them
+        since start-up. Goals are checked against what the servo holds now: a goal past
+        a narrowed register is a ``DataLimitError`` out of ``write`` (a fault), not a
+        sync write the firmware drops unseen. A joint range the new register no longer
+        covers is logged; start-up would refuse it.
+
+        Raises:
+            StartupError: a limit register now leaves no torque (PWM or Current Limit 0).
+            CommTimeout, CrcError, ServoError: a read failed.
+        """
+        for slot in slots:
+            limits = read_limits(self.bus, slot)
+            if limits == self.limits.get(slot.id):
+                continue
+            check_torque(self.bus, slot, limits)
+            joint = self.joint_limits.get(slot.units.spec.joint)
+            if joint is not None:
+                try:
+                    check_joint_range(self.bus, slot, limits, joint)
+                except ServoLimitError as err:
+                    self._log.warning(
+                        "servo %d: its limit registers changed since start-up: %s; goals "
+                        "past the register fault the robot",
+                        slot.id,
+                        err,
+                    )
+            self._keep_limits(limits)
 
     def hold(self, slots: Sequence[ServoSlot], *, strict: bool = False) -> None:
         """Copy present into goal position for ``slots`` (no jump when torque comes on).
@@ -370,6 +411,7 @@ class BusSession:
         for slot in slots:
             if self._faults[slot.id]:
                 raise HardwareFault(slot.id, self._faults[slot.id], "TORQUE_ENABLE")
+        self.refresh_limits(slots)
         self.hold(slots, strict=True)
         value = self._torque.encode(1)
         self.bus.sync_write(self._torque.address, self._torque.size, {s.id: value for s in slots})
