@@ -56,6 +56,7 @@ class FeetechBus:
         self.margin = margin_ms / 1000.0
         self.return_delay = return_delay
         self.counters = BusCounters()
+        self._sync_reads: dict[tuple[int, int, tuple[int, ...]], bytes] = {}
 
     @property
     def baudrate(self) -> int:
@@ -130,7 +131,11 @@ class FeetechBus:
             CommTimeout: a servo did not answer (``servo_id`` is the first one missing).
             CrcError: a reply arrived corrupt (after the retries).
         """
-        wire = protocol.encode_instruction(protocol.sync_read(address, length, ids))
+        key = (address, length, tuple(ids))
+        wire = self._sync_reads.get(key)
+        if wire is None:  # the same few packets every cycle: encoded once
+            wire = protocol.encode_instruction(protocol.sync_read(address, length, ids))
+            self._sync_reads[key] = wire
         for attempt in range(self.retries + 1):
             try:
                 return self._sync_read_once(wire, length, ids)
@@ -146,6 +151,7 @@ class FeetechBus:
     ) -> dict[int, tuple[bytes, int]]:
         self.counters.transactions += 1
         each = STATUS_OVERHEAD + length
+        self.port.discard_waiting()
         deadline = self._deadline(len(wire), each * len(ids), len(ids))
         self.port.write(wire)
         raw = self.port.read(each * len(ids), deadline)
@@ -212,6 +218,7 @@ class FeetechBus:
     ) -> tuple[int, bytes]:
         self.counters.transactions += 1
         expected = STATUS_OVERHEAD + length
+        self.port.discard_waiting()
         deadline = self._deadline(len(wire), expected, 1)
         self.port.write(wire)
         reply = self.port.read(expected, deadline)
@@ -248,8 +255,24 @@ class FeetechBus:
 
 
 def sync_write_packet(address: int, length: int, data: Mapping[int, bytes]) -> bytes:
-    """The bytes of a SYNC WRITE of ``length`` bytes per servo at ``address``."""
-    return protocol.encode_instruction(protocol.sync_write(address, length, data.items()))
+    """The bytes of a SYNC WRITE of ``length`` bytes per servo at ``address``.
+
+    Raises:
+        ValueError: no servo, an entry of another length, an id or address out of range.
+    """
+    params = bytearray((address, length))
+    for servo_id, value in data.items():
+        if len(value) != length or not 0 <= servo_id <= protocol.MAX_ID:
+            # the builder names what is wrong
+            protocol.sync_write(address, length, data.items())
+        params.append(servo_id)
+        params += value
+    if not data:
+        raise ValueError("a sync write needs at least one servo")
+    packet = protocol.InstructionPacket(
+        protocol.BROADCAST_ID, protocol.Instruction.SYNC_WRITE, bytes(params)
+    )
+    return protocol.encode_instruction(packet)
 
 
 __all__ = ["DEFAULT_MARGIN_MS", "CommResult", "FeetechBus", "sync_write_packet"]

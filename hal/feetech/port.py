@@ -105,6 +105,25 @@ class FeetechPort:
             out += chunk
         return bytes(out)
 
+    def discard_waiting(self) -> int:
+        """Drop the bytes already waiting (a late reply to an earlier instruction); how many.
+
+        One ``select`` with no timeout when nothing waits, the usual case: a late reply
+        left in the buffer would be read as the start of the next one.
+        """
+        fd, dropped = self._fd, 0
+        try:
+            while select.select([fd], [], [], 0.0)[0]:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    raise PortError(f"{self.name} closed", port=self.name)
+                dropped += len(chunk)
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            raise PortError(f"read from {self.name} failed: {exc}", port=self.name) from exc
+        return dropped
+
     def drain(self, quiet: float) -> int:
         """Drop input until the line has been quiet for ``quiet`` [s]; the bytes dropped.
 
