@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hilbot.driver.commands.calibrate",
         "calibrate an arm: offsets, ranges, directions",
     ),
+    "lead": ("hilbot.driver.commands.lead", "drive a follower arm from a leader arm over MQTT"),
 }
 
 

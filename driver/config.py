@@ -37,6 +37,7 @@ from hilbot.driver.bounds import (
 )
 from hilbot.driver.calibration.settings import CalibrationSettings
 from hilbot.driver.errors import ConfigError
+from hilbot.driver.lead.settings import LeadSettings
 from hilbot.driver.solver_kind import SOLVE_OPTIONS as SOLVE_OPTIONS  # re-exported
 from hilbot.driver.solver_kind import SolverKind as SolverKind  # re-exported
 from hilbot.driver.teleop.settings import TeleopSettings
@@ -205,7 +206,7 @@ class SafetyConfig(_Frozen):
 
 
 class RobotConfig(_Frozen):
-    """A robot: URDF, buses, servos, chains, loop rate, safety, home pose, teleop, calibration.
+    """A robot: URDF, buses, servos, chains, rate, safety, home, teleop, calibration, lead.
 
     Build it with :func:`load_config`, which also checks it against the URDF,
     the servo control tables and the bus timing budget.
@@ -221,6 +222,7 @@ class RobotConfig(_Frozen):
     home: dict[str, Finite] = Field(default_factory=dict)
     teleop: TeleopSettings = TeleopSettings()
     calibration: CalibrationSettings = CalibrationSettings()
+    lead: LeadSettings | None = None
 
     @field_validator("urdf")
     @classmethod

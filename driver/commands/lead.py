@@ -1,0 +1,202 @@
+"""Drive a follower arm from a leader arm: the leader's joints become the follower's targets.
+
+The leader is read at its rate with torque off (a light hold on its trigger if its
+config's ``lead.hold`` says so); each reading, mapped by the leader config's ``lead``
+section (follower joint names, scale, offset, the gripper range), is published on the
+follower's ``joints/target`` MQTT topic. The follower's safety layer stays last: its
+limits and max delta apply, and when the leader stops publishing its watchdog holds it.
+
+With ``--mqtt URL`` only the leader runs here, publishing to a follower on that broker
+(``hilbot run FOLLOWER --enable`` elsewhere). Without it the follower runs in this
+process too, on its embedded broker. ``--backend virtual --demo wave`` runs both on
+virtual buses, the scripted hand waving the leader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import time
+from typing import Any
+
+from hilbot.driver.bench.progress import Progress
+from hilbot.driver.commands.failures import EXIT_BAD_INPUT, positive_hz, positive_seconds
+
+STATUS_PERIOD = 0.25  # [s]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``hilbot lead`` options."""
+    parser.add_argument("leader", help="the leader arm's config (a YAML file or a shipped name)")
+    parser.add_argument(
+        "--to", metavar="FOLLOWER", help="the follower's config (default lead.follower)"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("dynamixel", "virtual"),
+        default="dynamixel",
+        help="the leader's bus: dynamixel (default) or a virtual bus (with --demo)",
+    )
+    parser.add_argument(
+        "--follower-backend",
+        choices=("sim", "virtual", "dynamixel"),
+        help="the follower's backend when it runs here (default: the same as --backend)",
+    )
+    parser.add_argument(
+        "--mqtt",
+        metavar="URL",
+        help="publish to a follower on this broker instead of running it here",
+    )
+    parser.add_argument(
+        "--demo",
+        choices=("wave", "sweep"),
+        help="--backend virtual: the scripted hand moves the leader",
+    )
+    parser.add_argument(
+        "--rate",
+        type=positive_hz,
+        metavar="HZ",
+        help="leader rate (default lead.rate_hz or its rate_hz)",
+    )
+    parser.add_argument(
+        "--duration", type=positive_seconds, metavar="S", help="stop after S seconds"
+    )
+    parser.add_argument("--no-status", action="store_true", help="no live status line")
+
+
+def _problem(args: argparse.Namespace) -> str | None:
+    if args.demo is not None and args.backend != "virtual":
+        return "--demo moves a virtual leader: add --backend virtual"
+    if args.mqtt is not None and args.follower_backend is not None:
+        return "--follower-backend is for a follower run here; with --mqtt it runs elsewhere"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Lead until Ctrl+C or ``--duration``; returns the exit code."""
+    from hilbot.driver.config import load_config
+    from hilbot.driver.errors import DriverError
+    from hilbot.driver.lead.mapping import LeadMap
+    from hilbot.hal.errors import HalError
+
+    problem = _problem(args)
+    if problem is not None:
+        print(f"hilbot lead: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        leader = load_config(args.leader)
+        name = args.to or (leader.lead.follower if leader.lead is not None else None)
+        if name is None:
+            raise DriverError(
+                f"{leader.name} names no follower (lead.follower): give --to FOLLOWER"
+            )
+        follower = load_config(name)
+        mapping = LeadMap(leader, follower)
+        if args.mqtt is not None:
+            from hilbot.driver.teleop.url import parse_broker_url
+
+            parse_broker_url(args.mqtt)
+    except (DriverError, HalError, ValueError) as exc:
+        print(f"hilbot lead: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        return asyncio.run(_lead(args, leader, follower, mapping))
+    except (DriverError, HalError) as exc:
+        print(f"hilbot lead: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _lead(args: argparse.Namespace, leader: Any, follower: Any, mapping: Any) -> int:
+    from hilbot.driver.backends import build_backend
+    from hilbot.driver.lead.leader import lead, prepare_leader
+    from hilbot.driver.lead.session import follower as follower_session
+    from hilbot.driver.teleop.publisher import TeleopPublisher
+
+    hand = ["--hand", args.demo] if args.demo is not None else []
+    rate = args.rate or (
+        leader.lead.rate_hz if leader.lead and leader.lead.rate_hz else leader.rate_hz
+    )
+    stack = contextlib.AsyncExitStack()
+    async with stack:
+        runtime = None
+        if args.mqtt is None:
+            kind = args.follower_backend or args.backend
+            fconfig, fbus = _calibrated(follower, kind)
+            fbackend = await stack.enter_async_context(build_backend(fconfig, kind, **fbus))
+            runtime, url = await stack.enter_async_context(follower_session(fconfig, fbackend))
+        else:
+            url = args.mqtt
+        lconfig, lbus = _calibrated(leader, args.backend)
+        lbackend = await stack.enter_async_context(
+            build_backend(lconfig, args.backend, sim_bus_args=hand, **lbus)
+        )
+        await stack.enter_async_context(lbackend)
+        await prepare_leader(lbackend, mapping)
+        prefix = follower.teleop.topic_prefix(follower.name)
+        publisher = await stack.enter_async_context(
+            TeleopPublisher(url, prefix, settings=follower.teleop, sender=f"lead-{leader.name}")
+        )
+        sent = [0]
+
+        def count(_: float, __: dict[str, float]) -> None:
+            sent[0] += 1
+
+        started = time.monotonic()
+        tasks = [asyncio.create_task(lead(lbackend, mapping, publisher, rate, on_publish=count))]
+        status = Progress(1, enabled=not args.no_status and sys.stderr.isatty())
+        if status.enabled:
+            tasks.append(asyncio.create_task(_status(status, sent, runtime, mapping, started)))
+        try:
+            await asyncio.wait(tasks, timeout=args.duration, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            for task in tasks:
+                task.cancel()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            status.close()
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        print(_summary(sent[0], time.monotonic() - started, runtime, mapping))
+    return 0
+
+
+def _calibrated(config: Any, kind: str) -> tuple[Any, dict[str, Any]]:
+    """The config with its calibration, and the backend options that go with it."""
+    from hilbot.driver.calibration.apply import calibrated_config, find
+
+    calibration = find(config, kind)
+    if calibration is None:
+        return config, {}
+    return calibrated_config(config, calibration), {"bus_config": config}
+
+
+def tracking_error(runtime: Any, mapping: Any) -> float | None:
+    """Largest |follower command - follower measured| over the led joints [rad or m]."""
+    state = runtime.state() if runtime is not None else None
+    if state is None or state.joints is None:
+        return None
+    measured = state.joints.positions()
+    return max(abs(state.command[j] - measured[j]) for j in mapping.follower_joints)
+
+
+async def _status(
+    line: Progress, sent: list[int], runtime: Any, mapping: Any, started: float
+) -> None:
+    while True:
+        await asyncio.sleep(STATUS_PERIOD)
+        line.show(_summary(sent[0], time.monotonic() - started, runtime, mapping))
+
+
+def _summary(sent: int, elapsed: float, runtime: Any, mapping: Any) -> str:
+    text = f"published {sent} targets ({sent / max(elapsed, 1e-9):.0f}/s)"
+    if runtime is None:
+        return text
+    state = runtime.state()
+    error = tracking_error(runtime, mapping)
+    hold = " watchdog-hold" if state.watchdog_tripped else ""
+    lag = "" if error is None else f", follower within {error:.3f} rad of its command"
+    return f"{text}; follower {state.mode.value}{hold}{lag}"

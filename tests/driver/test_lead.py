@@ -1,0 +1,179 @@
+"""hilbot lead: a hand-moved leader on a virtual bus drives a follower over MQTT."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import pytest
+
+from hilbot.driver.backends import VIRTUAL_MARGIN_MS, build_backend
+from hilbot.driver.config import RobotConfig, load_config, parse_config
+from hilbot.driver.errors import ConfigError
+from hilbot.driver.lead.leader import lead, prepare_leader
+from hilbot.driver.lead.mapping import LeadMap
+from hilbot.driver.lead.session import follower
+from hilbot.driver.runtime import Runtime
+from hilbot.driver.teleop.publisher import TeleopPublisher
+from hilbot.hal.dynamixel.backend import DynamixelBackend
+from hilbot.hal.mapping import BusSpec
+from hilbot.sim import running_virtual_bus
+from hilbot.sim.hand import Hand, move_to
+from hilbot.sim.virtual_bus import VirtualBus
+
+POSE = {
+    "shoulder_pan": 0.3,
+    "shoulder_lift": -0.4,
+    "elbow_flex": 0.6,
+    "wrist_flex": 0.2,
+    "wrist_roll": -0.3,
+    "gripper": 0.5,
+}
+
+
+def _leader_with(lead: dict[str, object]) -> RobotConfig:
+    base = load_config("koch_v1_1_leader")
+    data = base.model_dump(mode="json")
+    data["lead"] = lead
+    return parse_config(data)
+
+
+def test_the_mapping_scales_offsets_and_maps_the_gripper_range() -> None:
+    leader = _leader_with(
+        {
+            "joints": {
+                "shoulder_pan": {"scale": -1.0, "offset": 0.1},
+                "gripper": {"range": [0.0, 1.0], "follower_range": [0.2, 1.2]},
+                "wrist_roll": None,
+            }
+        }
+    )
+    mapping = LeadMap(leader, load_config("koch_v1_1_follower"))
+    out = mapping({**POSE, "gripper": 2.0})
+    assert out["shoulder_pan"] == pytest.approx(-0.2)
+    assert out["gripper"] == pytest.approx(1.2)  # clipped to the follower's range
+    assert "wrist_roll" not in out
+    assert out["elbow_flex"] == POSE["elbow_flex"]
+
+
+@pytest.mark.parametrize(
+    ("lead", "problem"),
+    [
+        ({"joints": {"elbow": {}}}, "the leader has no joints"),
+        ({"joints": {"gripper": {"to": "jaw"}}}, "has no joint 'jaw'"),
+        ({"joints": {"gripper": {"to": "elbow_flex"}}}, "several leader joints drive"),
+        ({"hold": {"joint": "trigger"}}, "the leader has no joint 'trigger'"),
+    ],
+    ids=["unknown leader joint", "unknown follower joint", "two on one", "unknown hold"],
+)
+def test_bad_lead_sections_are_refused_by_name(lead: dict[str, object], problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        LeadMap(_leader_with(lead), load_config("koch_v1_1_follower"))
+
+
+@contextlib.asynccontextmanager
+async def _leader_arm(
+    config: RobotConfig, buses: list[VirtualBus] | None = None
+) -> AsyncIterator[tuple[Hand, DynamixelBackend]]:
+    specs = config.servo_specs()
+    with (
+        running_virtual_bus(specs, initial_positions=dict(config.home), return_delay_time=0) as bus,
+        Hand(bus, specs) as hand,
+    ):
+        if buses is not None:
+            buses.append(bus)
+        backend = DynamixelBackend(BusSpec(bus.port), specs, margin_ms=VIRTUAL_MARGIN_MS)
+        async with backend:
+            yield hand, backend
+
+
+async def _settled(runtime: Runtime, targets: dict[str, float], timeout: float) -> dict[str, float]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    seen: dict[str, float] = {}
+    while loop.time() < deadline:
+        joints = runtime.state().joints
+        if joints is not None:
+            seen = joints.positions()
+            if all(abs(seen[j] - v) < 0.02 for j, v in targets.items()):
+                break
+        await asyncio.sleep(0.05)
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["sim", "virtual"])
+async def test_lead_moves_the_follower_and_it_holds_when_the_leader_stops(kind: str) -> None:
+    leader, follower_config = load_config("koch_v1_1_leader"), load_config("koch_v1_1_follower")
+    mapping = LeadMap(leader, follower_config)
+    async with (
+        build_backend(follower_config, kind) as fbackend,
+        follower(follower_config, fbackend) as (runtime, url),
+        _leader_arm(leader) as (hand, lbackend),
+    ):
+        await prepare_leader(lbackend, mapping)
+        prefix = follower_config.teleop.topic_prefix(follower_config.name)
+        async with TeleopPublisher(url, prefix, settings=follower_config.teleop) as pub:
+            task = asyncio.create_task(lead(lbackend, mapping, pub, leader.rate_hz))
+            await asyncio.to_thread(hand.perform, move_to(POSE, 1.0))
+            seen = await _settled(runtime, POSE, timeout=60.0)
+            for joint, value in POSE.items():
+                assert seen[joint] == pytest.approx(value, abs=0.03), joint
+            assert runtime.state().mode.value == "armed"
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            timeout = follower_config.safety.watchdog_timeout
+            assert timeout is not None
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout + 30.0
+            while not runtime.state().watchdog_tripped and loop.time() < deadline:
+                await asyncio.sleep(0.02)
+            assert runtime.state().watchdog_tripped
+            held = dict(runtime.state().command)
+            # The leader's arm moves on, but nothing reaches the follower: it holds.
+            await asyncio.to_thread(hand.perform, move_to({"shoulder_pan": -0.5}, 0.3))
+            await asyncio.sleep(0.5)
+            assert runtime.state().command == pytest.approx(held)
+            assert runtime.state().faults == ()
+
+
+async def test_a_leader_read_that_fails_for_a_moment_skips_cycles_not_the_lead() -> None:
+    leader, follower_config = load_config("koch_v1_1_leader"), load_config("koch_v1_1_follower")
+    mapping = LeadMap(leader, follower_config)
+    buses: list[VirtualBus] = []
+    sent: list[float] = []
+    async with (
+        build_backend(follower_config, "sim") as fbackend,
+        follower(follower_config, fbackend) as (_, url),
+        _leader_arm(leader, buses) as (_, lbackend),
+    ):
+        prefix = follower_config.teleop.topic_prefix(follower_config.name)
+        async with TeleopPublisher(url, prefix, settings=follower_config.teleop) as pub:
+            task = asyncio.create_task(
+                lead(lbackend, mapping, pub, 50.0, on_publish=lambda t, _: sent.append(t))
+            )
+            await asyncio.sleep(0.5)
+            buses[0].faults(1).drop_rate = 1.0  # servo 1 stops answering
+            await asyncio.sleep(0.5)
+            count = len(sent)
+            buses[0].faults(1).drop_rate = 0.0
+            await asyncio.sleep(1.0)
+            assert not task.done()  # before: the first timeout ended the lead
+            assert len(sent) > count + 5
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+def test_hilbot_lead_demo_wave_runs_unattended() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hilbot", "lead", "koch_v1_1_leader", "--to",
+         "koch_v1_1_follower", "--backend", "virtual", "--demo", "wave", "--duration", "4",
+         "--no-status"],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "published" in done.stdout and "follower armed" in done.stdout
+    assert "Traceback" not in done.stderr
