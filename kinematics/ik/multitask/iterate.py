@@ -171,7 +171,7 @@ def iterate(
         met = _primary_met(problem, ev, options)
         if met and not has_secondary:
             return q, _meta(iteration - 1, ev, Status.CONVERGED)
-        dq = _step(problem, ev, q, lower, upper, extra)
+        dq, capped = _step(problem, ev, q, lower, upper, extra)
         if float(np.max(np.abs(dq), initial=0.0)) < 1e-10:
             status = Status.CONVERGED if met else Status.STALLED
             break
@@ -190,7 +190,9 @@ def iterate(
         q_new, ev_new = found
         extra = 0.1 * extra if extra > 1e-6 else 0.0
         gain = ev.merit - ev_new.merit
-        relax = _compromise(ev, ev_new, options)
+        # A step a limit held (velocity, joint, box) decreases the error linearly by
+        # itself: that says nothing about a trade-off with the orientation.
+        relax = not capped and _compromise(ev, ev_new, options)
         q, ev = q_new, ev_new
         if relax and (relaxed := _relax(problem)) is not None:
             problem = relaxed  # position wins over an unreachable orientation
@@ -246,8 +248,8 @@ def _compromise(old: _Eval, new: _Eval, options: SolveOptions) -> bool:
     """Linear convergence near the targets with an orientation unmet: they trade off.
 
     Gauss-Newton converges quadratically on consistent targets; an error that only
-    halves per step while no error is clamped means an unreachable orientation is
-    pulling a position off.
+    halves per step while no error is clamped (and no limit held the step) means an
+    unreachable orientation is pulling a position off.
     """
     return (
         new.residual < MAX_POSITION_ERROR
@@ -283,8 +285,15 @@ def _meta(iterations: int, ev: _Eval, status: Status) -> SolveMeta:
     return SolveMeta(iterations, ev.residual, ev.orientation_residual, status)
 
 
-def _step(problem: Problem, ev: _Eval, q: Array, lower: Array, upper: Array, extra: float) -> Array:
-    """The step ``dq``: primary QP, then (prioritized) the secondary QP in its null space."""
+def _step(
+    problem: Problem, ev: _Eval, q: Array, lower: Array, upper: Array, extra: float
+) -> tuple[Array, bool]:
+    """The step ``dq`` and whether a constraint held the (primary) QP's minimiser.
+
+    The primary QP comes first, then (prioritized) the secondary QP in its null
+    space. Held: the QP solver had to activate a bound or a row, so the step is the
+    limits', not the tasks' (a velocity limit caps every step of a long move).
+    """
     nv = problem.model.nv
     eye = _eye(nv)
     lo, hi, g_mat, h_vec = gather(problem.limits, ev.ctx, lower - q, upper - q)
@@ -295,13 +304,13 @@ def _step(problem: Problem, ev: _Eval, q: Array, lower: Array, upper: Array, ext
         return _solve(h_mat, -(a.T @ b) - ev.grad, lo, hi, g_mat, h_vec)
     cost1 = float(ev.b1 @ ev.b1)
     h1 = ev.a1.T @ ev.a1 + (problem.damping + extra + problem.lm_damping * cost1) * eye
-    dq1 = _solve(h1, -(ev.a1.T @ ev.b1), lo, hi, g_mat, h_vec)
+    dq1, capped = _solve(h1, -(ev.a1.T @ ev.b1), lo, hi, g_mat, h_vec)
     if ev.a2.shape[0] == 0 and not ev.grad.any():
-        return dq1
+        return dq1, capped
     basis = _null_space(ev.a1, nv)
     if basis.shape[1] == 0:
-        return dq1
-    return dq1 + basis @ _secondary(problem, ev, dq1, basis, lo, hi, g_mat, h_vec)
+        return dq1, capped
+    return dq1 + basis @ _secondary(problem, ev, dq1, basis, lo, hi, g_mat, h_vec), capped
 
 
 _EYES: dict[int, Array] = {}
@@ -318,15 +327,17 @@ def _eye(n: int) -> Array:
 
 def _solve(
     h_mat: Array, c: Array, lo: Array, hi: Array, g_mat: Array | None, h_vec: Array | None
-) -> Array:
+) -> tuple[Array, bool]:
+    """The QP's minimiser (zero when it has none) and whether a constraint held it."""
     if g_mat is None or h_vec is None:
-        return solve_box_qp(h_mat, c, lo, hi).x
+        box = solve_box_qp(h_mat, c, lo, hi)
+        return box.x, box.iterations > 0
     result = solve_qp(h_mat, c, g_mat, h_vec, lo, hi)
     if result.status is QPStatus.INFEASIBLE:
         result = solve_qp(h_mat, c, g_mat, np.maximum(h_vec, 0.0), lo, hi)
     if result.status is not QPStatus.OPTIMAL:
-        return np.zeros_like(c)
-    return result.x
+        return np.zeros_like(c), True
+    return result.x, result.iterations > 0
 
 
 def _null_space(a1: Array, nv: int) -> Array:
