@@ -26,6 +26,7 @@ inside the box: the box holds exactly, at every IK iteration.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -116,11 +117,13 @@ def solve_box_batch(
 def _fast(
     h_mat: Array, f: Array, lo: Array, hi: Array, guess: tuple[Mask, Mask] | None
 ) -> BoxBatch:
-    """The KKT points from the rounds' own solves, started from ``guess`` (or no bound)."""
-    size, n = f.shape
+    """The KKT points from the rounds' own solves, started from ``guess`` (or a vertex)."""
     if guess is None:
-        start_lo = np.zeros((size, n), dtype=bool)
-        start_hi = np.zeros((size, n), dtype=bool)
+        # No last step: the vertex the steepest descent from 0 runs to (every bound the
+        # gradient at 0 points to held). Velocity-capped steps hold most bounds, and
+        # from no bound the first rounds' solves run along the nearly free directions
+        # of a redundant arm and hit every bound anyway.
+        start_lo, start_hi = (f > 0.0) & np.isfinite(lo), (f < 0.0) & np.isfinite(hi)
     else:  # a guess may name a bound this call does not have
         start_lo, start_hi = guess[0] & np.isfinite(lo), guess[1] & np.isfinite(hi)
     lower, upper, x = _active_sets(h_mat, f, lo, hi, start_lo, start_hi)
@@ -166,17 +169,17 @@ def _active_sets(
         held = lower | upper | fixed
         pinned = np.where(lower | fixed, lo, np.where(upper, hi, 0.0))
         x = _pinned_solve(h_mat, f, pinned, held)
-        grad = (h_mat @ x[:, :, None])[:, :, 0] + f
+        grad = np.einsum("bij,bj->bi", h_mat, x) + f
         tol = _DUAL_TOL * (1.0 + np.abs(grad))
         free = ~held
-        ok = ~(free & ((x < lo) | (x > hi))).any(axis=1)
-        ok &= ~(lower & (grad < -tol)).any(axis=1) & ~(upper & (grad > tol)).any(axis=1)
-        out_lo[todo[ok]], out_hi[todo[ok]], out_x[todo[ok]] = lower[ok], upper[ok], x[ok]
-        keep = ~ok
-        if not keep.any():
-            return out_lo, out_hi, out_x
         add_lo, add_hi = free & (x < lo), free & (x > hi)
         drop_lo, drop_hi = lower & (grad < -tol), upper & (grad > tol)
+        keep = (add_lo | add_hi | drop_lo | drop_hi).any(axis=1)
+        ok = ~keep
+        done = todo[ok]
+        out_lo[done], out_hi[done], out_x[done] = lower[ok], upper[ok], x[ok]
+        if done.size == todo.size:
+            return out_lo, out_hi, out_x
         if rounds >= _PDAS_ROUNDS:
             # Safeguard against cycling (Judice and Pires, Comput. Oper. Res. 21, 1994):
             # add every violated bound, and release a bound only when none is violated,
@@ -207,14 +210,24 @@ def _active_sets(
 
 
 def _pinned_solve(h_mat: Array, f: Array, pinned: Array, held: Mask) -> Array:
-    """The reduced minimisers from one stacked solve: held rows and columns become identity."""
-    free = ~held
-    pinned = np.where(held, pinned, 0.0)
-    m = np.where(free[:, :, None] & free[:, None, :], h_mat, 0.0)
+    """The reduced minimisers from one stacked solve: held rows become identity rows.
+
+    A free row keeps ``H_i x = -f_i`` (the held variables' terms included), a held
+    row reads ``x_i = pinned_i``; the held values are then set exactly.
+    """
     n = f.shape[1]
-    m[:, np.arange(n), np.arange(n)] += held
-    rhs = np.where(free, -f - (h_mat @ pinned[:, :, None])[:, :, 0], pinned)
-    return np.linalg.solve(m, rhs[:, :, None])[:, :, 0]
+    m = np.where(held[:, :, None], _eye(n), h_mat)
+    rhs = np.where(held, pinned, -f)
+    x = np.linalg.solve(m, rhs[:, :, None])[:, :, 0]
+    return np.where(held, pinned, x)
+
+
+@functools.cache
+def _eye(n: int) -> Array:
+    """The identity of size ``n`` (read only)."""
+    eye = np.eye(n)
+    eye.flags.writeable = False
+    return eye
 
 
 def _primal(

@@ -68,7 +68,9 @@ def gather_batch(
         The constraints; a world's rows are those its own ``ChainContext`` gives.
     """
     lo, hi = lower.copy(), upper.copy()
-    per_world: list[list[tuple[Array, Array]]] = [[] for _ in range(q.shape[0])]
+    # Per-world rows only exist for limits asked world by world (built on first need:
+    # a list per world costs more than a vectorised limit at B = 1000).
+    per_world: list[list[tuple[Array, Array]]] = []
     dense: list[tuple[Array, Array]] = []
     for limit in limits:
         if type(limit) is ConfigurationLimit:
@@ -90,6 +92,8 @@ def gather_batch(
         else:
             if contexts is None:
                 contexts = [ChainContext(chain, q[b], names) for b in range(q.shape[0])]
+            if not per_world:
+                per_world = [[] for _ in range(q.shape[0])]
             _per_world(limit, contexts, lo, hi, per_world)
     conflict = lo > hi
     if conflict.any():
@@ -148,7 +152,9 @@ def _stack(
     if not dense and not any(per_world):
         return None, None, None
     base = sum(g.shape[1] for g, _ in dense)
-    extra = np.array([sum(g.shape[0] for g, _ in rows) for rows in per_world], dtype=np.int64)
+    extra = np.zeros(size, dtype=np.int64)
+    if per_world:
+        extra[:] = [sum(g.shape[0] for g, _ in rows) for rows in per_world]
     m = base + int(extra.max(initial=0))
     g_all = np.zeros((size, m, n))
     h_all = np.full((size, m), np.inf)
