@@ -57,6 +57,9 @@ class FeetechBus:
         self.return_delay = return_delay
         self.counters = BusCounters()
         self._sync_reads: dict[tuple[int, int, tuple[int, ...]], bytes] = {}
+        #: A transaction failed: a late reply may still arrive and must not be taken for
+        #: the next one's (only then is the input checked before an instruction).
+        self._stale = False
 
     @property
     def baudrate(self) -> int:
@@ -98,6 +101,7 @@ class FeetechBus:
         try:
             return self._attempt(servo_id, "PING", wire, 0)[0]
         except CommError:
+            self._stale = True
             return None
 
     def read(self, servo_id: int, address: int, length: int) -> tuple[bytes, int]:
@@ -140,6 +144,7 @@ class FeetechBus:
             try:
                 return self._sync_read_once(wire, length, ids)
             except CommError:
+                self._stale = True
                 if attempt == self.retries:
                     raise
                 self.counters.retries += 1
@@ -151,7 +156,7 @@ class FeetechBus:
     ) -> dict[int, tuple[bytes, int]]:
         self.counters.transactions += 1
         each = STATUS_OVERHEAD + length
-        self.port.discard_waiting()
+        self._discard_stale()
         deadline = self._deadline(len(wire), each * len(ids), len(ids))
         self.port.write(wire)
         raw = self.port.read(each * len(ids), deadline)
@@ -207,6 +212,7 @@ class FeetechBus:
             try:
                 return self._attempt(servo_id, instruction, wire, length)
             except CommError:
+                self._stale = True
                 if attempt == self.retries:
                     raise
                 self.counters.retries += 1
@@ -218,7 +224,7 @@ class FeetechBus:
     ) -> tuple[int, bytes]:
         self.counters.transactions += 1
         expected = STATUS_OVERHEAD + length
-        self.port.discard_waiting()
+        self._discard_stale()
         deadline = self._deadline(len(wire), expected, 1)
         self.port.write(wire)
         reply = self.port.read(expected, deadline)
@@ -248,6 +254,11 @@ class FeetechBus:
         if error and count:
             self.counters.servo_errors += 1
         return error, reply[5:-1]
+
+    def _discard_stale(self) -> None:
+        if self._stale:
+            self._stale = False
+            self.port.discard_waiting()
 
     def _quiet(self) -> float:
         """How long the line must stay silent before a retry: two status packets' worth."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Iterator
 
@@ -179,3 +180,16 @@ async def test_speed_and_load_keep_their_sign_magnitude_sign(vbus):
         for _ in range(20):
             state = await arm.read()
         assert state.effort[0] != 0.0
+
+
+async def test_a_reply_later_than_its_deadline_is_not_taken_for_the_next_one(vbus):
+    async with backend(vbus.port, retries=0) as arm:
+        await arm.set_torque(True)
+        vbus.fault(1).delay = 0.2  # [s] past the deadline (wire time + 30 ms)
+        with pytest.raises(CommTimeout):
+            await arm.read()
+        vbus.fault(1).delay = 0.0
+        await arm.write({"a": 0.5})
+        await asyncio.sleep(0.8)  # the late reply (a = 0) is in, the servo is at 0.5
+        state = await arm.read()
+        assert state.position[0] == pytest.approx(0.5, abs=0.01)
