@@ -172,6 +172,7 @@ class TeleopBridge:
         self.retained_estop: RetainedEstop | None = None
         self._up: dict[str, bool] = {"targets": False, "commands": False}
         self._links_up = asyncio.Event()
+        self._command_client: aiomqtt.Client | None = None
         self._online = False  # the targets session has published status online
         self._ever_up: dict[str, bool] = {"targets": False, "commands": False}
         self._robot = robot_name
@@ -324,18 +325,33 @@ class TeleopBridge:
         # The broker sends a retained command right after the SUBACK: one more round
         # trip lets it arrive before going online, so the first status reports it.
         await client.unsubscribe(f"{self.topics.cmd}/sync")
+        self._command_client = client
         self._mark("commands", True)
-        async for _ in client.messages:
-            pass
+        try:
+            async for _ in client.messages:
+                pass
+        finally:
+            self._command_client = None
+
+    def _publisher(self, targets_client: aiomqtt.Client) -> aiomqtt.Client:
+        """The connection to publish on: the command one while it is up.
+
+        The targets connection may hold a flood in the broker's queue for it, and the
+        PUBACK of a QoS 1 publish (``status``) waits behind it: under 10,000 messages/s
+        on a busy machine it took over the 2 s publish timeout, which dropped the link.
+        """
+        return self._command_client if self._command_client is not None else targets_client
 
     async def _say_goodbye(self, client: aiomqtt.Client) -> None:
         """Publish ``status`` offline on a clean shutdown (the will covers the rest)."""
         self.connected.clear()
         payload = status_payload(online=False, mode=None, faults=[], stamp=self._wall())
-        with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
-            await client.publish(
-                self.topics.status, payload, qos=1, retain=True, timeout=PUBLISH_TIMEOUT_S
-            )
+        for publisher in dict.fromkeys((self._publisher(client), client)):
+            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                await publisher.publish(
+                    self.topics.status, payload, qos=1, retain=True, timeout=PUBLISH_TIMEOUT_S
+                )
+                return
 
     # ---- inputs ---------------------------------------------------------------------
 
@@ -519,7 +535,7 @@ class TeleopBridge:
                 payload = rejection.to_json()
                 payload["stamp"] = round(self._wall(), 6)
                 payload["rejected_total"] = sum(self.counters.rejected.values())
-                await client.publish(self.topics.error, encode(payload), qos=0)
+                await self._publisher(client).publish(self.topics.error, encode(payload), qos=0)
                 sent += 1
 
     async def _telemetry(self, client: aiomqtt.Client, last_status: tuple[Any, ...]) -> None:
@@ -534,7 +550,7 @@ class TeleopBridge:
             payload = encode(
                 {"stamp": round(self._wall(), 6), **body, "teleop": self.counters.as_dict()}
             )
-            await client.publish(
+            await self._publisher(client).publish(
                 self.topics.state, payload, qos=self.settings.qos, timeout=PUBLISH_TIMEOUT_S
             )
             status = (body["mode"], body["faults"], self.retained_estop)
@@ -555,7 +571,7 @@ class TeleopBridge:
             stamp=self._wall(),
             retained_estop=retained.as_json() if retained is not None else None,
         )
-        await client.publish(
+        await self._publisher(client).publish(
             self.topics.status, payload, qos=1, retain=True, timeout=PUBLISH_TIMEOUT_S
         )
         return (body["mode"], body["faults"], retained)
