@@ -98,7 +98,7 @@ def solve_box_batch(
         seen = (guess[0][idx] | guess[1][idx]).any(axis=1)
         start_lo[seen] = guess[0][idx][seen] & np.isfinite(low[seen])
         start_hi[seen] = guess[1][idx][seen] & np.isfinite(high[seen])
-    held_lo, held_hi, _ = _active_sets(h, g, low, high, start_lo, start_hi)
+    held_lo, held_hi, _, _ = _active_sets(h, g, low, high, start_lo, start_hi)
     fixed = low == high
     held = held_lo | held_hi | fixed
     pinned = np.where(held_lo | fixed, low, np.where(held_hi, high, 0.0))
@@ -126,9 +126,12 @@ def _fast(
         start_lo, start_hi = (f > 0.0) & np.isfinite(lo), (f < 0.0) & np.isfinite(hi)
     else:  # a guess may name a bound this call does not have
         start_lo, start_hi = guess[0] & np.isfinite(lo), guess[1] & np.isfinite(hi)
-    lower, upper, x = _active_sets(h_mat, f, lo, hi, start_lo, start_hi)
+    lower, upper, x, unchecked = _active_sets(h_mat, f, lo, hi, start_lo, start_hi)
     fixed = lo == hi
-    for k in np.flatnonzero(~_kkt(h_mat, f, lo, hi, x, lower, upper)):
+    # The rounds checked every world they settled; the primal rounds' may have hit their cap.
+    u = unchecked
+    bad = u[~_kkt(h_mat[u], f[u], lo[u], hi[u], x[u], lower[u], upper[u])]
+    for k in bad:
         result = solve_box_qp(h_mat[k], f[k], lo[k], hi[k])  # past the rounds' cap
         x[k] = result.x
         lower[k] = (result.x <= lo[k]) & ~fixed[k]
@@ -151,11 +154,13 @@ def _kkt(h_mat: Array, f: Array, lo: Array, hi: Array, x: Array, lower: Mask, up
 
 def _active_sets(
     h_mat: Array, f: Array, lo: Array, hi: Array, lower: Mask, upper: Mask
-) -> tuple[Mask, Mask, Array]:
+) -> tuple[Mask, Mask, Array, NDArray[np.intp]]:
     """The held bounds at the minimisers: primal-dual rounds, then primal rounds.
 
     The rounds only find the active sets; their solves (the held variables pinned
     by identity rows of one stacked system) are cheaper than the exact reduced ones.
+    Returns the held bounds, the rounds' minimisers, and the problems the primal
+    rounds ended (their last sets may not be optimal: the caller checks them).
     """
     size, n = f.shape
     fixed = lo == hi
@@ -164,7 +169,7 @@ def _active_sets(
     out_hi = np.zeros((size, n), dtype=bool)
     out_x = np.empty((size, n))
     todo = np.arange(size)
-    start = (lower, upper)
+    checked = np.zeros(0, dtype=np.intp)
     for rounds in range(_ROUNDS):
         held = lower | upper | fixed
         pinned = np.where(lower | fixed, lo, np.where(upper, hi, 0.0))
@@ -179,7 +184,7 @@ def _active_sets(
         done = todo[ok]
         out_lo[done], out_hi[done], out_x[done] = lower[ok], upper[ok], x[ok]
         if done.size == todo.size:
-            return out_lo, out_hi, out_x
+            return out_lo, out_hi, out_x, checked
         if rounds >= _PDAS_ROUNDS:
             # Safeguard against cycling (Judice and Pires, Comput. Oper. Res. 21, 1994):
             # add every violated bound, and release a bound only when none is violated,
@@ -194,19 +199,19 @@ def _active_sets(
         new_upper = add_hi | (upper & ~drop_hi)
         todo, h_mat, f, lo, hi = todo[keep], h_mat[keep], f[keep], lo[keep], hi[keep]
         lower, upper, fixed = new_lower[keep], new_upper[keep], fixed[keep]
-        start = (start[0][keep], start[1][keep])
     # Not settled yet: the primal active set of ``dense.solve_box_qp`` (one bound added
-    # or released per round), stacked, or for a few problems the scalar method itself
-    # (a stacked round over a handful of problems costs as much as solving them).
+    # or released per round) from the last round's sets, stacked, or for a few problems
+    # the scalar method itself (a stacked round over a handful costs as much as solving
+    # them).
     if todo.size > _SCALAR_MAX:
-        out_lo[todo], out_hi[todo], out_x[todo] = _primal(h_mat, f, lo, hi, fixed, start)
-        return out_lo, out_hi, out_x
+        out_lo[todo], out_hi[todo], out_x[todo] = _primal(h_mat, f, lo, hi, fixed, (lower, upper))
+        return out_lo, out_hi, out_x, todo
     for k, b in enumerate(todo):
         result = solve_box_qp(h_mat[k], f[k], lo[k], hi[k])
         out_x[b] = result.x
         out_lo[b] = (result.x <= lo[k]) & ~fixed[k]
         out_hi[b] = (result.x >= hi[k]) & ~fixed[k]
-    return out_lo, out_hi, out_x
+    return out_lo, out_hi, out_x, checked
 
 
 def _pinned_solve(h_mat: Array, f: Array, pinned: Array, held: Mask) -> Array:
