@@ -81,7 +81,12 @@ class BusConfig(_Frozen):
 
 
 class ServoConfig(_Frozen):
-    """One servo and the joint it drives (see ``hilbot.hal.mapping.ServoSpec``)."""
+    """One servo and the joint it drives (see ``hilbot.hal.mapping.ServoSpec``).
+
+    ``mode``, ``current_limit`` [A], ``profile_velocity`` [rad/s] and
+    ``profile_acceleration`` [rad/s²] are written to the servo at start-up and read back
+    (a gripper in ``current_position`` mode closes on an object and holds at the limit).
+    """
 
     id: int = Field(ge=0, le=MAX_SERVO_ID)
     model: str
@@ -91,6 +96,12 @@ class ServoConfig(_Frozen):
     direction: Literal[1, -1] = 1
     gear_ratio: Positive = 1.0
     shadow_of: int | None = None
+    mode: Literal["position", "extended_position", "current_position"] | None = None
+    current_limit: Annotated[float, Field(gt=0.0, le=10.0, allow_inf_nan=False)] | None = None
+    profile_velocity: Annotated[float, Field(ge=0.0, le=100.0, allow_inf_nan=False)] | None = None
+    profile_acceleration: (
+        Annotated[float, Field(ge=0.0, le=10000.0, allow_inf_nan=False)] | None
+    ) = None
 
 
 class ChainConfig(_Frozen):
@@ -257,7 +268,19 @@ class RobotConfig(_Frozen):
     def servo_specs(self, bus: str | None = None) -> tuple[ServoSpec, ...]:
         """Return the ``ServoSpec`` of every servo, or of those on ``bus``."""
         return tuple(
-            ServoSpec(s.id, s.model, s.joint, s.offset, s.direction, s.gear_ratio, s.shadow_of)
+            ServoSpec(
+                s.id,
+                s.model,
+                s.joint,
+                s.offset,
+                s.direction,
+                s.gear_ratio,
+                s.shadow_of,
+                s.mode,
+                s.current_limit,
+                s.profile_velocity,
+                s.profile_acceleration,
+            )
             for s in self.servos
             if bus is None or self.bus_named(s.bus).name == bus
         )

@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 
 MAX_SERVO_ID = 252  # 253 is reserved and 254 is the broadcast id in both protocols
+#: Operating modes a config may ask for (``None``: as the servo is); all are position modes.
+SERVO_MODES = frozenset({None, "position", "extended_position", "current_position"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,14 @@ class ServoSpec:
         gear_ratio: joint turns per servo turn is ``1 / gear_ratio``; for a prismatic
             joint it is servo radians per joint metre.
         shadow_of: the id of the primary servo when this one mirrors it on the same joint.
+        mode: the operating mode written at start-up: ``"position"``,
+            ``"extended_position"`` or ``"current_position"`` (current-based position
+            control: a gripper that closes on an object stops at ``current_limit`` and
+            holds); ``None`` leaves the servo's mode as it is.
+        current_limit: [A] the most current the motor may draw (Current Limit, and Goal
+            Current in current-based position control).
+        profile_velocity: [rad/s] of the servo's own motion profile (0: unlimited).
+        profile_acceleration: [rad/s²] of it.
     """
 
     id: int
@@ -62,8 +72,18 @@ class ServoSpec:
     direction: int = 1
     gear_ratio: float = 1.0
     shadow_of: int | None = None
+    mode: str | None = None
+    current_limit: float | None = None
+    profile_velocity: float | None = None
+    profile_acceleration: float | None = None
 
     def __post_init__(self) -> None:
+        if self.mode not in SERVO_MODES:
+            raise ValueError(f"servo {self.id}: mode must be one of {sorted(SERVO_MODES - {None})}")
+        for name in ("current_limit", "profile_velocity", "profile_acceleration"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value >= 0.0):
+                raise ValueError(f"servo {self.id}: {name} must be finite and >= 0, got {value!r}")
         if not 0 <= self.id <= MAX_SERVO_ID:
             raise ValueError(f"servo id must be in 0..{MAX_SERVO_ID}, got {self.id!r}")
         if self.direction not in (1, -1):

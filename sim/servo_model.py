@@ -161,6 +161,13 @@ class ServoModel:
         self.quantum = _column(self.physics, "radians_per_tick")
         self.min_position = _column(self.physics, "min_position")
         self.max_position = _column(self.physics, "max_position")
+        #: (n,) [N·m] the most torque the motor may give: the stall torque, or less where a
+        #: current limit caps it (current-based position control).
+        self.torque_limit: F64 = self._stall.copy()
+        #: (n,) [rad] where the joint is blocked (end stops, or an obstacle the servo closes
+        #: on, see ``set_obstacle``); goals are not clipped to these, only the motion.
+        self.stop_min: F64 = self.min_position.copy()
+        self.stop_max: F64 = self.max_position.copy()
         self.velocity_quantum = _column(self.physics, "velocity_resolution")
         self.temperature_limit = _column(self.physics, "temperature_limit")
         self.ambient_temperature = float(ambient_temperature)
@@ -371,6 +378,31 @@ class ServoModel:
         self._resting = None
         self._quiet = False
 
+    def set_torque_limit(self, index: int, torque: float | None) -> None:
+        """Cap servo ``index``'s motor torque [N·m] (``None``: its stall torque)."""
+        stall = float(self._stall[index])
+        value = stall if torque is None else min(max(float(torque), 0.0), stall)
+        if not math.isfinite(value):
+            raise ValueError(f"a torque limit must be finite, got {torque!r}")
+        self.torque_limit[index] = value
+        self.invalidate()
+
+    def set_obstacle(self, index: int, low: float | None = None, high: float | None = None) -> None:
+        """Block servo ``index`` beyond shaft angles ``low`` / ``high`` [rad] (``None``: its end).
+
+        An object in a gripper's jaws: the goal may lie beyond it, the shaft stops at it.
+        """
+        for value in (low, high):
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"an obstacle position must be finite, got {value!r}")
+        lo, hi = float(self.min_position[index]), float(self.max_position[index])
+        self.stop_min[index] = lo if low is None else min(max(low, lo), hi)
+        self.stop_max[index] = hi if high is None else min(max(high, lo), hi)
+        self.position[index] = min(
+            max(float(self.position[index]), self.stop_min[index]), self.stop_max[index]
+        )
+        self.invalidate()
+
     def set_external_torque(self, index: npt.ArrayLike, torque: npt.ArrayLike) -> None:
         """Set the constant external torque [N·m] on servos ``index``."""
         self.external_torque[np.asarray(index, dtype=np.intp)] = torque
@@ -440,6 +472,7 @@ class ServoModel:
         tau = kp * (r - q - h * v_lin) + kd * (rv - v_lin)
         # Torque-speed curve: less torque available in the direction of motion.
         limit = self._stall * np.clip(1.0 - np.sign(tau) * v / self._speed, 0.0, 1.0)
+        limit = np.minimum(limit, self.torque_limit)
         tau_sat = np.clip(tau, -limit, limit)
         # Where the motor saturates, integrate with the clipped torque instead.
         v_sat = (m * v + h * (tau_sat + load) - friction) / free_sat
@@ -449,9 +482,9 @@ class ServoModel:
         v_new = np.where((np.sign(v_new) == -direction) | (np.abs(v_new) < _CREEP), 0.0, v_new)
         q_new = q + h * v_new
         # End stops: the joint cannot leave the servo's position range.
-        stopped = (q_new < self.min_position) | (q_new > self.max_position)
+        stopped = (q_new < self.stop_min) | (q_new > self.stop_max)
         if np.any(stopped):
-            q_new = np.clip(q_new, self.min_position, self.max_position)
+            q_new = np.clip(q_new, self.stop_min, self.stop_max)
             v_new = np.where(stopped, 0.0, v_new)
         self.velocity = v_new
         self.position = q_new
@@ -468,7 +501,8 @@ class ServoModel:
         tau_out = self.motor_torque.tolist()
         goal, on = self.goal.tolist(), self.torque_enabled.tolist()
         pv, pa = self.profile_velocity.tolist(), self.profile_acceleration.tolist()
-        low, high = self.min_position.tolist(), self.max_position.tolist()
+        low, high = self.stop_min.tolist(), self.stop_max.tolist()
+        caps = self.torque_limit.tolist()
         load_function = self.load_function
         load = self.external_torque.tolist()
         servos = list(zip(range(self.n), self._floats, on, pv, pa, low, high, strict=True))
@@ -503,6 +537,7 @@ class ServoModel:
                 # Torque-speed curve: less torque available in the direction of motion.
                 x = 1.0 - (1.0 if tau > 0.0 else -1.0 if tau < 0.0 else 0.0) * vi / speed
                 limit = stall * (0.0 if x < 0.0 else 1.0 if x > 1.0 else x)
+                limit = min(limit, caps[i])
                 tau_sat = -limit if tau < -limit else limit if tau > limit else tau
                 if tau_sat != tau:
                     v_new = (m * vi + h * (tau_sat + load[i]) - friction) / (m + h * viscous)

@@ -40,6 +40,9 @@ MX1_CURRENT_UNIT = 0.0045  # [A]
 #: Present PWM full scale on the X series (e-manual, PWM Limit 885 = 100 %).
 PWM_FULL_SCALE = 885
 
+#: Operating Mode value of current-based position control (e-manual, address 11).
+CURRENT_BASED_POSITION = 5
+
 #: Bus Watchdog unit (X series, address 98; e-manual "Bus Watchdog(98)").
 WATCHDOG_UNIT = 0.02  # [s]
 #: The "Goal Value" registers a tripped Bus Watchdog makes read-only (e-manual, same section).
@@ -425,7 +428,27 @@ class VirtualServo:
             if self.protocol == 1:
                 shutdown = int(hardware_flags_from_protocol1(shutdown))
             m.shutdown_mask[i] = shutdown
+        self._apply_current_cap()
         m.invalidate()
+
+    def _apply_current_cap(self) -> None:
+        """In current-based position control (mode 5) Goal Current caps the motor torque.
+
+        Goal Current is itself bounded by Current Limit (e-manual, Operating Mode(11) and
+        Goal Current(102)); other modes run at the motor's stall torque.
+        """
+        mem, m, i = self.memory, self.model, self.index
+        if self.protocol != 2 or not (mem.has(N.OPERATING_MODE) and mem.has(N.GOAL_CURRENT)):
+            return
+        if mem.get(N.OPERATING_MODE) != CURRENT_BASED_POSITION:
+            m.set_torque_limit(i, None)
+            return
+        ticks = abs(mem.get(N.GOAL_CURRENT))
+        if mem.has(N.CURRENT_LIMIT):
+            ticks = min(ticks, mem.get(N.CURRENT_LIMIT))
+        physics = m.physics[i]
+        amps = ticks * self.spec.effort_per_tick
+        m.set_torque_limit(i, amps * physics.stall_torque / physics.stall_current)
 
     def _reset_goal(self) -> None:
         """Goal Position := Present Position, as the firmware does at power-up."""

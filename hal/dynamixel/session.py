@@ -25,6 +25,7 @@ from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
 from hilbot.hal.dynamixel.limits import ServoLimits, check_joint_range, check_torque, read_limits
 from hilbot.hal.dynamixel.protocol import ALERT_BIT, hardware_flags_from_protocol1
 from hilbot.hal.dynamixel.replies import ServoReply
+from hilbot.hal.dynamixel.servo_setup import configure_all
 from hilbot.hal.dynamixel.startup import ServoReport, check_bus, hardware_status
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod, bus_budget
@@ -154,6 +155,7 @@ class BusSession:
         """Open the port, run the start-up checks, choose the read, hold every servo."""
         self.bus.open()
         self.reports = tuple(check_bus(self.bus, self.layout, self._log))
+        configure_all(self.bus, self.layout.slots, self._log)  # config's mode, current, profile
         for r in self.reports:
             self._faults[r.id] = r.hardware_errors
         self._check_limits()

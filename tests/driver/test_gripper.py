@@ -1,0 +1,78 @@
+"""A gripper in current-based position control closes on an object and holds at its limit."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from hilbot.driver.backends import VIRTUAL_MARGIN_MS
+from hilbot.hal.backend import HardwareErrorFlags, JointState
+from hilbot.hal.dynamixel.backend import DynamixelBackend
+from hilbot.hal.dynamixel.tables import RegisterName
+from hilbot.hal.errors import StartupError
+from hilbot.hal.mapping import BusSpec, ServoSpec
+from hilbot.sim import running_virtual_bus
+
+N = RegisterName
+OBJECT = 0.5  # [rad] where the jaw meets the object
+LIMIT = 0.3  # [A]
+GRIPPER = ServoSpec(
+    6,
+    "XL330-M288",
+    "gripper",
+    mode="current_position",
+    current_limit=LIMIT,
+    profile_velocity=3.0,
+    profile_acceleration=30.0,
+)
+
+
+async def _squeeze(spec: ServoSpec, seconds: float) -> tuple[JointState, dict[N, int]]:
+    with running_virtual_bus([spec], return_delay_time=0) as bus:
+        bus.model.set_obstacle(0, high=OBJECT)
+        async with DynamixelBackend(BusSpec(bus.port), [spec], margin_ms=VIRTUAL_MARGIN_MS) as be:
+            registers = {
+                name: bus.register(6, name)
+                for name in (N.OPERATING_MODE, N.CURRENT_LIMIT, N.GOAL_CURRENT, N.PROFILE_VELOCITY)
+            }
+            await be.set_torque(True)
+            await be.write({"gripper": 1.4})  # close well past the object
+            loop = asyncio.get_running_loop()
+            end = loop.time() + seconds  # longer than the overload time (1.5 s)
+            state = await be.read()
+            while loop.time() < end:
+                state = await be.read()
+                await asyncio.sleep(0.05)
+            torque_on = bool(bus.model.torque_enabled[0])
+        assert bus.errors == []
+    registers[N.TORQUE_ENABLE] = int(torque_on)
+    return state, registers
+
+
+async def test_the_gripper_stops_at_the_object_and_holds_at_its_current_limit() -> None:
+    state, registers = await _squeeze(GRIPPER, 3.0)
+    assert registers[N.OPERATING_MODE] == 5
+    assert registers[N.CURRENT_LIMIT] == registers[N.GOAL_CURRENT] == 300  # 1 mA units
+    assert registers[N.PROFILE_VELOCITY] == round(3.0 / (0.229 * 2 * math.pi / 60))
+    assert state.position[0] == pytest.approx(OBJECT, abs=0.01)
+    assert abs(state.effort[0]) == pytest.approx(LIMIT, abs=0.02)  # the measured effort
+    assert state.hardware_errors[0] == HardwareErrorFlags.NONE
+    assert registers[N.TORQUE_ENABLE] == 1  # still holding
+
+
+async def test_without_a_current_limit_the_squeeze_overloads() -> None:
+    state, registers = await _squeeze(ServoSpec(6, "XL330-M288", "gripper"), 3.0)
+    assert HardwareErrorFlags.OVERLOAD in state.hardware_errors[0]
+    assert registers[N.TORQUE_ENABLE] == 0  # the firmware's shutdown
+
+
+async def test_a_mode_the_model_lacks_is_refused_at_start_up() -> None:
+    spec = ServoSpec(1, "XL430-W250", "gripper", mode="current_position")
+    with (
+        running_virtual_bus([spec], return_delay_time=0) as bus,
+        pytest.raises(StartupError, match="no current_position mode"),
+    ):
+        async with DynamixelBackend(BusSpec(bus.port), [spec], margin_ms=VIRTUAL_MARGIN_MS):
+            pass
