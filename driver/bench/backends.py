@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +22,7 @@ class BackendKind(enum.StrEnum):
     """Backends ``hilbot bench`` can drive."""
 
     SIM = "sim"  # in-process simulator
+    MUJOCO = "mujoco"  # the in-process simulator's servos driving a MuJoCo body
     VIRTUAL = "virtual"  # the real Dynamixel backend on a virtual bus (pty)
     DYNAMIXEL = "dynamixel"  # real hardware on the config's ports
 
@@ -81,6 +82,35 @@ def make_sim_backend(
     )
 
 
+def make_mujoco_backend(
+    config: RobotConfig,
+    clock: Callable[[], float],
+    *,
+    scene: Sequence[Mapping[str, Any]] = (),
+    initial_positions: Mapping[str, float] | None = None,
+    seed: int = 0,
+) -> BenchBackend:
+    """The MuJoCo body of ``config`` with ``scene`` (objects as in a scenario), at home."""
+    from hilbot.driver.backends import mujoco_backend
+    from hilbot.sim.mujoco_scene import scene_from_data
+
+    start = dict(config.home if initial_positions is None else initial_positions)
+    backend = mujoco_backend(
+        config,
+        scene=scene_from_data(list(scene)),
+        initial_positions=start,
+        clock=clock,
+        seed=seed,
+    )
+    return BenchBackend(
+        BackendKind.MUJOCO,
+        backend,
+        clock,
+        faults=getattr(backend, "faults", None),
+        sim={"initial_positions": start, "seed": seed, "scene": [dict(o) for o in scene]},
+    )
+
+
 @asynccontextmanager
 async def open_backend(
     kind: BackendKind,
@@ -89,6 +119,7 @@ async def open_backend(
     *,
     seed: int = 0,
     faults: bool = True,
+    scene: Sequence[Mapping[str, Any]] = (),
 ) -> AsyncIterator[BenchBackend]:
     """Open the backend of ``kind`` for ``config`` (not yet entered: the runtime enters it).
 
@@ -99,11 +130,13 @@ async def open_backend(
     Raises:
         ValueError: a fake clock with a backend that runs in real time.
     """
-    if clock_kind is ClockKind.FAKE and kind is not BackendKind.SIM:
-        raise ValueError(f"--clock fake works with the sim backend only, not {kind.value}")
+    if clock_kind is ClockKind.FAKE and kind not in (BackendKind.SIM, BackendKind.MUJOCO):
+        raise ValueError(f"--clock fake works with the sim and mujoco backends, not {kind.value}")
     clock = make_clock(clock_kind)
     if kind is BackendKind.SIM:
         yield make_sim_backend(config, clock, seed=seed)
+    elif kind is BackendKind.MUJOCO:
+        yield make_mujoco_backend(config, clock, scene=scene, seed=seed)
     elif kind is BackendKind.VIRTUAL and faults:
         async with _virtual(config, clock, seed) as bench:
             yield bench

@@ -116,9 +116,20 @@ async def replay(recording: Recording, config: RobotConfig, *, progress: bool = 
     header = recording.header
     clock = make_clock(ClockKind.FAKE)
     start = header.initial_positions or header.sim.get("initial_positions") or None
-    bench = make_sim_backend(
-        config, clock, initial_positions=start, seed=int(header.sim.get("seed", 0))
-    )
+    if header.backend == "mujoco":  # the same body and scene again
+        from hilbot.driver.bench.backends import make_mujoco_backend
+
+        bench = make_mujoco_backend(
+            config,
+            clock,
+            scene=header.sim.get("scene", ()),
+            initial_positions=start,
+            seed=int(header.sim.get("seed", 0)),
+        )
+    else:
+        bench = make_sim_backend(
+            config, clock, initial_positions=start, seed=int(header.sim.get("seed", 0))
+        )
     backend = _PausingBackend(bench.backend)
     known = {c.value for c in Command}
     logged = [c for c in header.commands if c["command"] in known]  # not e.g. "shutdown"
@@ -131,7 +142,7 @@ async def replay(recording: Recording, config: RobotConfig, *, progress: bool = 
             joint_names=(),
             chain_names=(),
             rate_hz=header.rate_hz,
-            backend="sim",
+            backend=bench.kind.value,
             config_path=header.config_path,
             config=config.model_dump(mode="json"),
             scenario=header.scenario,

@@ -54,12 +54,25 @@ class RunOptions:
         config_path: the robot config as given on the command line (stored for replay).
         clock: ``"real"`` or ``"fake"`` (stored in the recording).
         progress: show a live status line (on a terminal).
+        view_port: serve a live 3D view of the run on this port (``None``: none).
     """
 
     base_dir: Path = Path()
     config_path: str | None = None
     clock: str = "real"
     progress: bool = True
+    view_port: int | None = None
+
+
+def _open_view(runtime: Runtime, port: int | None) -> Any:
+    """``--view``: a live view of the bench run on ``port`` (``None``: no view)."""
+    if port is None:
+        return None
+    from hilbot.driver.view import start_view
+
+    view = start_view(runtime, port=port)
+    runtime.add_cycle_listener(view.listener)
+    return view
 
 
 async def run_bench(
@@ -84,10 +97,17 @@ async def run_bench(
         raise UnsupportedStep(index, "fault", kind.value, "faults need --backend sim or virtual")
     try:
         async with (
-            open_backend(kind, config, clock, seed=seed, faults=needs_faults) as bench,
+            open_backend(
+                kind, config, clock, seed=seed, faults=needs_faults, scene=scenario.scene
+            ) as bench,
             Runtime(config, bench.backend, clock=bench.clock) as runtime,
         ):
-            recording = await ScenarioRunner(runtime, bench, scenario, options).run()
+            view = _open_view(runtime, options.view_port)
+            try:
+                recording = await ScenarioRunner(runtime, bench, scenario, options).run()
+            finally:
+                if view is not None:
+                    view.close()
     except (HalError, OSError) as exc:
         if recording is None:
             raise

@@ -268,6 +268,8 @@ class Scenario(_Model):
         rate_hz: loop rate for this scenario, overriding the config's (``--rate`` wins).
         steps: what to do, in order.
         thresholds: the pass/fail limits.
+        scene: objects around the robot for ``--backend mujoco`` (a table, a box; see
+            :mod:`hilbot.sim.mujoco_scene`); the other backends ignore them.
     """
 
     name: str = Field(min_length=1)
@@ -275,6 +277,15 @@ class Scenario(_Model):
     rate_hz: float | None = Field(default=None, gt=0)
     steps: tuple[Step, ...] = Field(min_length=1)
     thresholds: Thresholds = Thresholds()
+    scene: tuple[dict[str, Any], ...] = ()
+
+    @field_validator("scene")
+    @classmethod
+    def _check_scene(cls, value: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+        from hilbot.sim.mujoco_scene import scene_from_data
+
+        scene_from_data(list(value))  # a bad object fails at load, naming it
+        return value
 
     def duration(self, n_joints: int | None = None) -> float:
         """Return the scripted duration [s] (a teleop step counts as zero: its file sets it).

@@ -44,13 +44,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="scenario YAML, or the name of a shipped one (e.g. openmanipulator_circle)",
     )
-    choices = ("sim", "virtual", "dynamixel")
+    choices = ("sim", "mujoco", "virtual", "dynamixel")
     parser.add_argument(
         "--backend",
         choices=choices,
         default="sim",
-        help="sim: in-process simulator (default); virtual: the virtual Dynamixel bus on a pty; "
-        "dynamixel: the real arm on the config's port (or --port)",
+        help="sim: in-process simulator (default); mujoco: the simulator's servos driving a "
+        "MuJoCo body with the scenario's scene (the mujoco extra); virtual: the virtual "
+        "Dynamixel bus on a pty; dynamixel: the real arm on the config's port (or --port)",
+    )
+    parser.add_argument(
+        "--view",
+        action="store_true",
+        help="serve a live 3D view of the run on 127.0.0.1 (the view extra)",
+    )
+    parser.add_argument(
+        "--view-port", type=int, default=8080, metavar="PORT", help="port of --view (default 8080)"
     )
     parser.add_argument(
         "--port", help="serial port of the real arm, overriding the config (single-bus robots)"
@@ -148,9 +157,9 @@ def _option_problem(args: argparse.Namespace) -> str | None:
             f"--port is for the dynamixel backend; --backend {args.backend} opens no serial "
             "port of yours (drop --port, or use --backend dynamixel)"
         )
-    if args.clock == "fake" and args.backend != "sim":
+    if args.clock == "fake" and args.backend not in ("sim", "mujoco"):
         return (
-            f"--clock fake works with the sim backend only, not {args.backend} "
+            f"--clock fake works with the sim backend only (and mujoco), not {args.backend} "
             "(a bus runs in real time)"
         )
     return None
@@ -221,11 +230,12 @@ def _bench(
         config_path=str(args.config),
         clock=args.clock,
         progress=not args.quiet,
+        view_port=args.view_port if args.view else None,
     )
     backends = [args.backend] + ([args.compare_backend] if args.compare_backend else [])
     recordings, passed = [], True
     for backend in backends:
-        clock = ClockKind(args.clock) if backend == "sim" else ClockKind.REAL
+        clock = ClockKind(args.clock) if backend in ("sim", "mujoco") else ClockKind.REAL
         run_options = replace(options, clock=clock.value)
         folder = out / backend if args.compare_backend else out
         print(f"{scenario.name} on {backend} ({clock.value} clock) -> {folder}")

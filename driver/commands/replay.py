@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 EXIT_DIFFERENT = 1
 EXIT_BAD_INPUT = 2
@@ -32,6 +33,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", type=Path, metavar="DIR", help="write the replay's report here")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument(
+        "--view",
+        action="store_true",
+        help="then show the recording in a 3D view on 127.0.0.1 with a time slider, until "
+        "Ctrl+C (the view extra)",
+    )
+    parser.add_argument(
+        "--view-port", type=int, default=8080, metavar="PORT", help="port of --view (default 8080)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,8 +49,6 @@ def run(args: argparse.Namespace) -> int:
     from hilbot.driver.bench.compare import compare_commands
     from hilbot.driver.bench.recording import Recording
     from hilbot.driver.bench.replay import replay
-    from hilbot.driver.bench.report import format_summary, write_outputs
-    from hilbot.driver.bench.scenario import Thresholds
     from hilbot.driver.config import load_config
     from hilbot.driver.errors import DriverError
 
@@ -59,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     header = recording.header
     print(
         f"replaying {recording.n_cycles} cycles of {args.recording} "
-        f"({header.backend}, {header.clock} clock) on the simulator, fake clock"
+        f"({header.backend}, {header.clock} clock) on the "
+        f"{'MuJoCo body' if header.backend == 'mujoco' else 'simulator'}, fake clock"
     )
     try:
         again = asyncio.run(replay(recording, config, progress=not args.quiet))
@@ -67,6 +76,40 @@ def run(args: argparse.Namespace) -> int:
         print("hilbot replay: interrupted", file=sys.stderr)
         return 130
     diff = compare_commands(recording, again, atol=args.atol)
+    code = _report(args, recording, again, diff)
+    if args.view:
+        try:
+            _view(args, recording, config)
+        except DriverError as exc:
+            print(f"hilbot replay: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    return code
+
+
+def _view(args: argparse.Namespace, recording: Any, config: Any) -> None:
+    """``--view``: serve the recording with a time slider until Ctrl+C."""
+    import threading
+
+    from hilbot.driver.validation import load_robot
+    from hilbot.driver.view.replay_view import ReplayView
+    from hilbot.driver.view.scene import ChainView
+
+    chains = [ChainView(c.name, c.source_link, c.target_link) for c in config.chains]
+    view = ReplayView(recording, load_robot(config.urdf), chains, port=args.view_port)
+    print(f"view: {view.url} (Ctrl+C ends)", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        view.close()
+
+
+def _report(args: argparse.Namespace, recording: Any, again: Any, diff: Any) -> int:
+    """Print how the replay compares; the exit code."""
+    from hilbot.driver.bench.report import format_summary, write_outputs
+    from hilbot.driver.bench.scenario import Thresholds
+
     if args.out is not None:
         print(format_summary(write_outputs(again, Thresholds(), args.out)))
     if diff.identical:
@@ -94,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
         f"{', '.join(diff.joints_differing) or 'none'}{length}",
         file=sys.stderr,
     )
-    if header.backend != "sim":
+    if recording.header.backend not in ("sim", "mujoco"):
+        header = recording.header
         print(
             f"(a {header.backend} recording: the simulator does not repeat its bus errors, "
             "timing or servo behaviour; --atol RAD ignores small differences)",
