@@ -449,9 +449,15 @@ def main() -> None:
         [
             table_row(sync),
             table_row(fast),
-            line("hilbot backend: await read() + write()", r_back, c_back, wire10.max_rate, v_back),
             line(
-                'hilbot backend, pipeline="auto" (as `hilbot run`)',
+                "hilbot backend, plain: await read() + write()",
+                r_back,
+                c_back,
+                wire10.max_rate,
+                v_back,
+            ),
+            line(
+                'hilbot backend, default (pipeline="auto", as `hilbot run`)',
                 r_pipe,
                 c_pipe,
                 wire10.max_rate,

@@ -4,8 +4,9 @@ The virtual bus (``hilbot sim-bus``) runs in its own process and delays every re
 its wire time at 10 bits a byte, Return Delay Time 0, 1 Mbps. Each row is one client
 doing read + write cycles: read every servo, write every servo's goal position:
 
-* hilbot backend, plain: ``await read()`` then ``await write(goals)``;
-* hilbot backend, ``pipeline="auto"``: the same calls, as ``hilbot run`` drives them;
+* hilbot backend, plain (``pipeline=False``): ``await read()`` then ``await write(goals)``;
+* hilbot backend, default (``pipeline="auto"``): the same calls with the backend's default
+  settings, as ``hilbot run`` drives them;
 * rustypot (PyPI, Rust): ``sync_read_*`` / ``sync_write_goal_position`` of its controller
   for the model, with fast sync read on (2.0).
 
@@ -230,7 +231,7 @@ def rows_for(port: str, n: int, model_name: str, protocol: int) -> list[Row]:
         )
         out.append(
             (
-                f'hilbot backend, pipeline="auto", {label}',
+                f'hilbot backend, default (pipeline="auto"), {label}',
                 limit,
                 hilbot_row(port, specs, protocol, "auto", read),
             )

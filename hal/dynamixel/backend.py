@@ -13,10 +13,10 @@ checks models, operating mode and return delay time, and copies present into
 goal position; torque is never enabled unless asked. Leaving the context turns
 torque off when ``torque_off_on_exit`` (the default).
 
-Pipelining (``pipeline=True``; ``hilbot run`` uses ``"auto"``): a cycle is read state,
-compute, write goals, and without pipelining the bus idles while the host works (the
-hop to the bus thread, decoding, the hop back, the loop's own work: 0.3-0.5 ms a
-cycle, a fifth of a 6-servo cycle at 1 Mbps). With it, while goals are streamed,
+Pipelining (``pipeline="auto"``, the default; ``True`` always, ``False`` never): a
+cycle is read state, compute, write goals, and without pipelining the bus idles while
+the host works (the hop to the bus thread, decoding, the hop back, the loop's own work:
+0.3-0.5 ms a cycle, a fifth of a 6-servo cycle at 1 Mbps). With it, while goals are streamed,
 ``read()`` first queues the next cycle's read and then returns the state of the read
 it queued one call earlier, so the bus thread goes from one transaction to the next
 without waiting for the loop. Bus order stays read, write, read, write; every write
@@ -130,7 +130,9 @@ class DynamixelBackend:
             state that read got one call later (see "Pipelining" above). ``"auto"``
             does so only while the bus is the bottleneck: it starts when a cycle's
             write has not gone out by the next ``read()`` and stops when a queued read
-            finished before it was asked for.
+            finished before it was asked for. The default; ``False`` reads at every
+            ``read()`` (the state is never a cycle old, the bus idles while the loop
+            works).
 
     Raises:
         ConfigError: the servo list cannot work (see :class:`BusLayout`).
@@ -151,7 +153,7 @@ class DynamixelBackend:
         read_method: ReadMethod | None = None,
         clock: Callable[[], float] = time.monotonic,
         logger: logging.Logger | None = None,
-        pipeline: bool | Literal["auto"] = False,
+        pipeline: bool | Literal["auto"] = AUTO,
         read: ReadSet | str | None = None,
         joint_limits: Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
@@ -276,7 +278,7 @@ class DynamixelBackend:
             CommandError: an unknown joint, or a position outside a servo's range; nothing
                 is written then.
             DataLimitError: a goal outside a servo's own limit registers (read at
-                start-up; the servo would drop it unseen): counted in
+                start-up and at each enable; the servo would drop it unseen): counted in
                 ``counters.data_limit_errors``, nothing is written.
         """
         self._require_open()
