@@ -27,6 +27,7 @@ from hilbot.hal.backend import BusCounters, HardwareErrorFlags, JointState
 from hilbot.hal.errors import CommTimeout, ConfigError, HalError
 from hilbot.hal.mapping import ServoSpec
 from hilbot.sim.faults import FaultTable, ReplyFate, ServoFaults
+from hilbot.sim.feetech_physics import feetech_physics
 from hilbot.sim.joint_map import JointMap
 from hilbot.sim.servo_model import F64, LoadFunction, ServoModel
 from hilbot.sim.servo_physics import ServoPhysics, physics_for
@@ -329,8 +330,11 @@ def _physics_lookup(
             try:
                 physics = physics_for(spec.model)
             except KeyError as exc:
-                raise ConfigError(
-                    f"servo {spec.id}: {exc.args[0]}", servo_id=spec.id, field="model"
-                ) from None
+                try:  # model names do not collide across families: a Feetech one?
+                    physics = feetech_physics(spec.model)
+                except KeyError:
+                    raise ConfigError(
+                        f"servo {spec.id}: {exc.args[0]}", servo_id=spec.id, field="model"
+                    ) from None
         result[spec.id] = replace(physics, model=spec.model)
     return result

@@ -223,3 +223,20 @@ def test_hilbot_run_so101_follower_virtual_with_the_circle_demo():
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     assert "torque off on 6 servos" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("name", ["so101_circle", "so101_lines"])
+async def test_the_so101_scenarios_pass_their_thresholds_on_the_simulator(name, tmp_path):
+    from hilbot.driver.bench.backends import BackendKind, ClockKind
+    from hilbot.driver.bench.report import write_outputs
+    from hilbot.driver.bench.runner import RunOptions, run_bench
+    from hilbot.driver.bench.scenario import load_scenario, resolve_scenario
+    from hilbot.driver.config import load_config
+
+    config = load_config("so101_follower")  # the SimBackend takes Feetech models too
+    path = resolve_scenario(name)
+    scenario = load_scenario(path)
+    options = RunOptions(base_dir=path.parent, config_path="so101_follower", clock="fake")
+    recording = await run_bench(config, scenario, BackendKind.SIM, ClockKind.FAKE, options)
+    outcome = write_outputs(recording, scenario.thresholds, tmp_path)
+    assert outcome.passed, outcome
