@@ -11,7 +11,8 @@ adds what a physics engine needs:
 - per servo joint: the servo's rotor inertia (armature), viscous drag (damping) and
   gearbox friction (frictionloss) reflected through the gear ratio, from
   :mod:`hilbot.sim.servo_physics` (the same numbers :class:`~hilbot.sim.SimBackend` uses);
-- mimic joints as joint equality constraints;
+- mimic joints as joint equality constraints; a movable joint no servo drives (the
+  other arm when one bus of a bimanual robot is served) is welded at its home value;
 - gravity, a floor below the robot and the scene objects (:mod:`hilbot.sim.mujoco_scene`).
 
 The robot's geoms collide with the floor and scene objects, not with each other (the
@@ -98,8 +99,9 @@ def mjcf(
         f' contype="{_WORLD_CONTYPE}" conaffinity="{_WORLD_CONAFFINITY}" rgba=".8 .8 .8 1"/>',
     ]
     parts += _link_geoms(robot, robot.root_link, radius, density)
+    locked = _locked(robot, drives, home or {})
     for joint_name in robot.links[robot.root_link].child_joints:
-        parts += _body(robot, joint_name, drives, radius, density)
+        parts += _body(robot, joint_name, drives, radius, density, locked)
     parts += [_scene_body(o) for o in scene]
     parts.append("</worldbody>")
     parts += _equalities(robot)
@@ -107,17 +109,35 @@ def mjcf(
     return "\n".join(parts)
 
 
+def _locked(
+    robot: Robot, drives: Mapping[str, JointDrive], home: Mapping[str, float]
+) -> dict[str, float]:
+    """Movable joints no servo drives and no mimic moves: welded at their home value."""
+    return {
+        name: float(home.get(name, 0.0))
+        for name, joint in robot.joints.items()
+        if joint.type is not JointType.FIXED and joint.mimic is None and name not in drives
+    }
+
+
 def _body(
-    robot: Robot, joint_name: str, drives: Mapping[str, JointDrive], radius: float, density: float
+    robot: Robot,
+    joint_name: str,
+    drives: Mapping[str, JointDrive],
+    radius: float,
+    density: float,
+    locked: Mapping[str, float],
 ) -> list[str]:
     joint = robot.joints[joint_name]
-    pos = joint.origin[:3, 3]
-    quat = _quat(joint.origin[:3, :3])
+    placement = joint.origin if joint_name not in locked else joint.motion(locked[joint_name])
+    pos = placement[:3, 3]
+    quat = _quat(placement[:3, :3])
     out = [f"<body name={quoteattr(joint.child)} pos={_vec(pos)} quat={_vec(quat)}>"]
-    out += _joint(joint_name, robot, drives)
+    if joint_name not in locked:
+        out += _joint(joint_name, robot, drives)
     out += _link_geoms(robot, joint.child, radius, density)
     for child in robot.links[joint.child].child_joints:
-        out += _body(robot, child, drives, radius, density)
+        out += _body(robot, child, drives, radius, density, locked)
     out.append("</body>")
     return out
 

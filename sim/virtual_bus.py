@@ -99,6 +99,9 @@ class VirtualBus:
         physics: per-model overrides of the dynamics parameters.
         wire_timing: delay replies like a real bus; ``False`` answers at once.
         seed: seed of the injected random faults.
+        model_factory: builds the servos' dynamics model from ``(physics,
+            initial_positions=...)``; a :class:`~hilbot.sim.mujoco_servos.BodyServoModel`
+            puts a physical body behind the servos (``hilbot sim-bus --physics mujoco``).
 
     Raises:
         ConfigError: unknown model, a model that does not speak ``protocol``, a bit
@@ -117,6 +120,7 @@ class VirtualBus:
         physics: Mapping[str, ServoPhysics] | None = None,
         wire_timing: bool = True,
         seed: int = 0,
+        model_factory: Callable[..., ServoModel] = ServoModel,
     ) -> None:
         BusSpec("virtual", baudrate, protocol)  # validates protocol and baud rate
         self.protocol = protocol
@@ -137,7 +141,7 @@ class VirtualBus:
         if unknown:
             raise ConfigError(f"initial_positions names servos not on the bus: {unknown}")
         overrides = physics or {}
-        self.model = ServoModel(
+        self.model = model_factory(
             [overrides.get(spec.name) or physics_for(spec.name) for spec in specs],
             initial_positions=[
                 (positions.get(i, spec.center_tick) - spec.center_tick) * spec.radians_per_tick

@@ -96,6 +96,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="stop after S seconds instead of waiting",
     )
+    parser.add_argument(
+        "--physics",
+        choices=("none", "mujoco"),
+        default="none",
+        help="mujoco: the robot's body (gravity, inertia, contact) behind the servos, compiled "
+        "from the config's URDF (the mujoco extra; needs a robot config)",
+    )
+    parser.add_argument(
+        "--scene",
+        type=Path,
+        metavar="FILE",
+        help="--physics mujoco: a YAML file of objects around the robot (a table, a box)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -213,11 +226,39 @@ def _serving(buses: Sequence[_Bus], args: argparse.Namespace) -> Iterator[list[s
                 initial_positions=bus.home or None,
                 return_delay_time=args.return_delay,
                 wire_timing=not args.no_wire_timing,
+                **_physics(args, servos, bus.home),
             )
             ports.append(stack.enter_context(vbus).port)
             if args.hand is not None and not isinstance(servos, dict):
                 stack.enter_context(hand_on(vbus, servos, args.hand, bus.ranges or {}, bus.home))
         yield ports
+
+
+def _physics(
+    args: argparse.Namespace, servos: Sequence[ServoSpec] | dict[int, str], home: dict[str, float]
+) -> dict[str, Any]:
+    """``--physics mujoco``: the ``model_factory`` that puts the robot's body behind the bus."""
+    from hilbot.hal.errors import ConfigError
+
+    if getattr(args, "physics", "none") == "none":
+        if getattr(args, "scene", None) is not None:
+            raise ConfigError("--scene is for --physics mujoco")
+        return {}
+    if isinstance(servos, dict) or args.config is None:
+        raise ConfigError("--physics mujoco needs a robot config (its URDF), not --servo")
+    try:
+        from hilbot.sim.mujoco_bus import body_model_factory
+    except ImportError:
+        raise ConfigError(
+            "--physics mujoco needs the mujoco package: pip install 'hilbot[mujoco]'"
+        ) from None
+    from hilbot.driver.config import load_config
+    from hilbot.driver.validation import load_robot
+    from hilbot.sim.mujoco_scene import load_scene
+
+    robot = load_robot(load_config(args.config).urdf)
+    scene = load_scene(args.scene) if args.scene is not None else ()
+    return {"model_factory": body_model_factory(robot, servos, scene=scene, home=home)}
 
 
 def _feetech_bus(bus: _Bus, args: argparse.Namespace) -> Any:
