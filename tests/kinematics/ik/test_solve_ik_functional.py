@@ -185,3 +185,46 @@ def test_bad_calls_raise_one_clear_error(panda):
         Configuration(panda, np.zeros(6))
     with pytest.raises(ValueError, match="finite"):
         Configuration(panda, np.full(7, np.nan))
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        [ConfigurationLimit(), VelocityLimit(dt=DT)],
+        [ConfigurationLimit(), VelocityLimit(dt=DT), LinearInequality(np.eye(1, 7, 1), [0.003])],
+    ],
+    ids=["box", "box+row"],
+)
+def test_a_multi_task_batch_is_the_multitask_solvers_weighted_step_per_world(panda, limits):
+    """Several tasks per world: each world's step is MultiTaskSolver(prioritized=False)'s QP.
+
+    Two frame tasks (the hand on one target per world, the elbow on a shared point)
+    and a posture task, under joint and velocity limits (and a half-space row): the
+    rows of the multi-task solver's own task objects, its damping, one QP per world.
+    """
+    from hilbot.kinematics.ik import MultiTaskSolver
+    from hilbot.kinematics.ik.multitask.iterate import _step, evaluate
+    from hilbot.kinematics.ik.multitask.model import TreeModel
+
+    q, targets = _worlds(panda, 30, seed=3)
+    elbow = FrameTask("panda_link4", [0.1, 0.05, 0.5], position_weight=0.5)
+    posture = PostureTask({"panda_joint1": 0.3, "panda_joint3": -0.2}, weight=0.1)
+    v = solve_ik(
+        Configuration(panda, q),
+        [FrameTargets("panda_hand_tcp", targets), elbow, posture],
+        DT,
+        limits=limits,
+    )
+    solver = MultiTaskSolver(limits, prioritized=False)
+    model = TreeModel.from_chain(panda)
+    inf = np.full(7, np.inf)
+    capped = bound = 0
+    for b in range(q.shape[0]):
+        tasks = [FrameTask("panda_hand_tcp", targets[b]), elbow, posture]
+        problem = solver._problem(model, tasks, True, None)
+        dq, held = _step(problem, evaluate(problem, q[b], q[b]), q[b], -inf, inf, 0.0)
+        capped += held
+        np.testing.assert_allclose(v[b] * DT, dq, rtol=0, atol=1e-12)
+        bound += bool(np.isclose(dq[1], 0.003, rtol=0, atol=1e-12))
+    assert capped >= 10  # the limits bind in many worlds: the comparison covers them
+    assert bound >= 5 or len(limits) == 2  # and so does the row, where there is one
