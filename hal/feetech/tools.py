@@ -246,6 +246,16 @@ def _diagnose_one(
     findings.append(
         Finding(Level.OK, subject, f"angle limits {low}..{high} = [{lo:.3f}, {hi:.3f}] rad")
     )
+    torque = value(N.MAX_TORQUE)
+    findings.append(
+        Finding(
+            Level.OK,
+            subject,
+            f"max torque {torque / 10:g} % (loaded into Torque Limit at power-up; with no Bus "
+            "Watchdog it bounds what a goal left behind by a dead host pushes with: "
+            "--max-torque lowers it)",
+        )
+    )
     status = protocol.StatusError(value(N.STATUS) & 0xFF)
     if status:
         findings.append(Finding(Level.ERROR, subject, f"status: {status.describe()}"))

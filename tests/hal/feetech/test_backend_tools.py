@@ -116,7 +116,8 @@ def test_doctor_checks_every_servo_and_prints_the_budget(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Feetech, 6 servos" in out
     assert "[ warn] servo 2 (shoulder_lift): return delay 500 µs" in out
-    assert out.count("[   ok] servo") >= 11
+    assert out.count("[   ok] servo") >= 17
+    assert "servo 1 (shoulder_pan): max torque 100 %" in out
     assert "124 B x 10 bit" in out and "at most" in out
 
 
