@@ -19,6 +19,8 @@ import numpy as np
 
 from hilbot.driver.config import RobotConfig
 from hilbot.driver.errors import DriverError
+from hilbot.driver.virtual_margin import VIRTUAL_MARGIN_MS as VIRTUAL_MARGIN_MS  # re-exported
+from hilbot.driver.virtual_margin import virtual_options
 from hilbot.hal.backend import Backend, BusCounters, JointState
 
 
@@ -224,11 +226,6 @@ def mujoco_backend(config: RobotConfig, *, scene: Sequence[Any] = (), **options:
     )
 
 
-#: [ms] reply timeout margin on virtual buses: the simulated servos share the host's CPUs,
-#: so their replies can be late by a scheduler tick on a busy machine.
-VIRTUAL_MARGIN_MS = 20.0
-
-
 def dynamixel_backend(
     config: RobotConfig, ports: Mapping[str, str] | None = None, **options: Any
 ) -> Backend:
@@ -342,7 +339,8 @@ async def build_backend(
         async with virtual_buses(
             bus_config or config, return_delay_time=virtual_return_delay, extra_args=sim_bus_args
         ) as ports:
-            yield dynamixel_backend(config, ports, margin_ms=VIRTUAL_MARGIN_MS, pipeline="auto")
+            options = await virtual_options(config.safety.bus_watchdog)
+            yield dynamixel_backend(config, ports, pipeline="auto", **options)
     else:
         raise BackendError(f"unknown backend {kind!r}; expected sim, mujoco, virtual or dynamixel")
 

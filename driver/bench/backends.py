@@ -141,10 +141,12 @@ async def open_backend(
         async with _virtual(config, clock, seed) as bench:
             yield bench
     elif kind is BackendKind.VIRTUAL:
-        from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend, virtual_buses
+        from hilbot.driver.backends import dynamixel_backend, virtual_buses
+        from hilbot.driver.virtual_margin import virtual_options
 
         async with virtual_buses(config) as ports:
-            backend = dynamixel_backend(config, ports, margin_ms=VIRTUAL_MARGIN_MS)
+            options = await virtual_options(config.safety.bus_watchdog)
+            backend = dynamixel_backend(config, ports, **options)
             yield BenchBackend(BackendKind.VIRTUAL, backend, clock)
     else:
         from hilbot.driver.backends import dynamixel_backend
@@ -157,7 +159,8 @@ async def _virtual(
     config: RobotConfig, clock: Callable[[], float], seed: int
 ) -> AsyncIterator[BenchBackend]:
     """One virtual bus per config bus, driven by the real Dynamixel backend."""
-    from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
+    from hilbot.driver.backends import dynamixel_backend
+    from hilbot.driver.virtual_margin import virtual_options
     from hilbot.sim.virtual_bus_runner import running_virtual_bus
 
     async with AsyncExitStack() as stack:
@@ -180,9 +183,10 @@ async def _virtual(
         def faults(servo_id: int) -> Any:
             return tables[servo_id](servo_id)
 
+        options = await virtual_options(config.safety.bus_watchdog)
         yield BenchBackend(
             BackendKind.VIRTUAL,
-            dynamixel_backend(config, ports, margin_ms=VIRTUAL_MARGIN_MS),
+            dynamixel_backend(config, ports, **options),
             clock,
             faults=faults,
             sim={"initial_positions": dict(config.home), "seed": seed},

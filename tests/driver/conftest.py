@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
@@ -27,7 +25,8 @@ import pytest
 import yaml
 
 from hilbot.configs import config_path
-from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
+from hilbot.driver import virtual_margin
+from hilbot.driver.backends import dynamixel_backend
 from hilbot.driver.config import RobotConfig, parse_config
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.ticker import ManualClock
@@ -91,44 +90,12 @@ def write_yaml(tmp_path: Path) -> Callable[[dict[str, Any]], Path]:
     return write
 
 
-#: Thread wake-ups in one virtual-bus round trip, each of which a busy host can delay by a
-#: scheduling stall: the bus server thread wakes on the request and takes the GIL, then the
-#: backend's worker thread wakes on the reply and takes the GIL back.
-ROUND_TRIP_WAKEUPS = 4
-PROBE_TIME = 0.25  # [s] spent measuring the host's scheduling stalls before each run
-PROBE_SLEEP = 0.001  # [s] one probe: how late does a thread wake from this sleep?
-
-
-def scheduling_stall_ms(duration: float = PROBE_TIME) -> float:
-    """The worst delay [ms] beyond a 1 ms sleep seen in ``duration`` seconds, on this host now.
-
-    On an idle 2-core machine it is below 1 ms; with two CPU-bound processes beside the
-    tests, 5 to 25 ms (measured while fixing issue 11: the 20 ms reply margin was then
-    too short and start-up reads or reset's read timed out).
-    """
-    worst = 0.0
-    end = time.perf_counter() + duration
-    while time.perf_counter() < end:
-        t0 = time.perf_counter()
-        time.sleep(PROBE_SLEEP)
-        worst = max(worst, time.perf_counter() - t0 - PROBE_SLEEP)
-    return worst * 1e3
-
-
 def virtual_margin_ms(config: RobotConfig, retries: int) -> float:
-    """Reply deadline margin [ms] for a virtual bus on this host, from its measured stalls.
-
-    At least ``VIRTUAL_MARGIN_MS``; ``ROUND_TRIP_WAKEUPS`` stalls as measured now; at most
-    half of what the servos' Bus Watchdog allows a failing read with its retries (a
-    lost reply must not starve the watchdog, which the lost-reply tests rely on).
-    """
-    measured = ROUND_TRIP_WAKEUPS * scheduling_stall_ms()
-    watchdog = config.safety.bus_watchdog
-    cap = math.inf if watchdog is None else 0.5 * watchdog * 1e3 / (retries + 1)
-    return min(max(VIRTUAL_MARGIN_MS, measured), cap)
+    """Reply deadline margin [ms] for a virtual bus on this host, from its measured stalls."""
+    return virtual_margin.virtual_margin_ms(config.safety.bus_watchdog, retries)
 
 
-VIRTUAL_RETRIES = 2  # a stall can outlast one retry: its late reply then garbles the next
+VIRTUAL_RETRIES = virtual_margin.VIRTUAL_RETRIES
 
 
 @pytest.fixture(params=[False, True], ids=["plain", "pipelined"])

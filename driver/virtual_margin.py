@@ -1,0 +1,62 @@
+"""Reply deadlines for virtual buses, taken from how late this host wakes threads right now.
+
+A virtual bus's servos share the host's CPUs with the backend that drives them, so a
+reply can be late by however long the scheduler keeps a thread waiting: on an idle
+2-core machine below 1 ms, with two CPU-bound processes beside it 5 to 25 ms (measured
+while fixing issue 11, when a fixed 20 ms margin made start-up reads time out). A real
+bus has no such delay; its margin stays the backend's default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import Any
+
+#: [ms] the least reply margin on a virtual bus (a scheduler tick or two on a busy host).
+VIRTUAL_MARGIN_MS = 20.0
+#: Retries of a failed virtual-bus transaction: a stall can outlast one retry, whose late
+#: reply then garbles the next.
+VIRTUAL_RETRIES = 2
+#: Thread wake-ups in one virtual-bus round trip, each of which a busy host can delay by a
+#: scheduling stall: the bus server thread wakes on the request and takes the GIL, then the
+#: backend's worker thread wakes on the reply and takes the GIL back.
+ROUND_TRIP_WAKEUPS = 4
+PROBE_TIME = 0.25  # [s] spent measuring the host's scheduling stalls
+PROBE_SLEEP = 0.001  # [s] one probe: how late does a thread wake from this sleep?
+
+
+def scheduling_stall_ms(duration: float = PROBE_TIME) -> float:
+    """The worst delay [ms] beyond a 1 ms sleep seen in ``duration`` seconds, on this host now."""
+    worst = 0.0
+    end = time.perf_counter() + duration
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        time.sleep(PROBE_SLEEP)
+        worst = max(worst, time.perf_counter() - t0 - PROBE_SLEEP)
+    return worst * 1e3
+
+
+def virtual_margin_ms(
+    bus_watchdog: float | None, retries: int = VIRTUAL_RETRIES, *, stall_ms: float | None = None
+) -> float:
+    """Reply deadline margin [ms] for a virtual bus on this host.
+
+    At least :data:`VIRTUAL_MARGIN_MS`; :data:`ROUND_TRIP_WAKEUPS` stalls as measured now
+    (``stall_ms``, measured here when None); at most half of what the servos' Bus
+    Watchdog (``bus_watchdog`` [s], None = off) allows a failing read with its retries,
+    so that a lost reply never starves the watchdog.
+    """
+    stall = scheduling_stall_ms() if stall_ms is None else stall_ms
+    cap = math.inf if bus_watchdog is None else 0.5 * bus_watchdog * 1e3 / (retries + 1)
+    return min(max(VIRTUAL_MARGIN_MS, ROUND_TRIP_WAKEUPS * stall), cap)
+
+
+async def virtual_options(bus_watchdog: float | None) -> dict[str, Any]:
+    """``margin_ms`` and ``retries`` for a backend on a virtual bus, measured off the loop."""
+    stall = await asyncio.to_thread(scheduling_stall_ms)
+    return {
+        "margin_ms": virtual_margin_ms(bus_watchdog, VIRTUAL_RETRIES, stall_ms=stall),
+        "retries": VIRTUAL_RETRIES,
+    }
