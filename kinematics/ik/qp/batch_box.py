@@ -170,19 +170,26 @@ def _active_sets(
     out_x = np.empty((size, n))
     todo = np.arange(size)
     checked = np.zeros(0, dtype=np.intp)
+    some_fixed = bool(fixed.any())
     for rounds in range(_ROUNDS):
-        held = lower | upper | fixed
-        pinned = np.where(lower | fixed, lo, np.where(upper, hi, 0.0))
-        x = _pinned_solve(h_mat, f, pinned, held)
-        grad = np.einsum("bij,bj->bi", h_mat, x) + f
-        tol = _DUAL_TOL * (1.0 + np.abs(grad))
+        held = lower | upper
+        if some_fixed:
+            held |= fixed
+        # Only the held entries of ``pinned`` are read (a fixed variable has lo == hi).
+        x = _pinned_solve(h_mat, f, np.where(lower, lo, hi), held)
+        grad = np.einsum("bij,bj->bi", h_mat, x)
+        grad += f
+        tol = np.abs(grad)
+        tol += 1.0
+        tol *= _DUAL_TOL
         free = ~held
         add_lo, add_hi = free & (x < lo), free & (x > hi)
         drop_lo, drop_hi = lower & (grad < -tol), upper & (grad > tol)
         keep = (add_lo | add_hi | drop_lo | drop_hi).any(axis=1)
         ok = ~keep
         done = todo[ok]
-        out_lo[done], out_hi[done], out_x[done] = lower[ok], upper[ok], x[ok]
+        if done.size:
+            out_lo[done], out_hi[done], out_x[done] = lower[ok], upper[ok], x[ok]
         if done.size == todo.size:
             return out_lo, out_hi, out_x, checked
         if rounds >= _PDAS_ROUNDS:
@@ -195,10 +202,11 @@ def _active_sets(
             single = np.zeros_like(drop_lo)
             single[np.arange(worst.size), worst] = ~adding
             drop_lo, drop_hi = drop_lo & single, drop_hi & single
-        new_lower = add_lo | (lower & ~drop_lo)
-        new_upper = add_hi | (upper & ~drop_hi)
-        todo, h_mat, f, lo, hi = todo[keep], h_mat[keep], f[keep], lo[keep], hi[keep]
-        lower, upper, fixed = new_lower[keep], new_upper[keep], fixed[keep]
+        lower = add_lo | (lower & ~drop_lo)
+        upper = add_hi | (upper & ~drop_hi)
+        if done.size:
+            todo, h_mat, f, lo, hi = todo[keep], h_mat[keep], f[keep], lo[keep], hi[keep]
+            lower, upper, fixed = lower[keep], upper[keep], fixed[keep]
     # Not settled yet: the primal active set of ``dense.solve_box_qp`` (one bound added
     # or released per round) from the last round's sets, stacked, or for a few problems
     # the scalar method itself (a stacked round over a handful costs as much as solving
