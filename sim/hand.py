@@ -4,7 +4,8 @@ A person calibrating an arm or driving a leader arm turns joints whose servos ha
 torque off. ``Hand`` does that to a :class:`~hilbot.sim.virtual_bus.VirtualBus`: it
 sets the shaft of every torque-off servo it holds to where a motion says its joint is,
 so the present position changes on the wire exactly as a hand would change it. A servo
-with torque on holds against the hand (the hand lets go of it until it is off again).
+with torque on holds against the hand (the hand lets go of it until it is off again),
+unless its torque is capped to a light hold (``LIGHT_HOLD``), which a finger overcomes.
 
 Motions are joint positions as functions of time, started from where the arm is::
 
@@ -32,6 +33,10 @@ from hilbot.sim.virtual_bus import VirtualBus
 Pose = Mapping[str, float]
 #: Ticks of the hand per second: a person's motion is far slower than this.
 HAND_RATE_HZ = 100.0
+#: A servo with torque on whose torque is capped to this share of its stall torque (a
+#: light hold, e.g. a leader's gripper trigger in current-based position control) is
+#: moved by the hand anyway, as a finger pushes a trigger.
+LIGHT_HOLD = 0.15
 #: Names of the motions ``motion_named`` builds (the ``--hand`` option).
 MOTIONS = ("sweep", "wave", "still")
 
@@ -260,7 +265,7 @@ class Hand:
         with self.bus.lock:
             for joint, value in pose.items():
                 for i, spec in self._servos[joint]:
-                    if model.torque_enabled[i]:
+                    if model.torque_enabled[i] and not self._light(i):
                         continue
                     shaft = spec.direction * (float(value) - spec.offset) * spec.gear_ratio
                     model.position[i] = min(
@@ -268,6 +273,12 @@ class Hand:
                     )
                     model.velocity[i] = 0.0
             model.invalidate()
+
+    def _light(self, index: int) -> bool:
+        """A torque-on servo a finger overcomes: its torque capped to a light hold."""
+        model = self.bus.model
+        stall = model.physics[index].stall_torque
+        return float(model.torque_limit[index]) <= LIGHT_HOLD * stall
 
     def play(self, motion: Motion) -> threading.Event:
         """Start ``motion`` from where the arm is now; the event is set when it ends."""
