@@ -208,3 +208,25 @@ def test_scene_object_names_must_be_unique():
     with pytest.raises(ConfigError, match="twice"):
         scene_from_data([box, box])
     assert isinstance(scene_from_data([box])[0], SceneObject)
+
+
+async def test_the_shipped_scene_file_compiles_with_the_robot(omx):
+    from pathlib import Path
+
+    from hilbot.sim.mujoco_scene import load_scene
+
+    path = Path(__file__).resolve().parents[2] / "configs/scenes/openmanipulator_table.yaml"
+    scene = load_scene(path)
+    assert [o.name for o in scene] == ["shelf", "cube"]
+    async with mujoco_backend(omx, scene=scene) as b:
+        assert b.body.body_position("cube")[2] == pytest.approx(0.23)
+
+
+def test_a_missing_scene_file_is_one_clear_error(tmp_path):
+    from hilbot.sim.mujoco_scene import load_scene
+
+    with pytest.raises(ConfigError, match="cannot read the scene file"):
+        load_scene(tmp_path / "nope.yaml")
+    (tmp_path / "bad.yaml").write_text("objects: [1, 2")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_scene(tmp_path / "bad.yaml")
