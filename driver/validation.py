@@ -193,6 +193,8 @@ def _check_servo_ranges(config: RobotConfig, robot: Any, source: Path | None) ->
             spec = feetech_model(servo.model) if bus.family == "feetech" else model(servo.model)
         except KeyError as exc:
             raise ConfigError(source, ("servos", i, "model"), str(exc.args[0])) from exc
+        if isinstance(spec, FeetechModel):
+            _check_feetech_settings(config, i, source)
         if isinstance(spec, ModelSpec) and spec.protocol != bus.protocol:
             raise ConfigError(
                 source,
@@ -228,6 +230,16 @@ def _check_servo_ranges(config: RobotConfig, robot: Any, source: Path | None) ->
                 f"{servo.direction}): [{ends[0]:.4f}, {ends[1]:.4f}]; fix the offset or "
                 "narrow the limits with safety.soft_limits",
             )
+
+
+def _check_feetech_settings(config: RobotConfig, i: int, source: Path | None) -> None:
+    from hilbot.hal.errors import ConfigError as HalConfigError
+    from hilbot.hal.feetech.session import check_settings
+
+    try:
+        check_settings(config.servo_specs()[i])
+    except HalConfigError as exc:
+        raise ConfigError(source, ("servos", i, exc.field), str(exc)) from None
 
 
 def _effective(config: RobotConfig, robot: Any, joint: str) -> tuple[float, float]:

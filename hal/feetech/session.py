@@ -31,6 +31,7 @@ from hilbot.hal.backend import EffortUnit, HardwareErrorFlags, JointState
 from hilbot.hal.errors import (
     CommError,
     CommTimeout,
+    ConfigError,
     HardwareFault,
     ServoLimitError,
     StartupError,
@@ -77,6 +78,26 @@ POSITION_MODE = 0
 RETURN_DELAY_UNIT = 2e-6  # [s] per Return Delay Time unit (STS/SCS memory table, address 7)
 
 
+#: ``ServoSpec`` settings of Dynamixel start-up that Feetech servos have no register for.
+DYNAMIXEL_ONLY = ("mode", "current_limit", "profile_velocity", "profile_acceleration")
+
+
+def check_settings(spec: ServoSpec) -> None:
+    """Refuse the Dynamixel-only settings on a Feetech servo, rather than ignore them.
+
+    Raises:
+        ConfigError: naming the servo and the setting.
+    """
+    for name in DYNAMIXEL_ONLY:
+        if getattr(spec, name, None) is not None:
+            raise ConfigError(
+                f"servo {spec.id} ({spec.model}): {name} is a Dynamixel setting; Feetech "
+                "servos run in position mode with their own torque limit (drop it)",
+                servo_id=spec.id,
+                field=name,
+            )
+
+
 @dataclass(frozen=True, slots=True)
 class ServoInfo:
     """What start-up found on one servo."""
@@ -112,6 +133,8 @@ class FeetechSession:
         log: logging.Logger | None = None,
     ) -> None:
         self.bus = bus
+        for spec in servos:
+            check_settings(spec)
         self.units = tuple(FeetechUnits.of(s) for s in servos)
         self.joint_limits = dict(joint_limits or {})
         self.clock = clock

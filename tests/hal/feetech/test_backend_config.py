@@ -125,3 +125,24 @@ def test_units_round_trip_and_refuse_what_the_servo_cannot_reach():
         with pytest.raises(CommandError) as info:
             unit.ticks(bad)
         assert info.value.joint == "j"
+
+
+@pytest.mark.parametrize("field", ["mode", "current_limit", "profile_velocity"])
+def test_dynamixel_only_servo_settings_are_refused_on_a_feetech_bus(field):
+    data = _data()
+    data["servos"][5][field] = "current_position" if field == "mode" else 0.3
+    with pytest.raises(ConfigError) as info:
+        check_config(parse_config(data))
+    assert info.value.loc == ("servos", 5, field)
+    assert "Dynamixel setting" in str(info.value)
+
+
+def test_the_backend_refuses_them_too():
+    from hilbot.hal.errors import ConfigError as HalConfigError
+    from hilbot.hal.feetech.backend import FeetechBackend
+
+    with pytest.raises(HalConfigError) as info:
+        FeetechBackend(
+            BusSpec("x", family="feetech"), [ServoSpec(1, "STS3215", "j", mode="position")]
+        )
+    assert info.value.field == "mode"
