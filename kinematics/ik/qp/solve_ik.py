@@ -232,6 +232,8 @@ def _rows(configuration: Configuration, tasks: Sequence[Any], q: Array) -> tuple
             raise TypeError(
                 f"solve_ik takes FrameTask, FrameTargets and PostureTask tasks, got {task!r}"
             )
+    if len(parts) == 1:
+        return parts[0]
     a = np.concatenate([p[0] for p in parts], axis=1)
     b = np.concatenate([p[1] for p in parts], axis=1)
     return a, b
