@@ -103,3 +103,15 @@ def test_bench_cli_mujoco_against_sim(tmp_path, capsys):
     assert code == 0, out
     assert "on mujoco (fake clock)" in out and "comparison sim minus mujoco" in out
     assert (tmp_path / "mujoco" / "recording.npz").is_file()
+
+
+async def test_the_blocked_scenario_needs_physics(config, tmp_path):
+    from hilbot.driver.bench.report import write_outputs
+
+    scenario = load_scenario(resolve_scenario("openmanipulator_blocked"))
+    on_body = await _bench(config, scenario)
+    without = await _bench(config, scenario, BackendKind.SIM)
+    passed = write_outputs(on_body, scenario.thresholds, tmp_path / "mujoco", plots=False)
+    missed = write_outputs(without, scenario.thresholds, tmp_path / "sim", plots=False)
+    assert passed.passed
+    assert [r.name for r in missed.missed()] == ["faults_min"]
