@@ -90,7 +90,7 @@ def mjcf(
     published = PUBLISHED_MASS.get(robot.name)
     density = DEFAULT_DENSITY if published is None or total <= 0 else published / total
     parts = [
-        f'<mujoco model={quoteattr(robot.name)}>',
+        f"<mujoco model={quoteattr(robot.name)}>",
         '<compiler angle="radian" autolimits="true"/>',
         f'<option timestep="{timestep!r}" gravity="0 0 -9.81" integrator="implicitfast"/>',
         '<visual><global offwidth="640" offheight="480"/></visual>',
