@@ -32,7 +32,9 @@ Several tasks per world make one weighted least-squares QP: each world's step is
 the step ``MultiTaskSolver(limits, prioritized=False)`` takes from the same
 configuration with the same task objects (its rows, damping and limits; equal to
 rounding, tested), so a multi-task set-up (hands, elbow, posture) runs on B worlds
-at once. The prioritized (null-space) level of ``MultiTaskSolver`` is not batched.
+at once. ``prioritized=True`` is ``MultiTaskSolver``'s default (prioritized) step
+instead: the frame tasks' QP under the limits, then the posture tasks' QP in the
+null space of the frame rows, under the same limits (``batch_priority``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from hilbot.kinematics.ik.qp.batch_box import solve_box_batch
 from hilbot.kinematics.ik.qp.batch_fk import Kernel, fast_kernel_for
 from hilbot.kinematics.ik.qp.batch_inputs import parse_targets
 from hilbot.kinematics.ik.qp.batch_limits import gather_batch
+from hilbot.kinematics.ik.qp.batch_priority import SECONDARY_DAMPING, null_space_steps
 from hilbot.kinematics.ik.qp.batch_rows import Targets, task_rows_batch
 from hilbot.kinematics.ik.qp.batch_run import general_steps
 from hilbot.kinematics.ik.qp.configuration import Configuration
@@ -121,6 +124,7 @@ def solve_ik(
     limits: Sequence[Limit] | _Unset | None = _UNSET,
     solver: Any = None,
     damping: float | None = None,
+    prioritized: bool = False,
 ) -> Array:
     """One differential IK step: the joint velocity ``v`` [rad/s] of every world.
 
@@ -132,6 +136,8 @@ def solve_ik(
             none; else the hard limits.
         solver: a ``QPSolver`` or ``QPBatchSolver`` whose limits and damping to use.
         damping: Tikhonov damping (default: the solver's, else ``QPSolver``'s 1e-9).
+        prioritized: the frame tasks first, the posture tasks in their null space
+            (``MultiTaskSolver``'s default step) instead of one weighted sum.
 
     Returns:
         (dof,) for a single-world configuration, (B, dof) for B worlds.
@@ -139,7 +145,8 @@ def solve_ik(
     Raises:
         ValueError: ``dt`` not finite and positive, no task, ``solver`` and ``limits``
             both given, a task's link, joint or source frame not on the chain, or
-            per-world targets whose count is not B.
+            per-world targets whose count is not B, or ``prioritized`` without a
+            frame task.
         TypeError: a task or limit of an unknown kind.
     """
     dt = check_positive("dt", dt)
@@ -147,7 +154,15 @@ def solve_ik(
     if not tasks:
         raise ValueError("solve_ik needs at least one task")
     q = configuration.worlds
-    a, b = _rows(configuration, tasks, q)
+    if prioritized:
+        primary = [t for t in tasks if not _is_posture(t)]
+        secondary = [t for t in tasks if _is_posture(t)]
+        if not primary:
+            raise ValueError("prioritized=True needs a frame task (the primary level)")
+        a, b = _rows(configuration, primary, q)
+    else:
+        secondary = []
+        a, b = _rows(configuration, tasks, q)
     n = q.shape[1]
     at = a.transpose(0, 2, 1)
     h_mat = at @ a
@@ -168,11 +183,20 @@ def solve_ik(
         dq = box.x
     else:
         dq = general_steps(h_mat, c, cons)[0]
+    if secondary:
+        a2, b2 = _rows(configuration, secondary, q)
+        dq = null_space_steps(dq, a, a2, b2, cons, SECONDARY_DAMPING)
     v: Array = dq / dt
     return v if configuration.batched else v[0]
 
 
 _VECTORISED = (ConfigurationLimit, VelocityLimit, LinearInequality)
+
+
+def _is_posture(task: Any) -> bool:
+    return not isinstance(task, FrameTargets) and not (
+        hasattr(task, "parsed") and hasattr(task, "link")
+    )
 
 
 def _settings(

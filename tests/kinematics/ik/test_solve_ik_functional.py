@@ -195,32 +195,36 @@ def test_bad_calls_raise_one_clear_error(panda):
     ],
     ids=["box", "box+row"],
 )
-def test_a_multi_task_batch_is_the_multitask_solvers_weighted_step_per_world(panda, limits):
-    """Several tasks per world: each world's step is MultiTaskSolver(prioritized=False)'s QP.
+@pytest.mark.parametrize("prioritized", [False, True], ids=["weighted", "prioritized"])
+def test_a_multi_task_batch_is_the_multitask_solvers_step_per_world(panda, limits, prioritized):
+    """Several tasks per world: each world's step is MultiTaskSolver's from the same q.
 
-    Two frame tasks (the hand on one target per world, the elbow on a shared point)
-    and a posture task, under joint and velocity limits (and a half-space row): the
-    rows of the multi-task solver's own task objects, its damping, one QP per world.
+    Weighted: two frame tasks (the hand on one target per world, the elbow on a
+    shared point) and a posture task in one QP. Prioritized: the hand's QP, then the
+    posture's QP in the hand rows' null space (the Panda's redundant direction),
+    under the same limits. Joint and velocity limits (and a half-space row) bind in
+    many worlds; the rows are the multi-task solver's own task objects'.
     """
     from hilbot.kinematics.ik import MultiTaskSolver
     from hilbot.kinematics.ik.multitask.iterate import _step, evaluate
     from hilbot.kinematics.ik.multitask.model import TreeModel
 
     q, targets = _worlds(panda, 30, seed=3)
+    # Half the worlds near their targets: steps no limit holds, a free null space.
+    near = np.random.default_rng(4).uniform(-0.005, 0.005, (15, 7))
+    targets[15:] = panda.fk_batch(q[15:] + near)
     elbow = FrameTask("panda_link4", [0.1, 0.05, 0.5], position_weight=0.5)
     posture = PostureTask({"panda_joint1": 0.3, "panda_joint3": -0.2}, weight=0.1)
-    v = solve_ik(
-        Configuration(panda, q),
-        [FrameTargets("panda_hand_tcp", targets), elbow, posture],
-        DT,
-        limits=limits,
-    )
-    solver = MultiTaskSolver(limits, prioritized=False)
+    config = Configuration(panda, q)
+    hand = FrameTargets("panda_hand_tcp", targets)
+    others = [posture] if prioritized else [elbow, posture]
+    v = solve_ik(config, [hand, *others], DT, limits=limits, prioritized=prioritized)
+    solver = MultiTaskSolver(limits, prioritized=prioritized)
     model = TreeModel.from_chain(panda)
     inf = np.full(7, np.inf)
     capped = bound = 0
     for b in range(q.shape[0]):
-        tasks = [FrameTask("panda_hand_tcp", targets[b]), elbow, posture]
+        tasks = [FrameTask("panda_hand_tcp", targets[b]), *others]
         problem = solver._problem(model, tasks, True, None)
         dq, held = _step(problem, evaluate(problem, q[b], q[b]), q[b], -inf, inf, 0.0)
         capped += held
@@ -228,3 +232,13 @@ def test_a_multi_task_batch_is_the_multitask_solvers_weighted_step_per_world(pan
         bound += bool(np.isclose(dq[1], 0.003, rtol=0, atol=1e-12))
     assert capped >= 10  # the limits bind in many worlds: the comparison covers them
     assert bound >= 5 or len(limits) == 2  # and so does the row, where there is one
+    if prioritized:  # the posture moved the null space where the limits let it
+        alone = solve_ik(Configuration(panda, q), [hand], DT, limits=limits)
+        moved = np.abs(v - alone).max(axis=1) > 1e-9
+        assert moved.sum() >= 10
+
+
+def test_prioritized_needs_a_frame_task(panda):
+    config = Configuration(panda, np.zeros((2, 7)))
+    with pytest.raises(ValueError, match="frame task"):
+        solve_ik(config, [PostureTask({"panda_joint1": 0.0})], DT, prioritized=True)
