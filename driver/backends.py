@@ -281,6 +281,7 @@ def _feetech_backend(
         type(spec)(spec.port, spec.baudrate, spec.protocol, "feetech"),
         servos,
         joint_limits={j: v for j, v in limits.items() if j in joints},
+        pipeline=options.get("pipeline") is True,  # "auto" (hilbot run): off, the loop limits
         **{k: v for k, v in options.items() if k in _FEETECH_OPTIONS},
     )
 

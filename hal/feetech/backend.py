@@ -13,6 +13,14 @@ SYNC READ of the state block (one READ per servo on SCS, which has no sync read)
 one SYNC WRITE of Goal Position; the goal packet is encoded by the caller and queued
 without waiting, and a failed write is raised by the next call.
 
+Pipelining (``pipeline=True``, off by default): while goals stream (a ``write`` since the
+last ``read``), ``read()`` first queues the next cycle's read and then returns the state
+of the read it queued one call earlier, so the bus thread goes from one transaction to
+the next without waiting for the event loop. Bus order stays read, write, read, write;
+the state is one cycle older, which the safety layer does not depend on (it bounds each
+command by the limits and the previous command, as for the Dynamixel backend). A read
+with no write since the previous one, and any other call, read fresh.
+
 Hardware errors: every reply's ERROR byte is the servo's status. It is reported per
 joint in ``JointState.hardware_errors`` (the runtime disarms on overload, overheating,
 the angle sensor or over-current, as for Dynamixel), and ``set_torque(True)`` refuses
@@ -69,6 +77,8 @@ class FeetechBackend:
             servo's Min/Max Angle Limit at start-up.
         clock: timestamp source of the states.
         logger: logger (default: this module's).
+        pipeline: while goals stream, ``read()`` queues the next read before returning
+            the one queued a call earlier (see the module docstring).
     """
 
     def __init__(
@@ -83,6 +93,7 @@ class FeetechBackend:
         joint_limits: Mapping[str, tuple[float, float]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         logger: logging.Logger | None = None,
+        pipeline: bool = False,
     ) -> None:
         if not servos:
             raise ValueError("a Feetech backend needs at least one servo")
@@ -100,6 +111,9 @@ class FeetechBackend:
         self._worker: FeetechWorker | None = None
         self._write_error: BaseException | None = None
         self.state = BackendState.CREATED
+        self.pipeline = pipeline
+        self._ahead: asyncio.Future[JointState] | None = None  # a read queued in advance
+        self._streaming = False  # a goal was written since the last read()
 
     # --- Backend protocol -------------------------------------------------------------
 
@@ -147,7 +161,17 @@ class FeetechBackend:
             CrcError: a reply arrived corrupt (after retries).
         """
         self._require_open()
-        return await self._call(self._session.read_state)
+        streaming, self._streaming = self._streaming, False
+        if not (self.pipeline and streaming and self._worker is not None):
+            await self._drop_ahead()
+            return await self._call(self._session.read_state)
+        # Streaming: queue the next read behind the goal just posted and hand over the one
+        # queued a call earlier (or, on the first streamed cycle, the one queued now).
+        queued = self._worker.call(self._session.read_state)
+        ahead, self._ahead = self._ahead, queued
+        if ahead is None:
+            ahead, self._ahead = queued, self._worker.call(self._session.read_state)
+        return await self._finish(ahead)
 
     async def write(self, positions: Mapping[str, float]) -> None:
         """Queue one sync write of Goal Position for ``positions`` [rad or m].
@@ -167,6 +191,7 @@ class FeetechBackend:
         if wire is not None and self._worker is not None:
             bus = self._bus
             self._worker.post(lambda: bus.send(wire))
+            self._streaming = True
 
     async def set_torque(self, enabled: bool, joints: Iterable[str] | None = None) -> None:
         """Enable or disable torque of ``joints`` (default all), shadows included.
@@ -177,12 +202,14 @@ class FeetechBackend:
         """
         self._require_open()
         ids = self._servo_ids(joints)
+        await self._drop_ahead()
         await self._call(lambda: self._session.set_torque(ids, enabled))
 
     async def reboot(self, joints: Iterable[str]) -> None:
         """Restart the servos of ``joints``: clears a latched error; torque comes back off."""
         self._require_open()
         ids = self._servo_ids(joints)
+        await self._drop_ahead()
         await self._call(lambda: self._session.reboot(ids), timeout=self.io_timeout + 1.0)
 
     async def close(self) -> None:
@@ -194,6 +221,7 @@ class FeetechBackend:
         if self._worker is None:
             return
         torque_off = was_open and self.torque_off_on_exit
+        await self._drop_ahead()
         try:
             await self._call(lambda: self._session.close(torque_off))
         except TorqueNotConfirmed as exc:
@@ -232,11 +260,24 @@ class FeetechBackend:
     async def _call(self, fn: Callable[[], T], timeout: float | None = None) -> T:
         if self._worker is None:
             raise RuntimeError("FeetechBackend is not open")
-        done = self._worker.call(fn)
+        return await self._finish(self._worker.call(fn), timeout)
+
+    async def _finish(self, done: asyncio.Future[T], timeout: float | None = None) -> T:
         async with asyncio.timeout(self.io_timeout if timeout is None else timeout):
             result = await done
         self._raise_pending()
         return result
+
+    async def _drop_ahead(self) -> None:
+        """Wait out a read queued in advance and drop its state: the next read is fresh."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return
+        try:
+            async with asyncio.timeout(self.io_timeout):
+                await ahead
+        except (HalError, TimeoutError):  # a state nobody asks for; the next read retries
+            pass
 
     def _stop_worker(self) -> None:
         worker, self._worker = self._worker, None

@@ -45,9 +45,12 @@ def home_ticks(config: RobotConfig, bus: str | None = None) -> dict[int, int]:
     return {u.spec.id: u.ticks(config.home[u.spec.joint]) for u in units}
 
 
-@pytest.fixture
-def running() -> Callable[..., Any]:
-    """``running(config)``: a virtual Feetech bus at the home pose and a runtime on it."""
+@pytest.fixture(params=[False, True], ids=["plain", "pipelined"])
+def running(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``running(config)``: a virtual Feetech bus at the home pose and a runtime on it.
+
+    Twice: plain, and with the backend pipelined, which must change none of the outcomes.
+    """
 
     @contextlib.asynccontextmanager
     async def run(config: RobotConfig) -> AsyncIterator[tuple[FeetechVirtualBus, Runtime]]:
@@ -57,7 +60,11 @@ def running() -> Callable[..., Any]:
             servos, 1_000_000, return_delay_time=0, initial_positions=home_ticks(config)
         ) as vbus:
             backend = dynamixel_backend(
-                config, {"main": vbus.port}, margin_ms=margin, retries=VIRTUAL_RETRIES
+                config,
+                {"main": vbus.port},
+                margin_ms=margin,
+                retries=VIRTUAL_RETRIES,
+                pipeline=request.param,
             )
             async with Runtime(config, backend) as rt:
                 yield vbus, rt

@@ -193,3 +193,20 @@ async def test_a_reply_later_than_its_deadline_is_not_taken_for_the_next_one(vbu
         await asyncio.sleep(0.8)  # the late reply (a = 0) is in, the servo is at 0.5
         state = await arm.read()
         assert state.position[0] == pytest.approx(0.5, abs=0.01)
+
+
+async def test_pipelined_reads_are_queued_ahead_while_goals_stream(vbus):
+    async with backend(vbus.port, pipeline=True) as arm:
+        await arm.set_torque(True)
+        await arm.read()
+        assert arm._ahead is None  # no goal written since: read fresh, nothing ahead
+        for k in range(20):
+            await arm.write({"a": 0.01 * k})
+            state = await arm.read()
+            assert arm._ahead is not None  # the next cycle's read is already queued
+        assert vbus.register(1, N.GOAL_POSITION) == 2048 + round(0.19 / (2 * math.pi / 4096))
+        assert state.position[0] < 0.19  # still on its way (and one cycle old)
+        await asyncio.sleep(0.6)  # the servo arrives
+        await arm.set_torque(False)  # any other call drops the read queued ahead
+        assert arm._ahead is None
+        assert (await arm.read()).position[0] == pytest.approx(0.19, abs=0.02)
