@@ -230,3 +230,21 @@ def test_a_missing_scene_file_is_one_clear_error(tmp_path):
     (tmp_path / "bad.yaml").write_text("objects: [1, 2")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_scene(tmp_path / "bad.yaml")
+
+
+def test_run_on_mujoco_with_a_scene_and_the_scene_only_there(tmp_path, capsys):
+    from hilbot.driver.cli import main
+
+    scene = tmp_path / "scene.yaml"
+    scene.write_text(
+        "objects: [{name: table, shape: box, size: [0.2, 0.2, 0.01], pos: [0.3, 0, 0]}]"
+    )
+    common = ["run", "openmanipulator_x", "--no-mqtt", "--no-status", "--duration", "0.5"]
+    assert main([*common, "--backend", "mujoco", "--scene", str(scene), "--enable"]) == 0
+    assert "shutdown: torque off on 5 servos" in capsys.readouterr().out
+    assert main([*common, "--scene", str(scene)]) == 2
+    assert "--scene is for --backend mujoco, not sim" in capsys.readouterr().err
+    scene.write_text("objects: [{name: t, shape: cone, size: [1], pos: [0, 0, 0]}]")
+    assert main([*common, "--backend", "mujoco", "--scene", str(scene)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown shape 'cone'" in err[0]
