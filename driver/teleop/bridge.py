@@ -42,6 +42,7 @@ from hilbot.driver.teleop.messages import (
     Vocabulary,
     parse,
 )
+from hilbot.driver.teleop.rejection import refusal_reason
 from hilbot.driver.teleop.retained import RetainedEstop
 from hilbot.driver.teleop.settings import TeleopSettings
 from hilbot.driver.teleop.telemetry import encode, state_body, status_payload
@@ -473,7 +474,7 @@ class TeleopBridge:
             ) from None
         except (DriverError, ValueError, KeyError) as exc:
             raise MessageRejected(
-                Rejection(RejectReason.REFUSED, str(exc), topic, message.header.seq)
+                Rejection(refusal_reason(exc), str(exc), topic, message.header.seq)
             ) from None
 
     def _not_allowed(self, topic: str, message: CommandMessage) -> Rejection:

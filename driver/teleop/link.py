@@ -17,6 +17,7 @@ from hilbot.driver.teleop.backoff import Backoff
 from hilbot.driver.teleop.bridge import TeleopCounters, TeleopRuntime
 from hilbot.driver.teleop.channel import pack, receive
 from hilbot.driver.teleop.errors import TeleopError
+from hilbot.driver.teleop.rejection import refusal_reason
 from hilbot.driver.teleop.settings import TeleopSettings
 from hilbot.driver.teleop.telemetry import state_body
 from hilbot.driver.teleop.topics import Topics
@@ -186,7 +187,7 @@ def _apply(
     try:
         setter(*args)
     except (DriverError, ValueError, KeyError) as exc:
-        writer.write(pack(("reject", topic, seq, str(exc))))
+        writer.write(pack(("reject", topic, seq, str(exc), refusal_reason(exc).value)))
 
 
 async def _command(

@@ -27,19 +27,15 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from hilbot.driver.targets import MAX_COORDINATE_M, MAX_DIRECTION_COMPONENT, MAX_JOINT_VALUE
+
 #: Largest accepted ``seq`` (the largest integer a JSON double holds exactly).
 MAX_SEQ = 2**53 - 1
 #: Bounds that keep hostile payloads cheap to reject.
 MAX_JOINTS = 64
 MAX_NAME_LENGTH = 64
-#: A coordinate larger than this [m] is a typo or an attack, not a target.
-MAX_COORDINATE_M = 100.0
-#: A joint target larger than this [rad or m] is rejected before the safety layer sees it.
-MAX_JOINT_VALUE = 1000.0
-#: Largest quaternion or tool-axis component [unit-less]. Both are normalised on
-#: receipt; the bound keeps the norm far from overflow (a norm of 1e200 squared is
-#: inf, and dividing by it would turn the orientation into a zero vector).
-MAX_DIRECTION_COMPONENT = 1e6
+# The coordinate, joint and direction bounds are the Python API's (``set_target``
+# validates with them at the door), so both entry points refuse the same values.
 #: Largest roll, pitch or yaw [rad]: 159 turns; beyond, an angle is a typo or an attack.
 MAX_ANGLE_RAD = 1000.0
 

@@ -84,6 +84,14 @@ class StatePayload(BaseModel):
     teleop: TeleopCounts
 
 
+class RetainedEstopPayload(BaseModel):
+    """A retained estop on the cmd topic, found at start-up, and how to clear it."""
+
+    topic: str
+    clear: Annotated[str, Field(description="The one command that clears it.")]
+    detail: str
+
+
 class StatusPayload(BaseModel):
     """Retained on <prefix>/status; the last will sets online to false."""
 
@@ -95,6 +103,10 @@ class StatusPayload(BaseModel):
     estopped: bool
     faults: list[Any]
     stamp: float
+    retained_estop: Annotated[
+        RetainedEstopPayload | None,
+        Field(description="Set while a retained estop e-stops the robot at every start."),
+    ] = None
 
 
 class ErrorPayload(BaseModel):

@@ -66,3 +66,22 @@ class Invalid(Exception):
         self.reason = reason
         self.detail = detail
         self.seq = seq
+
+
+def refusal_reason(exc: BaseException) -> RejectReason:
+    """The reason to report for a target the runtime refused: the same as MQTT's own check.
+
+    ``set_target`` validates at the door with the parser's rules, so a target that slipped
+    past the parser (or came from elsewhere) is reported with the reason the parser would
+    have given (``invalid``, ``non_finite``, ``unknown_chain``, ``unknown_joint``); anything
+    else the runtime refuses is ``refused``.
+    """
+    from hilbot.driver.errors import InvalidTarget, UnknownChain, UnknownJoint
+
+    if isinstance(exc, InvalidTarget):
+        return RejectReason(exc.reason.value)
+    if isinstance(exc, UnknownChain):
+        return RejectReason.UNKNOWN_CHAIN
+    if isinstance(exc, UnknownJoint):
+        return RejectReason.UNKNOWN_JOINT
+    return RejectReason.REFUSED

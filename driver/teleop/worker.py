@@ -139,8 +139,8 @@ class RemoteRuntime:
                 future = self._results.get(ident)
                 if future is not None and not future.done():
                     future.set_result(refusal)
-            case ("reject", topic, seq, detail) if self.bridge is not None:
-                self.bridge.reject(Rejection(RejectReason.REFUSED, detail, topic, seq))
+            case ("reject", topic, seq, detail, reason) if self.bridge is not None:
+                self.bridge.reject(Rejection(RejectReason(reason), detail, topic, seq))
             case _:
                 raise ValueError(f"teleop worker: unexpected frame {frame[0]!r}")
 
