@@ -71,6 +71,7 @@ class BenchReport:
     final_mode: str
     injected_faults: list[dict[str, Any]] = field(default_factory=list)
     commands: list[dict[str, Any]] = field(default_factory=list)
+    holding_effort: dict[str, float] = field(default_factory=dict)
 
     @property
     def command_failures(self) -> list[dict[str, Any]]:
@@ -102,7 +103,36 @@ def build_report(recording: Recording) -> BenchReport:
         final_mode=header.modes[int(recording["mode"][-1])] if recording.n_cycles else "none",
         injected_faults=list(header.faults),
         commands=list(header.commands),
+        holding_effort=holding_effort(recording),
     )
+
+
+#: [s] the window at the end of the armed cycles whose effort is the holding effort.
+HOLDING_WINDOW = 0.5
+
+
+def holding_effort(recording: Recording) -> dict[str, float]:
+    """Per joint, the median |effort| over the last armed ``HOLDING_WINDOW`` seconds.
+
+    The steady-state current (or load) of a pose held at the end of a run: what gravity
+    or a grasp costs the servo. Joints with no effort recorded are left out.
+    """
+    header = recording.header
+    if not recording.n_cycles or "armed" not in header.modes:
+        return {}
+    armed = np.flatnonzero(recording["mode"] == header.modes.index("armed"))
+    if not len(armed):
+        return {}
+    t = recording["t"]
+    last = armed[-1]
+    rows = armed[(t[armed] >= t[last] - HOLDING_WINDOW) & (armed <= last)]
+    effort = np.abs(recording["effort"][rows])
+    out = {}
+    for j, name in enumerate(header.joint_names):
+        column = effort[:, j][np.isfinite(effort[:, j])]
+        if len(column):
+            out[name] = float(np.median(column))
+    return out
 
 
 def _mode_change_indices(recording: Recording) -> list[int]:

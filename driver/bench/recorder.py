@@ -89,6 +89,7 @@ class Recorder:
         if state is not None:
             a["q_measured"][row] = state.position
             a["qd_measured"][row] = state.velocity
+            a["effort"][row] = state.effort
             flags = state.hardware_errors
             if any(flags):  # rows start at zero: write only when a servo reports an error
                 a["hw_errors"][row] = [int(f) for f in flags]

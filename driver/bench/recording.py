@@ -17,6 +17,8 @@ channel                 shape         meaning
 ``mode``                (N,)          index into ``header["modes"]``
 ``q_measured``          (N, J)        joint positions read this cycle [rad or m]
 ``qd_measured``         (N, J)        joint velocities read [rad/s or m/s]
+``effort``              (N, J)        present current [A] or load [%] read (NaN: none;
+                                      recordings made before it load as all NaN)
 ``q_target``            (N, J)        what targets and IK asked for, before safety (armed)
 ``q_joint_target``      (N, J)        joint-space targets received (NaN: none for that joint)
 ``q_ik``                (N, J)        IK result before safety (NaN: no IK ran)
@@ -93,6 +95,7 @@ CHANNELS: dict[str, tuple[type[np.generic], str]] = {
     "mode": (np.int8, ""),
     "q_measured": (np.float64, "J"),
     "qd_measured": (np.float64, "J"),
+    "effort": (np.float64, "J"),
     "q_target": (np.float64, "J"),
     "q_joint_target": (np.float64, "J"),
     "q_ik": (np.float64, "J"),
@@ -119,6 +122,7 @@ NAN_FILLED = frozenset(
         "ee_measured",
         "ik_residual",
         "ee_target_orientation",
+        "effort",
     }
 )
 
@@ -314,6 +318,9 @@ class Recording:
         return recording
 
     def _validate(self, path: Path) -> None:
+        if "effort" not in self.channels and "t" in self.channels:  # recorded before it
+            n, joints = self.channels["t"].shape[0], len(self.header.joint_names)
+            self.channels["effort"] = np.full((n, joints), np.nan)
         missing = sorted(set(CHANNELS) - set(self.channels))
         if missing:
             raise RecordingError(path, f"channels missing: {', '.join(missing)}")

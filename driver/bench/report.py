@@ -105,6 +105,9 @@ def format_summary(outcome: BenchOutcome) -> str:
         lines.append(f"  end effector {s.name}: rms {_mm(s.rms)}, max {_mm(s.max)}")
     joints = ", ".join(f"{s.name} {_mrad(s.rms)}" for s in r.joints)
     lines.append(f"  joint tracking rms: {joints}")
+    if r.holding_effort:
+        held = ", ".join(f"{j} {v:.3f}" for j, v in r.holding_effort.items())
+        lines.append(f"  holding effort (A or %, last 0.5 s armed): {held}")
     lines.append(
         f"  clamp events {r.clamp_events}, hardware faults {len(r.faults)}, "
         f"bus errors {r.bus_errors}, final mode {r.final_mode}"

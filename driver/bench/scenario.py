@@ -242,7 +242,8 @@ class Thresholds(_Model):
     Tracking errors in [m] (end effector) or [rad] (joints), timing in [s].
     ``command_failures_max`` is the one limit on by default (0: a scenario whose
     lifecycle commands fail did not test what it meant to); set it to ``null``
-    to allow failures.
+    to allow failures. ``holding_effort_min`` is ``{joint: least |effort|}`` [A or %]
+    over the last 0.5 s armed: the current a pose held against gravity must show.
     """
 
     ee_rms_max: float | None = Field(default=None, ge=0)
@@ -255,6 +256,7 @@ class Thresholds(_Model):
     clamp_events_max: int | None = Field(default=None, ge=0)
     faults_max: int | None = Field(default=None, ge=0)
     faults_min: int | None = Field(default=None, ge=0)
+    holding_effort_min: dict[str, Annotated[float, Field(ge=0)]] | None = None
     final_mode: Mode | None = None
     command_failures_max: int | None = Field(default=0, ge=0)
 

@@ -88,6 +88,17 @@ def check_thresholds(report: BenchReport, thresholds: Thresholds) -> list[Thresh
                 "faults_min", float(th.faults_min), float(found), found >= th.faults_min
             )
         )
+    for joint, limit in (th.holding_effort_min or {}).items():
+        value = report.holding_effort.get(joint, math.nan)
+        results.append(
+            ThresholdResult(
+                f"holding_effort_min[{joint}]",
+                limit,
+                value,
+                not math.isnan(value) and value >= limit,
+                "median |effort| over the last 0.5 s armed",
+            )
+        )
     if th.command_failures_max is not None:
         failures = report.command_failures
         detail = "; ".join(f"{c['command']} at cycle {c['cycle']}: {c['error']}" for c in failures)

@@ -115,3 +115,32 @@ async def test_the_blocked_scenario_needs_physics(config, tmp_path):
     missed = write_outputs(without, scenario.thresholds, tmp_path / "sim", plots=False)
     assert passed.passed
     assert [r.name for r in missed.missed()] == ["faults_min"]
+
+
+async def test_the_gravity_hold_scenario_reports_the_holding_current(config, tmp_path):
+    from hilbot.driver.bench.report import write_outputs
+
+    scenario = load_scenario(resolve_scenario("openmanipulator_gravity_hold"))
+    on_body = await _bench(config, scenario)
+    without = await _bench(config, scenario, BackendKind.SIM)
+    passed = write_outputs(on_body, scenario.thresholds, tmp_path / "mujoco", plots=False)
+    missed = write_outputs(without, scenario.thresholds, tmp_path / "sim", plots=False)
+    assert passed.passed
+    assert passed.report.holding_effort["joint2"] > 0.4
+    assert [r.name for r in missed.missed()] == ["holding_effort_min[joint2]"]
+    assert missed.report.holding_effort["joint2"] < 0.1
+
+
+async def test_a_recording_from_before_the_effort_channel_still_loads(config, tmp_path):
+    from hilbot.driver.bench.recording import Recording
+
+    scenario = load_scenario(resolve_scenario("openmanipulator_step")).scaled(0.1)
+    recording = await _bench(config, scenario, BackendKind.SIM)
+    path = recording.save(tmp_path / "new.npz")
+    with np.load(path) as npz:
+        old = {name: npz[name] for name in npz.files if name != "effort"}
+    np.savez(tmp_path / "old.npz", **old)
+    loaded = Recording.load(tmp_path / "old.npz")
+    assert loaded["effort"].shape == recording["q_measured"].shape
+    assert np.isnan(loaded["effort"]).all()
+    assert np.isfinite(Recording.load(path)["effort"]).all()
