@@ -1,7 +1,8 @@
 """``BodyServoModel``: hilbot's servo model with a MuJoCo body instead of its own inertia.
 
 The servo model keeps everything a servo does: the trapezoidal profile, the position
-loop, torque saturation on the torque-speed curve, present current from the motor
+loop, torque saturation on the torque-speed curve and at its torque limit (the Goal
+Current of current-based position control), present current from the motor
 torque, the thermal model and the latched hardware errors with their shutdown. What it
 gives up is integrating the shaft: every fixed step of the body the loop's torque is
 computed from the body's joint state and applied to the joint, and MuJoCo integrates
@@ -102,6 +103,7 @@ class BodyServoModel(ServoModel):
         goal, pv, pa = self.goal, self.profile_velocity, self.profile_acceleration
         r, rv = self.reference, self.reference_velocity
         tau = np.zeros(self.n)
+        caps = self.torque_limit.tolist()  # Goal Current in current-based position mode
         for i in range(self.n):
             if not on[i]:
                 r[i], rv[i] = q[i], 0.0
@@ -112,7 +114,7 @@ class BodyServoModel(ServoModel):
             t = kp * (ri - q[i]) + kd * (rvi - v[i])
             # Torque-speed curve: less torque available in the direction of motion.
             x = 1.0 - (1.0 if t > 0.0 else -1.0 if t < 0.0 else 0.0) * v[i] / speed
-            limit = stall * (0.0 if x < 0.0 else 1.0 if x > 1.0 else x)
+            limit = min(stall * (0.0 if x < 0.0 else 1.0 if x > 1.0 else x), caps[i])
             tau[i] = -limit if t < -limit else limit if t > limit else t
         load = self.external_torque
         if self.load_function is not None:

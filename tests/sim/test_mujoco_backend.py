@@ -248,3 +248,17 @@ def test_run_on_mujoco_with_a_scene_and_the_scene_only_there(tmp_path, capsys):
     assert main([*common, "--backend", "mujoco", "--scene", str(scene)]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown shape 'cone'" in err[0]
+
+
+async def test_a_torque_limited_servo_pushes_at_its_limit_without_overloading(omx):
+    """Current-based position control against a post: the cap holds, nothing overloads."""
+    clock = Clock()
+    async with mujoco_backend(omx, clock=clock, scene=scene_from_data(BLOCK)) as b:
+        i = b.joint_names.index("joint1")
+        b.model.set_torque_limit(i, 1.0)  # [N·m]: 0.56 A on the XM430-W350
+        await b.set_torque(True)
+        await b.write({"joint1": 1.2})
+        state = await _hold(b, clock, 3.0)
+        assert 0.2 < state.position[i] < 1.0  # still stopped by the post
+        assert abs(state.effort[i]) == pytest.approx(1.0 * 2.3 / 4.1, rel=0.02)
+        assert not state.hardware_errors[i]
