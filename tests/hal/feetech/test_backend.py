@@ -204,9 +204,9 @@ async def test_pipelined_reads_are_queued_ahead_while_goals_stream(vbus):
             await arm.write({"a": 0.01 * k})
             state = await arm.read()
             assert arm._ahead is not None  # the next cycle's read is already queued
-        assert vbus.register(1, N.GOAL_POSITION) == 2048 + round(0.19 / (2 * math.pi / 4096))
         assert state.position[0] < 0.19  # still on its way (and one cycle old)
-        await asyncio.sleep(0.6)  # the servo arrives
+        await asyncio.sleep(0.6)  # the last goal is out (queued behind the read) and reached
+        assert vbus.register(1, N.GOAL_POSITION) == 2048 + round(0.19 / (2 * math.pi / 4096))
         await arm.set_torque(False)  # any other call drops the read queued ahead
         assert arm._ahead is None
         assert (await arm.read()).position[0] == pytest.approx(0.19, abs=0.02)
