@@ -18,10 +18,12 @@ The reduced systems are stacked by their number of free variables, so each
 problem's system is the very matrix and right-hand side the scalar primal
 active-set method factors for its final active set: the answers agree bit for bit
 (the KKT point is unique because ``H`` is positive definite), not merely to the
-conditioning of ``H`` times the rounding. A problem whose guess still changes
-after ``2 n + 4`` rounds (the primal-dual rule can cycle) is handed to the scalar
-solver. Held variables sit exactly on their bounds and free ones are checked
-inside the box: the box holds exactly, at every IK iteration.
+conditioning of ``H`` times the rounding. After three plain rounds the rule is
+safeguarded against cycling; a problem still unsettled after eight goes on with the
+scalar method's primal active set (stacked), and one that method's iteration cap
+stops is handed to the scalar solver itself. Held variables sit exactly on their
+bounds and free ones are checked inside the box: the box holds exactly, at every IK
+iteration.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ Mask = NDArray[np.bool_]
 _DUAL_TOL = 1e-12  # as dense._DUAL_TOL: a held bound is released below -1e-12 (1 + |g|)
 _PDAS_ROUNDS = 3  # plain primal-dual rounds, then safeguarded ones
 _ROUNDS = 8  # all rounds, then the primal active set (it never cycles)
-_SCALAR_MAX = 16  # this few problems left: the scalar solver, one by one
 
 
 class BoxBatch(NamedTuple):
@@ -208,18 +209,10 @@ def _active_sets(
             todo, h_mat, f, lo, hi = todo[keep], h_mat[keep], f[keep], lo[keep], hi[keep]
             lower, upper, fixed = lower[keep], upper[keep], fixed[keep]
     # Not settled yet: the primal active set of ``dense.solve_box_qp`` (one bound added
-    # or released per round) from the last round's sets, stacked, or for a few problems
-    # the scalar method itself (a stacked round over a handful costs as much as solving
-    # them).
-    if todo.size > _SCALAR_MAX:
-        out_lo[todo], out_hi[todo], out_x[todo] = _primal(h_mat, f, lo, hi, fixed, (lower, upper))
-        return out_lo, out_hi, out_x, todo
-    for k, b in enumerate(todo):
-        result = solve_box_qp(h_mat[k], f[k], lo[k], hi[k])
-        out_x[b] = result.x
-        out_lo[b] = (result.x <= lo[k]) & ~fixed[k]
-        out_hi[b] = (result.x >= hi[k]) & ~fixed[k]
-    return out_lo, out_hi, out_x, checked
+    # or released per round) from the last round's sets, stacked (even for a handful of
+    # problems: its rounds cost less than the scalar method's Python loop).
+    out_lo[todo], out_hi[todo], out_x[todo] = _primal(h_mat, f, lo, hi, fixed, (lower, upper))
+    return out_lo, out_hi, out_x, todo
 
 
 def _pinned_solve(h_mat: Array, f: Array, pinned: Array, held: Mask) -> Array:
