@@ -64,13 +64,14 @@ class RunOptions:
     view_port: int | None = None
 
 
-def _open_view(runtime: Runtime, port: int | None) -> Any:
+def _open_view(runtime: Runtime, port: int | None, scene: Any = ()) -> Any:
     """``--view``: a live view of the bench run on ``port`` (``None``: no view)."""
     if port is None:
         return None
     from hilbot.driver.view import start_view
+    from hilbot.sim.mujoco_scene import scene_from_data
 
-    view = start_view(runtime, port=port)
+    view = start_view(runtime, port=port, scene=scene_from_data(list(scene)))
     runtime.add_cycle_listener(view.listener)
     return view
 
@@ -102,7 +103,7 @@ async def run_bench(
             ) as bench,
             Runtime(config, bench.backend, clock=bench.clock) as runtime,
         ):
-            view = _open_view(runtime, options.view_port)
+            view = _open_view(runtime, options.view_port, scenario.scene)
             try:
                 recording = await ScenarioRunner(runtime, bench, scenario, options).run()
             finally:

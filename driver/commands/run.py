@@ -331,7 +331,7 @@ async def _main(
     if getattr(args, "scene", None) is not None:
         from hilbot.sim.mujoco_scene import load_scene
 
-        backend_options["scene"] = load_scene(args.scene)
+        backend_options["scene"] = args.scene_objects = load_scene(args.scene)
     status = Progress(1, enabled=not args.no_status and sys.stderr.isatty())
     async with (
         build(config, args.backend, **backend_options) as built,
@@ -407,7 +407,9 @@ def extra_listeners(args: argparse.Namespace, runtime: Any) -> list[Callable[[An
     if getattr(args, "view", False):
         from hilbot.driver.view import start_view
 
-        args.live_view = start_view(runtime, port=args.view_port)
+        args.live_view = start_view(
+            runtime, port=args.view_port, scene=getattr(args, "scene_objects", ())
+        )
         listeners.append(args.live_view.listener)
     if getattr(args, "record", None) is None:
         return listeners

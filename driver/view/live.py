@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from hilbot.driver.view.geometry import target_point
@@ -29,6 +30,7 @@ class LiveView:
         host: address to bind (loopback by default).
         port: TCP port; 0 picks a free one.
         rate_hz: view update rate.
+        scene: objects around the robot to draw (``--backend mujoco --scene``).
     """
 
     def __init__(
@@ -38,6 +40,7 @@ class LiveView:
         host: str = "127.0.0.1",
         port: int = 8080,
         rate_hz: float = DEFAULT_RATE_HZ,
+        scene: Sequence[Any] = (),
     ) -> None:
         self.server = open_server(host, port)
         self.port: int = self.server.get_port()
@@ -47,6 +50,7 @@ class LiveView:
             for name, c in ((c.name, c) for c in runtime.config.chains)
         ]
         self.scene = RobotScene(self.server, runtime.robot, chains)
+        self.scene.add_objects(scene)
         self._names = tuple(runtime.joint_names)
         self._slot: Frame | None = None
         self._lock = threading.Lock()
@@ -101,12 +105,14 @@ class LiveView:
         self.server.stop()
 
 
-def start_view(runtime: Any, *, host: str = "127.0.0.1", port: int = 8080) -> LiveView:
+def start_view(
+    runtime: Any, *, host: str = "127.0.0.1", port: int = 8080, scene: Sequence[Any] = ()
+) -> LiveView:
     """Open a :class:`LiveView` on ``runtime`` and print its address.
 
     Raises:
         ViewError: viser is not installed or the port is taken.
     """
-    view = LiveView(runtime, host=host, port=port)
+    view = LiveView(runtime, host=host, port=port, scene=scene)
     print(f"view: {view.url}", flush=True)
     return view

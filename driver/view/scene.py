@@ -91,6 +91,40 @@ class RobotScene:
             for c in chains
         }
         self._status = server.gui.add_markdown("**mode** —")
+        self.objects: dict[str, Any] = {}  # scene object name -> its handle
+
+    def add_objects(self, objects: Sequence[Any]) -> None:
+        """Draw scene objects (:class:`~hilbot.sim.mujoco_scene.SceneObject`) where declared.
+
+        Fixed objects (a table) stay there; a free object (a box the arm pushes) is
+        drawn translucent at its start position, as the view does not follow it.
+        """
+        for obj in objects:
+            color = tuple(int(255 * c) for c in obj.rgba[:3])
+            opacity = 1.0 if obj.mass <= 0 else 0.5
+            name = f"/scene/{obj.name}"
+            size = obj.size
+            if obj.shape == "box":
+                self.objects[obj.name] = self.server.scene.add_box(
+                    name,
+                    color=color,
+                    dimensions=tuple(2 * s for s in size),
+                    opacity=opacity,
+                    position=obj.pos,
+                )
+            elif obj.shape == "sphere":
+                self.objects[obj.name] = self.server.scene.add_icosphere(
+                    name, radius=size[0], color=color, opacity=opacity, position=obj.pos
+                )
+            else:  # cylinder, capsule: a cylinder of the same radius and length
+                self.objects[obj.name] = self.server.scene.add_cylinder(
+                    name,
+                    radius=size[0],
+                    height=2 * size[1],
+                    color=color,
+                    opacity=opacity,
+                    position=obj.pos,
+                )
 
     def update(self, frame: Frame) -> None:
         """Pose everything from ``frame``."""

@@ -146,3 +146,30 @@ def test_a_taken_port_is_one_line_and_nothing_runs():
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "in use" in lines[0], proc.stderr
+
+
+def test_scene_objects_are_drawn_where_declared(make_config):
+    from hilbot.driver.validation import load_robot
+    from hilbot.sim.mujoco_scene import scene_from_data
+
+    config = make_config("openmanipulator_x")
+
+    class FakeRuntime:  # only what LiveView reads from a runtime
+        def __init__(self) -> None:
+            self.config, self.robot = config, load_robot(config.urdf)
+            self.joint_names = config.joint_names
+
+    scene = scene_from_data(
+        [
+            {"name": "table", "shape": "box", "size": [0.2, 0.1, 0.01], "pos": [0.3, 0, 0.1]},
+            {"name": "ball", "shape": "sphere", "size": [0.02], "pos": [0.2, 0, 0.13], "mass": 0.1},
+        ]
+    )
+    view = LiveView(FakeRuntime(), port=0, scene=scene)
+    try:
+        table, ball = view.scene.objects["table"], view.scene.objects["ball"]
+        assert np.allclose(table.position, [0.3, 0, 0.1])
+        assert np.allclose(table.dimensions, [0.4, 0.2, 0.02])
+        assert np.allclose(ball.position, [0.2, 0, 0.13])
+    finally:
+        view.close()
