@@ -94,6 +94,7 @@ class MujocoBackend(SimBackend):
         self.model.external_torque = old.external_torque.copy()
         self.model.load_function = old.load_function
         ratio = jm.gear_ratio
+        self.scene_poses = self.body.free_bodies  # the live view follows pushed objects
         self.model.set_profile(
             np.arange(self.model.n), profile_velocity * ratio, profile_acceleration * ratio
         )

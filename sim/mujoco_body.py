@@ -155,6 +155,17 @@ class MujocoBody:
             raise KeyError(f"no body {name!r} in the MuJoCo model")
         return np.array(self.data.xpos[bid], dtype=np.float64)
 
+    def free_bodies(self) -> dict[str, tuple[F64, F64]]:
+        """World (position (3,), quaternion wxyz (4,)) of every free body (scene objects)."""
+        m, d = self.model, self.data
+        out = {}
+        for jid in range(m.njnt):
+            if m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_FREE:
+                bid = int(m.jnt_bodyid[jid])
+                name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, bid)
+                out[name] = (np.array(d.xpos[bid]), np.array(d.xquat[bid]))
+        return out
+
     def contacts(self, geom: str) -> int:
         """How many active contacts involve geom ``name``."""
         gid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, geom)

@@ -64,14 +64,14 @@ class RunOptions:
     view_port: int | None = None
 
 
-def _open_view(runtime: Runtime, port: int | None, scene: Any = ()) -> Any:
+def _open_view(runtime: Runtime, port: int | None, scene: Any = (), poses: Any = None) -> Any:
     """``--view``: a live view of the bench run on ``port`` (``None``: no view)."""
     if port is None:
         return None
     from hilbot.driver.view import start_view
     from hilbot.sim.mujoco_scene import scene_from_data
 
-    view = start_view(runtime, port=port, scene=scene_from_data(list(scene)))
+    view = start_view(runtime, port=port, scene=scene_from_data(list(scene)), poses=poses)
     runtime.add_cycle_listener(view.listener)
     return view
 
@@ -103,7 +103,12 @@ async def run_bench(
             ) as bench,
             Runtime(config, bench.backend, clock=bench.clock) as runtime,
         ):
-            view = _open_view(runtime, options.view_port, scenario.scene)
+            view = _open_view(
+                runtime,
+                options.view_port,
+                scenario.scene,
+                getattr(bench.backend, "scene_poses", None),
+            )
             try:
                 recording = await ScenarioRunner(runtime, bench, scenario, options).run()
             finally:

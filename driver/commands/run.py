@@ -350,7 +350,7 @@ async def _main(
                 return EXIT_BAD_INPUT
         if local_stop.keys_active:
             print(HINT.format(pid=os.getpid()), file=sys.stderr)
-        for listener in extra_listeners(args, runtime):
+        for listener in extra_listeners(args, runtime, built):
             runtime.add_cycle_listener(listener)
         if args.enable:
             await runtime.command(Command.ENABLE)
@@ -401,14 +401,19 @@ async def _main(
     return 0
 
 
-def extra_listeners(args: argparse.Namespace, runtime: Any) -> list[Callable[[Any], None]]:
+def extra_listeners(
+    args: argparse.Namespace, runtime: Any, backend: Any = None
+) -> list[Callable[[Any], None]]:
     """Cycle listeners other options attach (``--record``: the bench recorder; ``--view``)."""
     listeners: list[Callable[[Any], None]] = []
     if getattr(args, "view", False):
         from hilbot.driver.view import start_view
 
         args.live_view = start_view(
-            runtime, port=args.view_port, scene=getattr(args, "scene_objects", ())
+            runtime,
+            port=args.view_port,
+            scene=getattr(args, "scene_objects", ()),
+            poses=getattr(backend, "scene_poses", None),  # --backend mujoco: pushed boxes
         )
         listeners.append(args.live_view.listener)
     if getattr(args, "record", None) is None:

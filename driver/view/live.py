@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hilbot.driver.view.geometry import target_point
@@ -31,6 +31,8 @@ class LiveView:
         port: TCP port; 0 picks a free one.
         rate_hz: view update rate.
         scene: objects around the robot to draw (``--backend mujoco --scene``).
+        poses: where the free objects are now (``MujocoBackend.scene_poses``), read by the
+            drawing thread; without it they stay at their start.
     """
 
     def __init__(
@@ -41,6 +43,7 @@ class LiveView:
         port: int = 8080,
         rate_hz: float = DEFAULT_RATE_HZ,
         scene: Sequence[Any] = (),
+        poses: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self.server = open_server(host, port)
         self.port: int = self.server.get_port()
@@ -51,6 +54,7 @@ class LiveView:
         ]
         self.scene = RobotScene(self.server, runtime.robot, chains)
         self.scene.add_objects(scene)
+        self._poses = poses
         self._names = tuple(runtime.joint_names)
         self._slot: Frame | None = None
         self._lock = threading.Lock()
@@ -90,6 +94,10 @@ class LiveView:
             if frame is not None and frame is not last:
                 try:
                     self.scene.update(frame)
+                    if self._poses is not None:
+                        # Read while the loop may step the body: at worst a torn pose
+                        # for one frame of the picture, never a change to the body.
+                        self.scene.move_objects(self._poses())
                     self.frames += 1
                 except Exception:  # a view problem never reaches the loop
                     if self._stop.is_set():
@@ -106,13 +114,18 @@ class LiveView:
 
 
 def start_view(
-    runtime: Any, *, host: str = "127.0.0.1", port: int = 8080, scene: Sequence[Any] = ()
+    runtime: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    scene: Sequence[Any] = (),
+    poses: Callable[[], Mapping[str, Any]] | None = None,
 ) -> LiveView:
     """Open a :class:`LiveView` on ``runtime`` and print its address.
 
     Raises:
         ViewError: viser is not installed or the port is taken.
     """
-    view = LiveView(runtime, host=host, port=port, scene=scene)
+    view = LiveView(runtime, host=host, port=port, scene=scene, poses=poses)
     print(f"view: {view.url}", flush=True)
     return view

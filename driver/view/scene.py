@@ -96,12 +96,12 @@ class RobotScene:
     def add_objects(self, objects: Sequence[Any]) -> None:
         """Draw scene objects (:class:`~hilbot.sim.mujoco_scene.SceneObject`) where declared.
 
-        Fixed objects (a table) stay there; a free object (a box the arm pushes) is
-        drawn translucent at its start position, as the view does not follow it.
+        Fixed objects (a table) stay there; a free object (a box the arm pushes) starts
+        there and moves with ``move_objects``.
         """
         for obj in objects:
             color = tuple(int(255 * c) for c in obj.rgba[:3])
-            opacity = 1.0 if obj.mass <= 0 else 0.5
+            opacity = 1.0
             name = f"/scene/{obj.name}"
             size = obj.size
             if obj.shape == "box":
@@ -125,6 +125,15 @@ class RobotScene:
                     opacity=opacity,
                     position=obj.pos,
                 )
+
+    def move_objects(self, poses: Mapping[str, tuple[F64, F64]]) -> None:
+        """Place free scene objects at ``{name: (position, wxyz)}`` (from the body)."""
+        with self.server.atomic():
+            for name, (position, wxyz) in poses.items():
+                handle = self.objects.get(name)
+                if handle is not None:
+                    handle.position = position
+                    handle.wxyz = wxyz
 
     def update(self, frame: Frame) -> None:
         """Pose everything from ``frame``."""

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +20,8 @@ from hilbot.driver.state import Command, CycleRecord
 from hilbot.driver.view import LiveView, ViewError
 from hilbot.driver.view.geometry import segment_pose, target_point
 from hilbot.sim.sim_backend import SimBackend
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def _wait_frames(view: LiveView, n: int, timeout: float = 30.0) -> None:
@@ -173,3 +176,29 @@ def test_scene_objects_are_drawn_where_declared(make_config):
         assert np.allclose(ball.position, [0.2, 0, 0.13])
     finally:
         view.close()
+
+
+async def test_a_pushed_box_moves_in_the_view(make_config):
+    pytest.importorskip("mujoco", reason="the mujoco extra is not installed")
+    from hilbot.driver.backends import mujoco_backend
+    from hilbot.sim.mujoco_scene import load_scene
+
+    config = make_config("openmanipulator_x")
+    scene = load_scene(ROOT / "configs/scenes/openmanipulator_table.yaml")
+    backend = mujoco_backend(config, scene=scene)
+    async with Runtime(config, backend) as rt:
+        view = LiveView(rt, port=0, rate_hz=50, scene=scene, poses=backend.scene_poses)
+        try:
+            rt.add_cycle_listener(view.listener)
+            start = np.array(view.scene.objects["cube"].position)
+            await rt.command(Command.ENABLE)
+            rt.set_joint_targets({"joint1": 1.0})
+            deadline = time.monotonic() + 30
+            while np.linalg.norm(view.scene.objects["cube"].position - start) < 0.01:
+                assert time.monotonic() < deadline, "the cube never moved in the view"
+                await asyncio.sleep(0.05)
+            assert np.allclose(
+                view.scene.objects["cube"].position, backend.body.body_position("cube"), atol=0.02
+            )
+        finally:
+            view.close()
