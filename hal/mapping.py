@@ -79,7 +79,8 @@ class ServoSpec:
 
     def __post_init__(self) -> None:
         if self.mode not in SERVO_MODES:
-            raise ValueError(f"servo {self.id}: mode must be one of {sorted(SERVO_MODES - {None})}")
+            known = ", ".join(sorted(m for m in SERVO_MODES if m is not None))
+            raise ValueError(f"servo {self.id}: mode must be one of {known}, got {self.mode!r}")
         for name in ("current_limit", "profile_velocity", "profile_acceleration"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0.0):

@@ -180,7 +180,7 @@ def tracking_error(runtime: Any, mapping: Any) -> float | None:
     if state is None or state.joints is None:
         return None
     measured = state.joints.positions()
-    return max(abs(state.command[j] - measured[j]) for j in mapping.follower_joints)
+    return float(max(abs(state.command[j] - measured[j]) for j in mapping.follower_joints))
 
 
 async def _status(

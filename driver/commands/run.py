@@ -341,10 +341,10 @@ async def _main(
         if calibration is not None:
             from hilbot.driver.calibration.apply import check_fresh
 
-            state = runtime.state().joints
+            first = runtime.state().joints
             try:
-                if state is not None:
-                    check_fresh(state, calibration, config, args.backend)
+                if first is not None:
+                    check_fresh(first, calibration, config, args.backend)
             except DriverError as exc:
                 print(f"hilbot run: {exc}", file=sys.stderr)
                 return EXIT_BAD_INPUT
