@@ -76,6 +76,9 @@ class FeetechVirtualBus:
         physics: per-model overrides of the dynamics parameters.
         wire_timing: delay replies like a real bus; ``False`` answers at once.
         seed: seed of the injected random faults.
+        model_factory: builds the dynamics model from ``(physics, initial_positions=...)``;
+            a :class:`~hilbot.sim.mujoco_servos.BodyServoModel` puts the robot's body
+            behind the servos (``hilbot sim-bus --physics mujoco``).
 
     Raises:
         ConfigError: unknown model, a bit rate a model cannot use, a duplicate id, or
@@ -93,6 +96,7 @@ class FeetechVirtualBus:
         physics: Mapping[str, ServoPhysics] | None = None,
         wire_timing: bool = True,
         seed: int = 0,
+        model_factory: Callable[..., ServoModel] = ServoModel,
     ) -> None:
         pairs = list(servos.items()) if isinstance(servos, Mapping) else list(servos)
         _check_unique(pairs)
@@ -107,7 +111,7 @@ class FeetechVirtualBus:
         self.lock = threading.RLock()
         self._clock = clock
         overrides = physics or {}
-        self.model = ServoModel(
+        self.model = model_factory(
             [overrides.get(spec.name) or feetech_physics(spec.name) for spec in specs],
             initial_positions=[
                 (positions.get(i, spec.center_tick) - spec.center_tick) * spec.radians_per_tick

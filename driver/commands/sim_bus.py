@@ -267,6 +267,7 @@ def _feetech_bus(bus: _Bus, args: argparse.Namespace) -> Any:
     from hilbot.sim.feetech_bus import FeetechVirtualBus
 
     servos, ticks = bus.servos, {}
+    physics = _physics(args, servos, bus.home)
     if not isinstance(servos, dict):
         units = [FeetechUnits.of(s) for s in servos]
         ticks = {
@@ -279,6 +280,7 @@ def _feetech_bus(bus: _Bus, args: argparse.Namespace) -> Any:
         return_delay_time=args.return_delay,
         initial_positions=ticks,
         wire_timing=not args.no_wire_timing,
+        **physics,
     )
 
 

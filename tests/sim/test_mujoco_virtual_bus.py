@@ -91,3 +91,23 @@ async def test_sim_bus_physics_mujoco_in_its_own_process(config):
     i = state.names.index("joint2")
     assert state.position[i] == pytest.approx(0.6, abs=0.03)
     assert abs(state.effort[i]) > 0.1  # leaning forward against gravity
+
+
+async def test_sim_bus_physics_mujoco_behind_a_feetech_bus():
+    """The SO-101 on its virtual Feetech bus, the real Feetech backend reading the load."""
+    config = load_config("so101_follower")
+    results = {}
+    for extra in ((), ("--physics", "mujoco")):
+        async with virtual_buses(config, return_delay_time=0, extra_args=extra) as ports:
+            backend = dynamixel_backend(config, ports, margin_ms=MARGIN_MS)
+            async with backend:
+                await backend.set_torque(True)
+                # home is -0.8; forwards (+) swings the arm down towards the floor
+                await backend.write({"shoulder_lift": -0.4})
+                await asyncio.sleep(2.0)
+                state = await backend.read()
+        i = state.names.index("shoulder_lift")
+        results[bool(extra)] = (float(state.position[i]), abs(float(state.effort[i])))
+    (plain_q, plain_load), (body_q, body_load) = results[False], results[True]
+    assert plain_q == pytest.approx(-0.4, abs=0.03) and body_q == pytest.approx(-0.4, abs=0.05)
+    assert body_load > plain_load + 1.0  # the links' weight on the shoulder [% of stall]
