@@ -32,7 +32,7 @@ import numpy as np
 
 from hilbot.hal.errors import ConfigError
 from hilbot.kinematics import Robot
-from hilbot.kinematics.joint import JointType
+from hilbot.kinematics.joint import SCALAR_TYPES, JointType
 from hilbot.sim.mujoco_scene import SceneObject
 
 #: [kg] published total weight per robot name (URDF ``<robot name>``).
@@ -116,7 +116,7 @@ def _locked(
     return {
         name: float(home.get(name, 0.0))
         for name, joint in robot.joints.items()
-        if joint.type is not JointType.FIXED and joint.mimic is None and name not in drives
+        if joint.type in SCALAR_TYPES and joint.mimic is None and name not in drives
     }
 
 

@@ -262,3 +262,12 @@ async def test_a_torque_limited_servo_pushes_at_its_limit_without_overloading(om
         assert 0.2 < state.position[i] < 1.0  # still stopped by the post
         assert abs(state.effort[i]) == pytest.approx(1.0 * 2.3 / 4.1, rel=0.02)
         assert not state.hardware_errors[i]
+
+
+def test_a_floating_base_is_refused_in_one_line(capsys):
+    from hilbot.driver.cli import main
+
+    code = main(["run", "hexapod", "--backend", "mujoco", "--no-mqtt", "--duration", "0.5"])
+    assert code != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'base_floating'" in err[0] and "floating" in err[0]
