@@ -104,7 +104,7 @@ def mjcf(
         parts += _body(robot, joint_name, drives, radius, density, locked)
     parts += [_scene_body(o) for o in scene]
     parts.append("</worldbody>")
-    parts += _equalities(robot)
+    parts += _equalities(robot, locked)
     parts.append("</mujoco>")
     return "\n".join(parts)
 
@@ -112,12 +112,20 @@ def mjcf(
 def _locked(
     robot: Robot, drives: Mapping[str, JointDrive], home: Mapping[str, float]
 ) -> dict[str, float]:
-    """Movable joints no servo drives and no mimic moves: welded at their home value."""
-    return {
+    """Movable joints no servo drives and no mimic moves: welded at their home value.
+
+    A mimic follower of a welded joint is welded too, where its leader puts it.
+    """
+    locked = {
         name: float(home.get(name, 0.0))
         for name, joint in robot.joints.items()
         if joint.type in SCALAR_TYPES and joint.mimic is None and name not in drives
     }
+    for name, joint in robot.joints.items():
+        mimic = robot.leader(name) if joint.mimic is not None else None
+        if mimic is not None and mimic.joint in locked:
+            locked[name] = mimic.multiplier * locked[mimic.joint] + mimic.offset
+    return locked
 
 
 def _body(
@@ -246,11 +254,11 @@ def _scene_body(obj: SceneObject) -> str:
     )
 
 
-def _equalities(robot: Robot) -> list[str]:
+def _equalities(robot: Robot, locked: Mapping[str, float]) -> list[str]:
     rows = []
     for name, joint in robot.joints.items():
         mimic = joint.mimic
-        if mimic is None or joint.type is JointType.FIXED:
+        if mimic is None or joint.type is JointType.FIXED or name in locked:
             continue
         rows.append(
             f"<joint joint1={quoteattr(name)} joint2={quoteattr(mimic.joint)} "

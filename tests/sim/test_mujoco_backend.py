@@ -271,3 +271,26 @@ def test_a_floating_base_is_refused_in_one_line(capsys):
     assert code != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'base_floating'" in err[0] and "floating" in err[0]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "openmanipulator_x",
+        "widowx_250s",  # shadow servos; fingers no servo drives, one mimicking the other
+        "koch_v1_1_follower",
+        "koch_v1_1_leader",
+        "so101_follower",
+        "so101_leader",
+        "bimanual",
+    ],
+)
+async def test_every_shipped_arm_holds_its_home_pose_on_the_body(name):
+    config = load_config(name)
+    clock = Clock()
+    async with mujoco_backend(config, clock=clock) as b:
+        await b.set_torque(True)
+        state = await _hold(b, clock, 2.0)
+        home = np.array([config.home.get(j, 0.0) for j in state.names])
+        assert np.max(np.abs(state.position - home)) < 0.03
+        assert not any(state.hardware_errors)
