@@ -26,10 +26,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import ValidationError
 
+from hilbot.driver.targets import MAX_COORDINATE_M, MAX_JOINT_VALUE
 from hilbot.driver.teleop.payload_errors import invalid_from
 from hilbot.driver.teleop.payloads import (
-    MAX_COORDINATE_M,
-    MAX_JOINT_VALUE,
     MAX_JOINTS,
     MAX_NAME_LENGTH,
     MAX_SEQ,
