@@ -25,6 +25,26 @@ def tick_of(spec: ServoSpec, joint: float) -> int:
     return round(m.center_tick + (joint - spec.offset) / scale)
 
 
+OPTIONS = {
+    "--min-position-limit": (N.MIN_POSITION_LIMIT, N.CW_ANGLE_LIMIT),
+    "--max-position-limit": (N.MAX_POSITION_LIMIT, N.CCW_ANGLE_LIMIT),
+    "--pwm-limit": (N.PWM_LIMIT, None),
+}
+
+
+def set_limits(vbus, servo_id: int, *pairs: str, protocol: int = 2) -> None:
+    """Set limit registers with WRITE packets on the virtual bus, as ``hilbot servo`` would.
+
+    The set-up of a test about the backend, not about the tool: the tool's own round trip
+    (10 ms margin, no retry) times out now and then on a busy host sharing the GIL with
+    the in-process bus; the tests of the tool use ``servo_cli``.
+    """
+    for option, value in zip(pairs[::2], pairs[1::2], strict=True):
+        name = OPTIONS[option][0 if protocol == 2 else 1]
+        assert name is not None
+        assert vbus.write_register(servo_id, name, int(value)) == 0
+
+
 def servo_cli(vbus, *args: str, protocol: int = 2) -> None:
     argv = ["servo", "--port", vbus.port, "--protocol", str(protocol), *args]
     assert hilbot(argv) == 0
@@ -35,7 +55,7 @@ async def test_startup_refuses_joint_limits_past_max_position_limit_and_names_th
 ):
     servos = [ServoSpec(1, "XM430-W350", "j1"), ServoSpec(2, "XM430-W350", "j2")]
     vbus = open_bus(servos)
-    servo_cli(vbus, "--id", "2", "--max-position-limit", "3000")
+    set_limits(vbus, 2, "--max-position-limit", "3000")
     limits = {"j1": (-1.0, 1.0), "j2": (-1.0, 1.6)}
     needed = tick_of(servos[1], 1.6)
     with pytest.raises(ServoLimitError) as info:
@@ -78,7 +98,7 @@ async def test_the_check_maps_joint_limits_through_offset_direction_and_gear(
     open_bus, backend_for, spec, limits, register, option
 ):
     vbus = open_bus([spec])
-    servo_cli(vbus, "--id", "1", "--min-position-limit", "1500", "--max-position-limit", "2600")
+    set_limits(vbus, 1, "--min-position-limit", "1500", "--max-position-limit", "2600")
     with pytest.raises(ServoLimitError) as info:
         async with backend_for(vbus, [spec], joint_limits={"j1": limits}):
             pytest.fail("the backend started")
@@ -94,7 +114,7 @@ async def test_limits_inside_the_registers_start_and_extended_mode_does_not_use_
 ):
     spec = ServoSpec(1, "XM430-W350", "j1")
     vbus = open_bus([spec])
-    servo_cli(vbus, "--id", "1", "--max-position-limit", "2500")
+    set_limits(vbus, 1, "--max-position-limit", "2500")
     async with backend_for(vbus, [spec], joint_limits={"j1": (-0.5, 0.5)}) as arm:
         await arm.read()
     bus = DynamixelBus(vbus.port, 1_000_000, 2, margin_ms=100.0)
@@ -113,7 +133,7 @@ async def test_a_goal_past_the_limit_register_is_a_counted_data_limit_error_not_
 ):
     servos = [ServoSpec(1, "XM430-W350", "j1"), ServoSpec(2, "XM430-W350", "j2")]
     vbus = open_bus(servos)
-    servo_cli(vbus, "--id", "2", "--max-position-limit", "3000")
+    set_limits(vbus, 2, "--max-position-limit", "3000")
     async with backend_for(vbus, servos) as arm:  # no joint limits given: the goal is checked
         before = vbus.register(2, N.GOAL_POSITION)
         goal = (3500 - 2048) * XM.radians_per_tick
@@ -142,7 +162,7 @@ async def test_a_goal_past_the_limit_register_is_a_counted_data_limit_error_not_
 async def test_a_pwm_limit_of_zero_is_refused_at_start_up(open_bus, backend_for):
     spec = ServoSpec(1, "XM430-W350", "j1")
     vbus = open_bus([spec])
-    servo_cli(vbus, "--id", "1", "--pwm-limit", "0")
+    set_limits(vbus, 1, "--pwm-limit", "0")
     with pytest.raises(ServoLimitError) as info:
         async with backend_for(vbus, [spec]):
             pytest.fail("the backend started")
@@ -154,7 +174,7 @@ async def test_a_pwm_limit_of_zero_is_refused_at_start_up(open_bus, backend_for)
 async def test_protocol1_angle_limits_are_honoured(open_bus, backend_for):
     spec = ServoSpec(1, "AX-12A", "j1")
     vbus = open_bus([spec], protocol=1)
-    servo_cli(vbus, "--id", "1", "--max-position-limit", "800", protocol=1)
+    set_limits(vbus, 1, "--max-position-limit", "800", protocol=1)
     high = (900 - 512) * AX.radians_per_tick
     with pytest.raises(ServoLimitError) as info:
         async with backend_for(vbus, [spec], protocol=1, joint_limits={"j1": (-0.5, high)}):
@@ -177,7 +197,7 @@ def test_a_write_answered_with_a_limit_error_is_a_data_limit_error(
     open_bus, protocol, name, limit, beyond
 ):
     vbus = open_bus([ServoSpec(1, name, "j1")], protocol=protocol)
-    servo_cli(vbus, "--id", "1", "--max-position-limit", str(limit), protocol=protocol)
+    set_limits(vbus, 1, "--max-position-limit", str(limit), protocol=protocol)
     bus = DynamixelBus(vbus.port, 1_000_000, protocol, margin_ms=100.0)
     bus.open()
     try:
@@ -216,7 +236,7 @@ async def test_torque_is_refused_on_a_servo_standing_outside_its_own_limits(
     # the servo would jump to its old goal when torque came on
     spec = ServoSpec(1, "XM430-W350", "j1")
     vbus = open_bus([spec], initial_positions={1: 3500})
-    servo_cli(vbus, "--id", "1", "--max-position-limit", "3000")
+    set_limits(vbus, 1, "--max-position-limit", "3000")
     async with backend_for(vbus, [spec]) as arm:
         assert "stands outside its own limits" in caplog.text
         with pytest.raises(DataLimitError) as info:
