@@ -9,7 +9,7 @@ import pytest
 
 from hilbot.driver.commands.failures import describe, port_problem
 from hilbot.driver.config import load_config
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 
 WAIT = 120.0  # [s] start-up imports on a busy machine; the commands themselves end at once
 

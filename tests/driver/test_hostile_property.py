@@ -35,7 +35,7 @@ from hilbot.driver.safety import Mode, SafetyLayer
 from hilbot.driver.state import Command, CycleRecord
 from hilbot.driver.ticker import Tick
 from hilbot.driver.trajectory import from_mapping, play
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 
 SIM_CYCLES = 100_000
 VIRTUAL_CYCLES = 10_000

@@ -8,7 +8,7 @@ from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
 from hilbot.driver.commands.shutdown_report import TorqueWatch, shutdown_text
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.errors import BusError
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from hilbot.hal.dynamixel.tables import RegisterName as N
 from hilbot.hal.dynamixel.tables import model
 from hilbot.hal.errors import DataLimitError
 from hilbot.hal.mapping import ServoSpec
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 
 JOINT = "joint1"
 

@@ -13,7 +13,7 @@ from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.read_set import ReadSet
 from hilbot.hal.dynamixel.timing import ReadMethod, max_cycle_rate
 from hilbot.hal.mapping import BusSpec
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 
 
 async def test_protocol1_reads_position_only_by_default_and_keeps_the_error_bits(

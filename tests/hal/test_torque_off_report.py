@@ -21,7 +21,7 @@ from hilbot.driver.state import Command, FaultKind
 from hilbot.hal.dynamixel.tables import RegisterName as N
 from hilbot.hal.errors import TorqueNotConfirmed
 from hilbot.hal.mapping import ServoSpec
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 
 
 async def test_torque_off_names_the_servos_that_are_off_and_the_one_that_is_silent(

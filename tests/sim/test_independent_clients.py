@@ -18,7 +18,7 @@ from dynamixel_sdk import (
 
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.tables import Access, model
-from hilbot.sim.testing import running_virtual_bus
+from hilbot.sim import running_virtual_bus
 from hilbot.sim.virtual_bus import VirtualBus
 from tests.sim.conftest import Sdk, open_sdk
 
