@@ -23,12 +23,13 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Any, Protocol, Self
 
 from hilbot.hal.mapping import ServoSpec
-from hilbot.sim.virtual_bus import VirtualBus
+from hilbot.sim.servo_model import ServoModel
 
 Pose = Mapping[str, float]
 #: Ticks of the hand per second: a person's motion is far slower than this.
@@ -39,6 +40,26 @@ HAND_RATE_HZ = 100.0
 LIGHT_HOLD = 0.15
 #: Names of the motions ``motion_named`` builds (the ``--hand`` option).
 MOTIONS = ("sweep", "wave", "still")
+
+
+class _Servo(Protocol):
+    @property
+    def index(self) -> int: ...
+
+
+class HandBus(Protocol):
+    """What the hand needs of a virtual bus (Dynamixel or Feetech): its model and lock."""
+
+    model: ServoModel
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]:
+        """Held while the bus's thread touches the model."""
+        ...
+
+    def servo(self, servo_id: int) -> _Servo:
+        """The virtual servo answering at ``servo_id``."""
+        ...
 
 
 class Motion(Protocol):
@@ -219,7 +240,7 @@ class Hand:
 
     def __init__(
         self,
-        bus: VirtualBus,
+        bus: HandBus,
         servos: Sequence[ServoSpec],
         *,
         clock: Callable[[], float] = time.monotonic,

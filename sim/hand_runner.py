@@ -6,9 +6,8 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 
 from hilbot.hal.mapping import ServoSpec
-from hilbot.sim.hand import Hand, Pose, motion_named
+from hilbot.sim.hand import Hand, HandBus, Pose, motion_named
 from hilbot.sim.mounting import mounted, parse_mounting
-from hilbot.sim.virtual_bus import VirtualBus
 
 
 def mounted_servos(servos: Sequence[ServoSpec], mounts: Sequence[str]) -> tuple[ServoSpec, ...]:
@@ -24,7 +23,7 @@ def mounted_servos(servos: Sequence[ServoSpec], mounts: Sequence[str]) -> tuple[
 
 @contextlib.contextmanager
 def hand_on(
-    bus: VirtualBus,
+    bus: HandBus,
     servos: Sequence[ServoSpec],
     motion: str,
     ranges: Mapping[str, tuple[float, float]],

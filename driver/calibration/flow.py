@@ -121,7 +121,7 @@ async def check_servos(access: ServoAccess, specs: Sequence[ServoSpec]) -> list[
         found = await asyncio.to_thread(access.model_of, spec.id)
         if found is None:
             problems.append(f"servo {spec.id} ({spec.joint}) does not answer")
-        elif found.upper() != spec.model.upper():
+        elif spec.model.upper() not in found.upper().split("/"):  # "A/B": one number, two
             problems.append(f"servo {spec.id} ({spec.joint}) is a {found}, not a {spec.model}")
     if problems:
         raise CalibrationError(

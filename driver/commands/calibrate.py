@@ -154,11 +154,13 @@ def _real_access(config: Any, port: str) -> contextlib.AbstractContextManager[An
     bus = config.buses[0]
     spec = bus.bus_spec()
     spec = type(spec)(port, spec.baudrate, spec.protocol, *_family(spec))
-    if getattr(bus, "family", "dynamixel") != "dynamixel":
-        raise DriverError(
-            f"calibrating a {bus.family} bus needs its servo access, which this install "
-            "does not have yet"
-        )
+    family = getattr(bus, "family", "dynamixel")
+    if family == "feetech":
+        from hilbot.driver.calibration.feetech_access import feetech_access
+
+        return feetech_access(port, bus.baudrate, {s.id: s.model for s in config.servo_specs()})
+    if family != "dynamixel":
+        raise DriverError(f"calibrating a {family} bus is not supported")
     from hilbot.driver.calibration.dynamixel_access import dynamixel_access
 
     return dynamixel_access(spec)
@@ -181,18 +183,36 @@ def _demo(config: Any, mounts: list[str]) -> Iterator[tuple[Any, Any]]:
 
     bus = config.buses[0]
     servos = mounted_servos(config.servo_specs(), mounts)
-    vbus = running_virtual_bus(
-        servos,
-        protocol=bus.protocol,
-        baudrate=bus.baudrate,
-        initial_positions=dict(config.home) or None,
-        return_delay_time=0,
-    )
+    home = dict(config.home) or None
+    feetech = getattr(bus, "family", "dynamixel") == "feetech"
+    if feetech:
+        from hilbot.sim.feetech_bus_runner import running_feetech_bus
+
+        vbus: Any = running_feetech_bus(
+            servos, baudrate=bus.baudrate, initial_positions=home, return_delay_time=0
+        )
+    else:
+        vbus = running_virtual_bus(
+            servos,
+            protocol=bus.protocol,
+            baudrate=bus.baudrate,
+            initial_positions=home,
+            return_delay_time=0,
+        )
     with vbus, Hand(vbus, servos) as hand:
         ranges = demo_ranges(joint_ranges(config))
-        spec = bus.bus_spec()
-        spec = type(spec)(vbus.port, spec.baudrate, spec.protocol, *_family(spec))
-        with dynamixel_access(spec, margin_ms=VIRTUAL_MARGIN_MS) as access:
+        if feetech:
+            from hilbot.driver.calibration.feetech_access import feetech_access
+
+            models = {s.id: s.model for s in servos}
+            opened: Any = feetech_access(
+                vbus.port, bus.baudrate, models, margin_ms=VIRTUAL_MARGIN_MS
+            )
+        else:
+            spec = bus.bus_spec()
+            spec = type(spec)(vbus.port, spec.baudrate, spec.protocol, *_family(spec))
+            opened = dynamixel_access(spec, margin_ms=VIRTUAL_MARGIN_MS)
+        with opened as access:
             yield access, HandGuide(hand, ranges)
 
 

@@ -178,8 +178,8 @@ def _buses(args: argparse.Namespace) -> list[_Bus]:
 
 
 def _family(family: str, args: argparse.Namespace) -> str:
-    if family == "feetech" and (args.hand or args.mount or args.protocol):
-        raise ValueError("--hand, --mount and --protocol are for Dynamixel buses, not Feetech ones")
+    if family == "feetech" and args.protocol:
+        raise ValueError("--protocol is for Dynamixel buses, not Feetech ones")
     return family
 
 
@@ -217,7 +217,12 @@ def _serving(buses: Sequence[_Bus], args: argparse.Namespace) -> Iterator[list[s
         for bus in buses:
             servos = bus.servos
             if bus.family == "feetech":
-                ports.append(stack.enter_context(_feetech_bus(bus, args)).port)
+                fbus = stack.enter_context(_feetech_bus(bus, args))
+                ports.append(fbus.port)
+                if args.hand is not None and not isinstance(servos, dict):
+                    stack.enter_context(
+                        hand_on(fbus, servos, args.hand, bus.ranges or {}, bus.home)
+                    )
                 continue
             vbus = running_virtual_bus(
                 servos,

@@ -222,3 +222,33 @@ def test_a_required_calibration_refuses_to_run_without_one(tmp_path: Path) -> No
     assert done.returncode == 2
     assert "must be calibrated" in done.stderr
     assert "hilbot calibrate koch_v1_1_follower --backend virtual --demo" in done.stderr
+
+
+@pytest.mark.parametrize("write", [False, True], ids=["file only", "write servos"])
+async def test_the_so101_on_a_feetech_bus_calibrates_the_same_way(write: bool) -> None:
+    from hilbot.driver.calibration.feetech_access import feetech_access
+    from hilbot.hal.feetech.register_names import FeetechRegister
+    from hilbot.sim.feetech_bus_runner import running_feetech_bus
+
+    config = load_config("so101_follower")
+    true = mounted(config.servo_specs(), MOUNTS)
+    ranges = demo_ranges(joint_ranges(config))
+    vbus = running_feetech_bus(true, initial_positions=dict(config.home), return_delay_time=0)
+    models = {s.id: s.model for s in true}
+    with (
+        vbus as bus,
+        Hand(bus, true) as hand,
+        feetech_access(bus.port, 1_000_000, models, margin_ms=VIRTUAL_MARGIN_MS) as access,
+    ):
+        guide = HandGuide(hand, ranges, stream=io.StringIO(), seconds=0.4)
+        joints, seen = await measure(config, access, guide)
+        homing = await write_to_servos(access, joints, seen) if write else None
+        calibration = result(config, joints, seen, "virtual", homing)
+        if write:
+            # Feetech's Ofs is subtracted: the shoulder, 0.2 rad off, gets +0.2 rad of steps.
+            assert bus.register(2, FeetechRegister.HOMING_OFFSET) == round(0.2 / TICK)
+    for spec in true:
+        cal = calibration.joints[spec.joint]
+        assert cal.direction == spec.direction, spec.joint
+        assert cal.offset == pytest.approx(0.0 if write else spec.offset, abs=3 * TICK)
+        assert cal.range == pytest.approx(ranges[spec.joint], abs=0.03), spec.joint

@@ -167,11 +167,12 @@ async def test_a_leader_read_that_fails_for_a_moment_skips_cycles_not_the_lead()
             await asyncio.gather(task, return_exceptions=True)
 
 
-def test_hilbot_lead_demo_wave_runs_unattended() -> None:
+@pytest.mark.parametrize("leader", ["koch_v1_1_leader", "so101_leader"])
+def test_hilbot_lead_demo_wave_runs_unattended(leader: str) -> None:
+    # The follower comes from the leader config's lead.follower.
     done = subprocess.run(
-        [sys.executable, "-m", "hilbot", "lead", "koch_v1_1_leader", "--to",
-         "koch_v1_1_follower", "--backend", "virtual", "--demo", "wave", "--duration", "4",
-         "--no-status"],
+        [sys.executable, "-m", "hilbot", "lead", leader, "--backend", "virtual", "--demo",
+         "wave", "--duration", "4", "--no-status"],
         capture_output=True, text=True, timeout=300, env=dict(os.environ),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
