@@ -324,11 +324,30 @@ def _check_buses(cfg: RobotConfig) -> None:
             raise ConfigError(None, ("buses", i, "name"), f"duplicate bus name {name!r}")
 
 
+#: Servo settings only the Dynamixel start-up writes (the Feetech one would ignore them).
+DYNAMIXEL_SETTINGS = ("mode", "current_limit", "profile_velocity", "profile_acceleration")
+
+
+def _check_settings(cfg: RobotConfig, i: int, servo: ServoConfig) -> None:
+    if servo.bus is not None and servo.bus not in [b.name for b in cfg.buses]:
+        return  # reported as an unknown bus
+    if cfg.bus_named(servo.bus).family == "dynamixel":
+        return
+    for name in DYNAMIXEL_SETTINGS:
+        if getattr(servo, name) is not None:
+            raise ConfigError(
+                None,
+                ("servos", i, name),
+                "is written to Dynamixel servos at start-up; a Feetech servo would ignore it",
+            )
+
+
 def _check_servos(cfg: RobotConfig) -> None:
     bus_names = [b.name for b in cfg.buses]
     seen: dict[tuple[str, int], int] = {}
     primaries: dict[str, int] = {}
     for i, servo in enumerate(cfg.servos):
+        _check_settings(cfg, i, servo)
         if servo.bus is None and len(bus_names) > 1:
             raise ConfigError(
                 None, ("servos", i, "bus"), f"several buses: name one of {', '.join(bus_names)}"

@@ -80,3 +80,21 @@ async def test_a_mode_the_model_lacks_is_refused_at_start_up() -> None:
     ):
         async with DynamixelBackend(BusSpec(bus.port), [spec], margin_ms=VIRTUAL_MARGIN_MS):
             pass
+
+
+@pytest.mark.parametrize("field", ["mode", "current_limit", "profile_velocity"])
+def test_a_dynamixel_setting_on_a_feetech_servo_is_refused_at_load(field: str) -> None:
+    from hilbot.driver.config import load_config, parse_config
+    from hilbot.driver.errors import ConfigError
+
+    data = load_config("so101_follower").model_dump(mode="json")
+    data["servos"][5][field] = "current_position" if field == "mode" else 0.3
+    with pytest.raises(ConfigError, match=rf"servos\[5\]\.{field}: .*Feetech servo would ignore"):
+        parse_config(data)
+
+
+def test_the_koch_follower_gripper_is_configured_to_hold() -> None:
+    from hilbot.driver.config import load_config
+
+    gripper = load_config("koch_v1_1_follower").servo_specs()[5]
+    assert (gripper.mode, gripper.current_limit) == ("current_position", 0.35)
