@@ -74,3 +74,28 @@ def load() -> Callable[[str], Robot]:
 @pytest.fixture
 def sample() -> Callable[..., np.ndarray]:
     return random_q
+
+
+Poses = tuple[Robot, str, str, np.ndarray, np.ndarray]
+
+
+def near_poses(name: str, count: int) -> Poses:
+    """``count`` reachable poses of ``name``'s first arm in ``ARMS``, each with a near seed.
+
+    Returns ``(robot, source, tip, seeds, targets)``: configurations drawn in the limits
+    (within ±pi), their (count, 4, 4) poses, and seeds up to 0.3 rad off per joint.
+    """
+    source, tip = next((s, t) for r, s, t in ARMS if r == name)
+    arm_robot = robot(name)
+    chain = arm_robot.path_between(source, tip)
+    rng = np.random.default_rng(0)
+    lo, hi = np.maximum(chain.lower, -np.pi), np.minimum(chain.upper, np.pi)
+    q_true = rng.uniform(lo, hi, (count, chain.dof))
+    seeds = np.clip(q_true + rng.uniform(-0.3, 0.3, q_true.shape), chain.lower, chain.upper)
+    return arm_robot, source, tip, seeds, chain.fk_batch(q_true)
+
+
+@pytest.fixture
+def poses() -> Callable[[str, int], Poses]:
+    """``poses(name, count)``: see ``near_poses``."""
+    return near_poses
