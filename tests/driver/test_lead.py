@@ -123,6 +123,14 @@ async def test_lead_moves_the_follower_and_it_holds_when_the_leader_stops(kind: 
             for joint, value in POSE.items():
                 assert seen[joint] == pytest.approx(value, abs=0.03), joint
             assert runtime.state().mode.value == "armed"
+            # The follower's telemetry carries each joint's measured effort (the gripper's
+            # current, in A, on the virtual bus).
+            await pub.wait_until(lambda p: p.state is not None, timeout=30.0)
+            assert pub.state is not None
+            joints = pub.state["joints"]
+            assert len(joints["effort"]) == len(joints["names"])
+            if kind == "virtual":
+                assert joints["effort_unit"][joints["names"].index("gripper")] == "A"
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             timeout = follower_config.safety.watchdog_timeout
