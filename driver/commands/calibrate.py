@@ -93,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
         if len(config.buses) != 1:
             raise DriverError("calibrate handles single-bus robots; this config has several")
         plan(config)
+        if args.demo:
+            from hilbot.sim.hand_runner import mounted_servos
+
+            mounted_servos(config.servo_specs(), args.mount)  # a bad --mount, before any bus
     except (DriverError, HalError, ValueError) as exc:
         print(f"hilbot calibrate: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -216,6 +216,13 @@ def option_problem(args: argparse.Namespace) -> str | None:
         return f"--virtual-return-delay is for --backend virtual, not {args.backend}"
     if (getattr(args, "hand", None) or getattr(args, "mount", None)) and args.backend != "virtual":
         return f"--hand and --mount are for --backend virtual, not {args.backend}"
+    for mount in getattr(args, "mount", None) or ():
+        from hilbot.sim.mounting import parse_mounting
+
+        try:
+            parse_mounting(mount)
+        except ValueError as exc:
+            return str(exc)
     if getattr(args, "scene", None) is not None and args.backend != "mujoco":
         return f"--scene is for --backend mujoco, not {args.backend}"
     for option in ("stats", "record"):

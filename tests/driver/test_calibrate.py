@@ -252,3 +252,25 @@ async def test_the_so101_on_a_feetech_bus_calibrates_the_same_way(write: bool) -
         assert cal.direction == spec.direction, spec.joint
         assert cal.offset == pytest.approx(0.0 if write else spec.offset, abs=3 * TICK)
         assert cal.range == pytest.approx(ranges[spec.joint], abs=0.03), spec.joint
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["--backend", "virtual"], "needs --demo"),
+        (["--demo"], "--backend virtual only"),
+        (["--mount", "2:10"], "--mount sets up the virtual servos"),
+        (["--backend", "virtual", "--demo", "--port", "/dev/x"], "--port is for"),
+        (["--out", "/no/such/folder/cal.yaml"], "does not exist"),
+        (["--backend", "virtual", "--demo", "--mount", "2:abc"], "not a number of degrees"),
+    ],
+    ids=["virtual without demo", "demo on hardware", "mount", "port", "out", "bad mount"],
+)
+def test_bad_calibrate_options_are_one_line(
+    argv: list[str], problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hilbot.driver.cli import main
+
+    assert main(["calibrate", "koch_v1_1_follower", *argv]) == 2
+    err = capsys.readouterr().err
+    assert problem in err and err.count("\n") == 1 and "Traceback" not in err

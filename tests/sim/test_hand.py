@@ -106,3 +106,11 @@ def test_run_backend_virtual_with_a_waving_hand(tmp_path: object) -> None:
     assert done.returncode == 0, done.stderr
     q = np.load(record, allow_pickle=True)["q_measured"]
     assert (q.max(axis=0) - q.min(axis=0) > 0.2).all()  # every joint waved
+
+
+def test_run_refuses_a_bad_mount_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from hilbot.driver.cli import main
+
+    argv = ["run", "koch_v1_1_follower", "--backend", "virtual", "--mount", "2:x", "--no-mqtt"]
+    assert main(argv) == 2  # was 1, from the virtual bus's child process, after it started
+    assert "not a number of degrees" in capsys.readouterr().err
