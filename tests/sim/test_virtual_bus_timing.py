@@ -12,7 +12,8 @@ from hilbot.hal.dynamixel.timing import ReadMethod
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.sim import running_virtual_bus
-from hilbot.sim.virtual_bus import BITS_PER_BYTE, VirtualBus
+from hilbot.sim.pty_server import BITS_PER_BYTE
+from hilbot.sim.virtual_bus import VirtualBus
 
 
 def sync_read_time(open_sdk, bus: VirtualBus, baudrate: int, ids: list[int]) -> float:

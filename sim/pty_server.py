@@ -1,0 +1,365 @@
+"""The pseudo-terminal server both virtual buses run (Dynamixel and Feetech).
+
+:class:`PtyBusServer` owns the pty, the server thread and the wire timing; a subclass
+brings its protocol: the servos, the instruction handler, a decoder and the size of an
+instruction on the wire. Replies leave at the time a real bus would have delivered
+their last byte: the instruction's own wire time, then per reply its servo's Return
+Delay Time and its bytes at 10 bits a byte. The server thread blocks in ``poll``
+between packets and sleeps until just before each deadline (spinning only the last few
+microseconds), so an idle bus costs no CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import termios
+import threading
+import time
+import tty
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import ClassVar, Generic, Protocol, Self, TypeGuard, TypeVar
+
+from hilbot.hal.backend import HardwareErrorFlags
+from hilbot.hal.errors import ConfigError, PortError
+from hilbot.sim.faults import FaultTable, ServoFaults
+from hilbot.sim.instruction_handler import Reply
+from hilbot.sim.server_timing import GilTuning, Sleeper, raise_priority
+from hilbot.sim.servo_model import ServoModel
+
+BITS_PER_BYTE = 10  # 8N1: start bit, 8 data bits, stop bit
+BACKGROUND_STEP_MS = 5  # model update period while servos move, when no packet comes
+TERMIOS_RATES = {
+    getattr(termios, f"B{rate}"): rate
+    for rate in (
+        9600,
+        19200,
+        57600,
+        115200,
+        200000,
+        230400,
+        250000,
+        400000,
+        460800,
+        500000,
+        921600,
+        1000000,
+        2000000,
+        2500000,
+        3000000,
+        4000000,
+    )
+    if hasattr(termios, f"B{rate}")
+}
+
+
+class ServedServo(Protocol):
+    """What the server needs of a simulated servo."""
+
+    @property
+    def id(self) -> int:
+        """The id the servo answers to now."""
+        ...
+
+    @property
+    def index(self) -> int:
+        """The servo's joint in the dynamics model."""
+        ...
+
+    def reboot(self) -> None:
+        """Restart the firmware (a power cycle)."""
+        ...
+
+
+class PacketFeed(Protocol):
+    """A streaming decoder: bytes in, whatever they completed out."""
+
+    def feed(self, data: bytes) -> Iterable[object]:
+        """Decode ``data``, appended to what came before."""
+        ...
+
+
+ServoT = TypeVar("ServoT", bound=ServedServo)
+ItemT = TypeVar("ItemT")
+ItemT_contra = TypeVar("ItemT_contra", contravariant=True)
+
+
+class InstructionHandling(Protocol[ItemT_contra]):
+    """Plans the replies to one decoded instruction (or undecodable frame)."""
+
+    def handle(self, item: ItemT_contra, now: float) -> Sequence[Reply]:
+        """Execute ``item`` at ``now`` [s]; the replies to send, in order."""
+        ...
+
+
+class PtyBusServer(ABC, Generic[ServoT, ItemT]):
+    """Simulated servos answering on a pseudo-terminal, from their own thread.
+
+    A subclass sets ``model``, ``servos`` and ``handler`` in its ``__init__`` after
+    calling this one, and implements :meth:`_new_decoder`, :meth:`_is_instruction` and
+    :meth:`_wire_size`.
+
+    Args:
+        baudrate: the servos' bit rate [bit/s]; also the rate used for wire timing when
+            the host's rate cannot be read from the pty.
+        clock: time source of the dynamics model [s] (wire timing uses real time).
+        wire_timing: delay replies like a real bus; ``False`` answers at once.
+        seed: seed of the injected random faults.
+    """
+
+    #: Name of the server thread, before the port.
+    thread_name: ClassVar[str] = "virtual-bus"
+    #: How the log names this bus (in the subclass's module logger).
+    log_label: ClassVar[str] = "virtual bus"
+
+    model: ServoModel
+    servos: list[ServoT]
+    handler: InstructionHandling[ItemT]
+
+    def __init__(
+        self,
+        baudrate: int,
+        *,
+        clock: Callable[[], float],
+        wire_timing: bool,
+        seed: int,
+    ) -> None:
+        self.baudrate = baudrate
+        self.wire_timing = wire_timing
+        self.faults = FaultTable(seed)
+        self.lock = threading.RLock()
+        self._clock = clock
+        self._last = clock()
+        self._power_cycles: dict[int, int] = {}
+        self._master = self._slave = -1
+        self._wake_r = self._wake_w = -1
+        self._thread: threading.Thread | None = None
+        self._port = ""
+        self._wire_free = 0.0
+        self._sleeper = Sleeper()
+        #: Exceptions raised while answering (a bug in the simulation, never the host's).
+        self.errors: list[Exception] = []
+
+    @abstractmethod
+    def _new_decoder(self) -> PacketFeed:
+        """A fresh decoder of the host's bytes."""
+
+    @abstractmethod
+    def _is_instruction(self, item: object) -> TypeGuard[ItemT]:
+        """Whether a decoded ``item`` is for the handler (an instruction or a bad frame)."""
+
+    @abstractmethod
+    def _wire_size(self, item: ItemT) -> int:
+        """Bytes ``item`` took on the wire."""
+
+    def _before_step(self, now: float) -> None:
+        """Run before the model is stepped to ``now``; by default nothing."""
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def port(self) -> str:
+        """Path of the pty's slave side (e.g. ``/dev/pts/5``); open it like an adapter."""
+        if not self._port:
+            raise PortError("the virtual bus is not running; use it as a context manager", port="")
+        return self._port
+
+    @property
+    def running(self) -> bool:
+        """Whether the server thread is serving the pty."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Open the pty and start serving it."""
+        if self._thread is not None:
+            raise RuntimeError("the virtual bus is already running")
+        self._master, self._slave = os.openpty()
+        tty.setraw(self._slave)
+        self._port = os.ttyname(self._slave)
+        self._wake_r, self._wake_w = os.pipe()
+        GilTuning.acquire()
+        self._thread = threading.Thread(
+            target=self._serve, name=f"{self.thread_name} {self._port}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving and close the pty; safe to call twice."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            os.write(self._wake_w, b"x")
+            thread.join(timeout=5.0)
+            GilTuning.release()
+        for fd in (self._master, self._slave, self._wake_r, self._wake_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._master = self._slave = self._wake_r = self._wake_w = -1
+        self._port = ""
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ test API
+
+    def servo(self, servo_id: int) -> ServoT:
+        """The servo configured with (or now answering to) ``servo_id``."""
+        for servo in self.servos:
+            if servo.id == servo_id:
+                return servo
+        raise KeyError(
+            f"no servo with id {servo_id} on this bus; ids: {[s.id for s in self.servos]}"
+        )
+
+    def set_load(self, servo_id: int, torque: float) -> None:
+        """Apply a constant external torque [N·m] to a servo's shaft."""
+        with self.lock:
+            self._advance()
+            self.model.set_external_torque([self.servo(servo_id).index], float(torque))
+
+    def raise_hardware_error(self, servo_id: int, flags: HardwareErrorFlags) -> None:
+        """Latch hardware-error bits now (same as ``faults(id).hardware_error = flags``)."""
+        with self.lock:
+            self._advance()
+            self.model.raise_error([self.servo(servo_id).index], flags)
+
+    def fault(self, servo_id: int) -> ServoFaults:
+        """Alias of ``faults(servo_id)``."""
+        return self.faults(servo_id)
+
+    def host_baudrate(self) -> int:
+        """The bit rate the host set on the pty, or the bus's rate if it cannot be read."""
+        if self._slave < 0:
+            return self.baudrate
+        try:
+            speed = termios.tcgetattr(self._slave)[5]
+        except termios.error:
+            return self.baudrate
+        return TERMIOS_RATES.get(speed, self.baudrate)
+
+    # ------------------------------------------------------------------ server
+
+    def _advance(self) -> float:
+        now = self._clock()
+        self._before_step(now)
+        self.model.step(now - self._last)
+        self._last = max(self._last, now)
+        for faults in self.faults.records():
+            try:
+                servo = self.servo(faults.servo_id)
+            except KeyError:
+                continue
+            flags = faults.take_hardware_error()
+            if flags:
+                self.model.raise_error([servo.index], flags)
+            if faults.power_cycles != self._power_cycles.get(faults.servo_id, 0):
+                self._power_cycles[faults.servo_id] = faults.power_cycles
+                servo.reboot()
+        return now
+
+    def _serve(self) -> None:
+        raise_priority()
+        decoder = self._new_decoder()
+        poller = select.poll()
+        poller.register(self._master, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        with self.lock:
+            idle = self.model.at_rest()
+        while True:
+            # While something moves, advance the model every few ms so that answering
+            # an instruction never has to integrate a long gap (which would delay it).
+            events = dict(poller.poll(None if idle else BACKGROUND_STEP_MS))
+            # The first instruction's bytes were readable by now: time its wire from here,
+            # before the work of reading them. One that came in behind it, before the read,
+            # still starts after the first has left the wire (``_wire_free``), never earlier.
+            arrived = time.monotonic()
+            if self._wake_r in events:
+                return
+            if self._master not in events:
+                with self.lock:
+                    self._advance()
+                    idle = self.model.at_rest()
+                continue
+            try:
+                data = os.read(self._master, 4096)
+            except OSError:
+                return
+            for item in decoder.feed(data):
+                if not self._is_instruction(item):
+                    continue
+                try:
+                    idle = self._answer(item, arrived)
+                except Exception as exc:  # keep serving; tests check bus.errors
+                    logging.getLogger(type(self).__module__).exception(
+                        "%s: failed to answer %r", self.log_label, item
+                    )
+                    self.errors.append(exc)
+                    idle = False
+
+    def _answer(self, item: ItemT, arrived: float) -> bool:
+        """Answer one instruction at its wire time; return whether the model is at rest.
+
+        The model's state is taken before the reply is written, so that once it is
+        written the server thread goes straight back to ``poll`` and frees its CPU for
+        the kernel work that delivers the reply to the host.
+        """
+        with self.lock:
+            now = self._advance()
+            replies = self.handler.handle(item, now)
+            idle = self.model.at_rest()
+        if not self.wire_timing:
+            if replies:
+                os.write(self._master, b"".join(reply.data for reply in replies))
+            return idle
+        byte_time = BITS_PER_BYTE / self.host_baudrate()
+        # The pty delivers the host's bytes at once; on a wire they would take this long.
+        done = max(arrived, self._wire_free) + self._wire_size(item) * byte_time
+        if not replies:
+            # An instruction without reply (sync write, broadcast) still holds the wire:
+            # the next instruction's bytes queue behind it, as they would in a real adapter.
+            self._wire_free = done
+            return idle
+        data = b"".join(reply.data for reply in replies)
+        for reply in replies:
+            done += reply.delay + len(reply.data) * byte_time
+        # One write when the last reply's last byte would arrive: the host sees the
+        # transaction end when a real bus would end it, for one wake-up per instruction.
+        self._sleeper.wait_until(done)
+        os.write(self._master, data)
+        self._wire_free = done
+        return idle
+
+
+def check_unique_ids(pairs: Sequence[tuple[int, str]]) -> None:
+    """Raise ``ConfigError`` if an id appears twice among ``(id, model name)`` pairs."""
+    seen: set[int] = set()
+    for servo_id, _ in pairs:
+        if servo_id in seen:
+            raise ConfigError(
+                f"servo id {servo_id} appears twice on the bus", servo_id=servo_id, field="id"
+            )
+        seen.add(servo_id)
