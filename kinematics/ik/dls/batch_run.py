@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.codegen.batch_kernel import BatchKernel
+from hilbot.kinematics.ik.core.batch_inputs import BatchTargets
 from hilbot.kinematics.ik.core.context import Context
 from hilbot.kinematics.ik.core.context import _rotation_error as rotation_error_floats
 from hilbot.kinematics.ik.core.residual import axis_error, rotation_error
@@ -32,12 +33,7 @@ _ARRAY_STEP_MIN = 128  # below this batch size numpy.linalg.solve is cheaper
 _FLOATS_MAX = 16  # up to this many items, task errors are computed on Python floats
 
 
-class Batch(NamedTuple):
-    """Batched targets: (B, 3) points and (B, 3, 3) rotations or (B, 3) axes."""
-
-    kind: OrientationKind
-    point: Array
-    orientation: Array | None
+Batch = BatchTargets  # (B, 3) points and (B, 3, 3) rotations or (B, 3) axes
 
 
 class BatchRun:

@@ -14,24 +14,22 @@ pose and SVD options of ``DLSSolver`` are not offered here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.codegen.batch_kernel import BatchKernel
+from hilbot.kinematics.ik.core.batch_inputs import boxes, orientation_array, parse_targets, seeds
 from hilbot.kinematics.ik.core.box import Box
-from hilbot.kinematics.ik.core.chain_info import ChainInfo, check_positions
+from hilbot.kinematics.ik.core.chain_info import ChainInfo
 from hilbot.kinematics.ik.core.context import Context, contexts
-from hilbot.kinematics.ik.core.errors import InvalidTarget, NoDofs
+from hilbot.kinematics.ik.core.errors import NoDofs
 from hilbot.kinematics.ik.core.solution import Solution, SolveMeta
 from hilbot.kinematics.ik.core.solver import SolveOptions, Solver, _options
 from hilbot.kinematics.ik.core.target import (
-    MAX_COORDINATE,
     OrientationKind,
     Target,
-    parse_target,
 )
 from hilbot.kinematics.ik.dls.batch_run import STATUSES, Batch, BatchRun
 from hilbot.kinematics.ik.dls.dls_solver import DLSSolver
@@ -110,7 +108,7 @@ class BatchSolver(Solver):
         batch = Batch(
             target.kind,
             np.array([target.point]),
-            None if target.kind is OrientationKind.NONE else _orientation_array([target]),
+            None if target.kind is OrientationKind.NONE else orientation_array([target]),
         )
         lo, hi = box.lower[None, :], box.upper[None, :]
         q, res, ori, status, its = self._run(self.info(chain), lo, hi, options).solve(
@@ -174,10 +172,10 @@ class BatchSolver(Solver):
             respect_limits,
             max_delta,
         )
-        batch = _parse_batch(targets)
+        batch = parse_targets(targets)
         size = batch.point.shape[0]
-        q0, bases = _seeds(info, initial, size)
-        lo, hi = _box(info, q0, respect_limits, max_delta)
+        q0, bases = seeds(info, initial, size)
+        lo, hi = boxes(info, q0, respect_limits, max_delta)
         q0 = np.minimum(np.maximum(q0, lo), hi)
         q, res, ori, status, its = self._run(info, lo, hi, options).solve(q0, batch)
         q = np.minimum(np.maximum(q, lo), hi)  # the final safety projection
@@ -202,89 +200,3 @@ class BatchSolver(Solver):
             )
             for b in range(size)
         ]
-
-
-def _parse_batch(targets: Any) -> Batch:
-    """Batched targets from arrays (fast path) or a sequence of single targets."""
-    if isinstance(targets, np.ndarray) and targets.ndim in (2, 3):
-        array = np.asarray(targets, dtype=np.float64)
-        if not np.isfinite(array).all():
-            raise InvalidTarget("NaN or infinite values in the batch", "targets")
-        points = array if array.ndim == 2 else array[:, :3, 3]
-        if array.size and float(np.abs(points).max()) > MAX_COORDINATE:
-            raise InvalidTarget(
-                f"a position coordinate beyond ±{MAX_COORDINATE:.0e} m in the batch", "targets"
-            )
-        if array.ndim == 2 and array.shape[1] == 3:
-            return Batch(OrientationKind.NONE, array.copy(), None)
-        if array.shape[1:] == (4, 4):
-            rotation = array[:, :3, :3]
-            error, det = _orthogonality(rotation)
-            if error > 1e-5 or (det < 0).any() or (array[:, 3] != [0.0, 0.0, 0.0, 1.0]).any():
-                raise InvalidTarget(
-                    "a transform is not rigid (rotation not proper, or last row not 0 0 0 1)",
-                    "targets",
-                )
-            return Batch(OrientationKind.FULL, array[:, :3, 3].copy(), rotation.copy())
-        raise InvalidTarget(f"unsupported batch shape {array.shape}", "targets")
-    parsed = [parse_target(t) for t in targets]
-    if not parsed:
-        raise ValueError("the batch is empty")
-    kinds = {t.kind for t in parsed}
-    if len(kinds) != 1:
-        raise InvalidTarget(f"a batch must hold one kind of target, got {kinds}", "targets")
-    kind = parsed[0].kind
-    orientation = None if kind is OrientationKind.NONE else _orientation_array(parsed)
-    return Batch(kind, np.array([t.point for t in parsed]), orientation)
-
-
-def _orthogonality(rotation: Array) -> tuple[float, Array]:
-    """``max |RᵀR - I|`` over the batch and each (B,) determinant, on (B,) rows."""
-    r = np.ascontiguousarray(rotation.reshape(-1, 9).T)  # r[3 k + i] = R_ki
-    x, y, z = r[0::3], r[1::3], r[2::3]  # the columns, (3, B) each
-    error = 0.0
-    for i, a in enumerate((x, y, z)):
-        for j, b in enumerate((x, y, z)[: i + 1]):
-            gram = np.einsum("kb,kb->b", a, b)
-            error = max(error, float(np.abs(gram - 1.0 if i == j else gram).max()))
-    det = (
-        (x[1] * y[2] - x[2] * y[1]) * z[0]
-        + (x[2] * y[0] - x[0] * y[2]) * z[1]
-        + (x[0] * y[1] - x[1] * y[0]) * z[2]
-    )
-    return error, det
-
-
-def _orientation_array(parsed: Sequence[Target]) -> Array:
-    if parsed[0].kind is OrientationKind.FULL:
-        return np.array([t.orientation for t in parsed]).reshape(-1, 3, 3)
-    return np.array([t.orientation for t in parsed])
-
-
-def _seeds(info: ChainInfo, initial: Any, size: int) -> tuple[Array, list[Any] | None]:
-    if isinstance(initial, np.ndarray):
-        q0 = np.asarray(initial, dtype=np.float64)
-        if q0.shape == (info.dof,):
-            q0 = np.broadcast_to(q0, (size, info.dof))
-        if q0.shape != (size, info.dof):
-            raise ValueError(f"seeds must have shape ({size}, {info.dof}), got {q0.shape}")
-        check_positions(q0, info.names)
-        return q0.copy(), None
-    rows = [info.read(item) for item in initial]
-    if len(rows) != size:
-        raise ValueError(f"{len(rows)} seeds for {size} targets")
-    return np.array([q for q, _ in rows]), [base for _, base in rows]
-
-
-def _box(
-    info: ChainInfo, q0: Array, respect_limits: bool, max_delta: float | None
-) -> tuple[Array, Array]:
-    lower = info.lower if respect_limits else np.full(info.dof, -np.inf)
-    upper = info.upper if respect_limits else np.full(info.dof, np.inf)
-    if max_delta is None:
-        return np.broadcast_to(lower, q0.shape), np.broadcast_to(upper, q0.shape)
-    lo, hi = q0 - max_delta, q0 + max_delta
-    if respect_limits:
-        lo = np.minimum(np.maximum(lo, lower), q0)
-        hi = np.maximum(np.minimum(hi, upper), q0)
-    return lo, hi

@@ -3,7 +3,7 @@
 - ``qp_solver``: ``QPSolver``, one small QP per iteration on a chain;
 - ``batch_qp_solver``: ``QPBatchSolver``, the same problem for B worlds at once
   (``batch_run`` iterates, ``batch_box`` solves the box QPs, ``batch_limits`` and
-  ``batch_rows`` build them, ``batch_inputs`` checks the inputs);
+  ``batch_rows`` build them; ``core.batch_inputs`` checks the inputs);
 - ``solve_ik``: one differential step under the limits for a ``Configuration`` (one
   world or B), mink's functional call shape;
 - ``step``: gathering the limits' rows into one QP step;

@@ -22,13 +22,13 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot.kinematics.ik.core.batch_inputs import boxes, parse_targets, seeds
 from hilbot.kinematics.ik.core.chain_info import ChainInfo
 from hilbot.kinematics.ik.core.errors import NoDofs
 from hilbot.kinematics.ik.core.solution import Solution, Status
 from hilbot.kinematics.ik.core.solver import SolveOptions, _options
 from hilbot.kinematics.ik.core.target import OrientationKind
 from hilbot.kinematics.ik.qp.batch_fk import Kernel, kernel_for
-from hilbot.kinematics.ik.qp.batch_inputs import boxes, parse_targets, seeds
 from hilbot.kinematics.ik.qp.batch_rows import Targets
 from hilbot.kinematics.ik.qp.batch_run import STATUSES, BatchQPRun, Outcome, Settings
 from hilbot.kinematics.ik.qp.limits.configuration_limit import ConfigurationLimit
@@ -174,7 +174,7 @@ class QPBatchSolver:
         tgt = parse_targets(targets)
         size = tgt.point.shape[0]
         q0, bases = seeds(info, initial, size)
-        lo, hi = boxes(info, q0, respect_limits, max_delta)
+        lo, hi = boxes(info, q0, respect_limits, max_delta, writable=True)
         q0 = np.minimum(np.maximum(q0, lo), hi)
         settings = self._settings(respect_limits)
         run = BatchQPRun(settings, chain, info.names, info.scalar, kernel, options)

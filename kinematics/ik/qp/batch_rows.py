@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot.kinematics.ik.core.batch_inputs import BatchTargets
 from hilbot.kinematics.ik.core.residual import axis_error, rotation_error
 from hilbot.kinematics.ik.core.target import OrientationKind
 
@@ -24,12 +25,7 @@ _MAX_ROTATION_ERROR = 0.6  # [rad] per iteration, as qp.py
 _NEAR_PI = math.pi - 1e-4  # as residual.py
 
 
-class Targets(NamedTuple):
-    """B targets of one kind: points (B, 3), rotations (B, 3, 3) or axes (B, 3), or None."""
-
-    kind: OrientationKind
-    point: Array
-    orientation: Array | None
+Targets = BatchTargets  # points (B, 3), rotations (B, 3, 3) or axes (B, 3), or None
 
 
 class Rows(NamedTuple):

@@ -46,10 +46,10 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot.kinematics.ik.core.batch_inputs import parse_targets
 from hilbot.kinematics.ik.core.target import OrientationKind, Target
 from hilbot.kinematics.ik.qp.batch_box import solve_box_batch
 from hilbot.kinematics.ik.qp.batch_fk import Kernel, fast_kernel_for
-from hilbot.kinematics.ik.qp.batch_inputs import parse_targets
 from hilbot.kinematics.ik.qp.batch_limits import gather_batch
 from hilbot.kinematics.ik.qp.batch_priority import SECONDARY_DAMPING, null_space_steps
 from hilbot.kinematics.ik.qp.batch_rows import Targets, task_rows_batch
