@@ -32,15 +32,11 @@ from hilbot.hal.feetech.protocol import (
     parse_sync_read,
     parse_sync_write,
 )
-from hilbot.sim.faults import FaultTable, ReplyFate
+from hilbot.sim.bus_replies import Reply, faulted_reply, online
+from hilbot.sim.faults import FaultTable
 from hilbot.sim.feetech_servo import FeetechServo
-from hilbot.sim.instruction_handler import Reply
 
 Ins = Instruction
-
-
-def _corrupt(data: bytes) -> bytes:
-    return data[:-1] + bytes((data[-1] ^ 0xFF,))
 
 
 class FeetechInstructionHandler:
@@ -68,15 +64,7 @@ class FeetechInstructionHandler:
 
     def online(self) -> dict[int, FeetechServo]:
         """Servos that hear the host now, by id: present, and at the host's bit rate."""
-        rate = self._host_baudrate()
-        out: dict[int, FeetechServo] = {}
-        for servo in self.servos:
-            faults = self.faults.get(servo.id)
-            if faults is not None and not faults.answers:
-                continue
-            if servo.baudrate == rate:
-                out.setdefault(servo.id, servo)
-        return out
+        return online(self.servos, self.faults, self._host_baudrate())
 
     def handle(self, item: InstructionPacket | DecodeError, now: float) -> list[Reply]:
         """Execute one instruction (or rejected frame); return the replies."""
@@ -106,19 +94,10 @@ class FeetechInstructionHandler:
     # ------------------------------------------------------------------ replies
 
     def _deliver(self, servo_id: int, error: int, params: bytes, delay: float) -> Reply | None:
-        packet = StatusPacket(servo_id, error, params)
-        faults = self.faults.get(servo_id)
-        if faults is None:
-            return Reply(encode_status(packet), delay)
-        fate = faults.reply_fate()
-        if fate is ReplyFate.DROP:
-            return None
-        if fate is ReplyFate.TRUNCATE:
-            packet = StatusPacket(servo_id, error, params[: faults.truncate_keep])
-        data = encode_status(packet)
-        if fate is ReplyFate.CORRUPT:
-            data = _corrupt(data)
-        return Reply(data, delay + faults.delay)
+        def encode(keep: int | None) -> bytes:
+            return encode_status(StatusPacket(servo_id, error, params[:keep]))
+
+        return faulted_reply(self.faults.get(servo_id), delay, encode)
 
     def _unicast(self, item: InstructionPacket, servo: FeetechServo, now: float) -> Reply | None:
         # The reply follows the settings the instruction found (a write of ID or of

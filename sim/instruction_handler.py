@@ -23,7 +23,6 @@ a corrupt frame, or a packet for other ids only, does not.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 from hilbot.hal.dynamixel.protocol import (
     BROADCAST_ID,
@@ -38,6 +37,7 @@ from hilbot.hal.dynamixel.protocol import (
     encode_fast_status,
     encode_status,
 )
+from hilbot.sim.bus_replies import Reply, corrupt, faulted_reply, online
 from hilbot.sim.faults import FaultTable, ReplyFate
 from hilbot.sim.virtual_servo import VirtualServo
 
@@ -61,21 +61,8 @@ _PROTOCOL_1 = frozenset(
 _BREAKS_FAST = (ReplyFate.DROP, ReplyFate.TRUNCATE)
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """Bytes one servo (or a fast-read chain) sends, after ``delay`` seconds."""
-
-    data: bytes
-    delay: float  # [s] return delay time + injected delay, from the previous bus activity
-
-
 def _le(data: bytes) -> int:
     return int.from_bytes(data, "little")
-
-
-def _corrupt(data: bytes) -> bytes:
-    # Flip the last byte: the CRC (2.0) or checksum (1.0) no longer matches.
-    return data[:-1] + bytes((data[-1] ^ 0xFF,))
 
 
 class InstructionHandler:
@@ -107,15 +94,7 @@ class InstructionHandler:
 
     def online(self) -> dict[int, VirtualServo]:
         """Servos that hear the host now, by id: present, and at the host's bit rate."""
-        rate = self._host_baudrate()
-        out: dict[int, VirtualServo] = {}
-        for servo in self.servos:
-            faults = self.faults.get(servo.id)
-            if faults is not None and not faults.answers:
-                continue
-            if servo.baudrate == rate:
-                out.setdefault(servo.id, servo)
-        return out
+        return online(self.servos, self.faults, self._host_baudrate())
 
     def _targets(self, packet_id: int, online: dict[int, VirtualServo]) -> list[VirtualServo]:
         if packet_id == BROADCAST_ID:
@@ -128,20 +107,11 @@ class InstructionHandler:
         return self._deliver(packet, servo.return_delay)
 
     def _deliver(self, packet: StatusPacket, delay: float) -> Reply | None:
-        faults = self.faults.get(packet.id)
-        if faults is None:
-            return Reply(encode_status(packet), delay)
-        fate = faults.reply_fate()
-        if fate is ReplyFate.DROP:
-            return None
-        if fate is ReplyFate.TRUNCATE:
-            packet = StatusPacket(
-                packet.protocol, packet.id, packet.error, packet.params[: faults.truncate_keep]
-            )
-        data = encode_status(packet)
-        if fate is ReplyFate.CORRUPT:
-            data = _corrupt(data)
-        return Reply(data, delay + faults.delay)
+        def encode(keep: int | None) -> bytes:
+            cut = packet.params[:keep]
+            return encode_status(StatusPacket(packet.protocol, packet.id, packet.error, cut))
+
+        return faulted_reply(self.faults.get(packet.id), delay, encode)
 
     @staticmethod
     def _hear(servos: Iterable[VirtualServo | None], now: float) -> None:
@@ -333,7 +303,7 @@ class InstructionHandler:
         now: float,
     ) -> list[Reply]:
         parts: list[FastStatusPart] = []
-        delay, complete, corrupt = 0.0, True, False
+        delay, complete, damaged = 0.0, True, False
         for servo_id, address, length in entries:
             servo = online.get(servo_id)
             faults = self.faults.get(servo_id)
@@ -346,13 +316,13 @@ class InstructionHandler:
             error, data = servo.read(address, length, now)
             parts.append(FastStatusPart(servo_id, error, data.ljust(length, b"\0")))
             delay = max(delay, servo.return_delay + (faults.delay if faults else 0.0))
-            corrupt |= fate is ReplyFate.CORRUPT
+            damaged |= fate is ReplyFate.CORRUPT
         if not parts:
             return []
         if not complete:
             return [Reply(self._truncated_fast(parts, entries), delay)]
         data = encode_fast_status(parts)
-        return [Reply(_corrupt(data) if corrupt else data, delay)]
+        return [Reply(corrupt(data) if damaged else data, delay)]
 
     def _truncated_fast(
         self, parts: list[FastStatusPart], entries: list[tuple[int, int, int]]

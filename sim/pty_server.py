@@ -26,8 +26,8 @@ from typing import ClassVar, Generic, Protocol, Self, TypeGuard, TypeVar
 
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.errors import ConfigError, PortError
+from hilbot.sim.bus_replies import Reply
 from hilbot.sim.faults import FaultTable, ServoFaults
-from hilbot.sim.instruction_handler import Reply
 from hilbot.sim.server_timing import GilTuning, Sleeper, raise_priority
 from hilbot.sim.servo_model import ServoModel
 
