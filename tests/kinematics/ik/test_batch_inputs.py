@@ -55,9 +55,17 @@ def test_a_coordinate_beyond_the_bound_is_refused(solver, load, form):
         solver.solve_batch(robot, q, SOURCE, TIP, targets)
 
 
-def test_the_first_transform_that_is_not_rigid_is_named(solver, load):
-    robot, q, poses = _poses(load, 3)
-    poses[1, :3, :3] *= 1.01
+@pytest.mark.parametrize("size", [3, 100])  # both ways of checking (small and large batches)
+@pytest.mark.parametrize("flaw", ["scaled", "reflected", "last row"])
+def test_the_first_transform_that_is_not_rigid_is_named(solver, load, size, flaw):
+    robot, q, poses = _poses(load, size)
+    if flaw == "scaled":
+        poses[1, :3, :3] *= 1.01
+    elif flaw == "reflected":
+        poses[1, :3, 0] *= -1.0
+    else:
+        poses[1, 3, 0] = 1e-3
+    poses[2] = poses[1]
     with pytest.raises(InvalidTarget, match="transform 1 is not rigid"):
         solver.solve_batch(robot, q, SOURCE, TIP, poses)
 
