@@ -41,7 +41,7 @@ from hilbot.kinematics.ik.multitask.tasks import (
 )
 from hilbot.kinematics.ik.qp.limits.collision_avoidance import CollisionAvoidance
 from hilbot.kinematics.ik.qp.limits.configuration_limit import ConfigurationLimit
-from hilbot.kinematics.ik.qp.limits.limit import Limit, check_positive
+from hilbot.kinematics.ik.qp.limits.limit import Limit, check_limits, check_positive
 
 Array = NDArray[np.float64]
 _TASK_TYPES = Task.__args__
@@ -82,10 +82,7 @@ class MultiTaskSolver(Solver):
         secondary_damping: float = 1e-3,
     ) -> None:
         super().__init__()
-        self.limits = tuple(limits)
-        for limit in self.limits:
-            if not isinstance(limit, Limit):
-                raise TypeError(f"limits must be Limit objects, got {type(limit).__name__}")
+        self.limits = check_limits(limits)
         self.posture_weight = check_positive("posture_weight", posture_weight)
         self._posture = None if posture is None else PostureTask(posture, self.posture_weight)
         self.rest_weight = check_positive("rest_weight", rest_weight, allow_zero=True)

@@ -30,7 +30,7 @@ from hilbot.kinematics.ik.core.solver import SolveOptions, Solver
 from hilbot.kinematics.ik.core.target import OrientationKind, Target
 from hilbot.kinematics.ik.qp.limits.collision_avoidance import CollisionAvoidance
 from hilbot.kinematics.ik.qp.limits.configuration_limit import ConfigurationLimit
-from hilbot.kinematics.ik.qp.limits.limit import Limit, check_positive
+from hilbot.kinematics.ik.qp.limits.limit import Limit, check_limits, check_positive
 from hilbot.kinematics.ik.qp.step import solve_step
 
 Array = NDArray[np.float64]
@@ -160,10 +160,7 @@ class QPSolver(Solver):
         lm_damping: float = 1e-3,
     ) -> None:
         super().__init__()
-        self.limits = tuple(limits)
-        for limit in self.limits:
-            if not isinstance(limit, Limit):
-                raise TypeError(f"limits must be Limit objects, got {type(limit).__name__}")
+        self.limits = check_limits(limits)
         self._has_configuration_limit = any(
             isinstance(limit, ConfigurationLimit) for limit in self.limits
         )

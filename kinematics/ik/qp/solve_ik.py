@@ -56,7 +56,7 @@ from hilbot.kinematics.ik.qp.batch_rows import Targets, task_rows_batch
 from hilbot.kinematics.ik.qp.batch_run import general_steps
 from hilbot.kinematics.ik.qp.configuration import Configuration
 from hilbot.kinematics.ik.qp.limits.configuration_limit import ConfigurationLimit
-from hilbot.kinematics.ik.qp.limits.limit import Limit, check_positive
+from hilbot.kinematics.ik.qp.limits.limit import Limit, check_limits, check_positive
 from hilbot.kinematics.ik.qp.limits.linear_inequality import LinearInequality
 from hilbot.kinematics.ik.qp.limits.velocity_limit import VelocityLimit
 from hilbot.kinematics.ik.qp.qp_solver import ChainContext
@@ -225,9 +225,7 @@ def _settings(
         )
         tikhonov = _DAMPING if damping is None else damping
         lm = _LM_DAMPING
-    for lim in chosen:
-        if not isinstance(lim, Limit):
-            raise TypeError(f"limits must be Limit objects, got {type(lim).__name__}")
+    chosen = check_limits(chosen)
     check_positive("damping", tikhonov)
     # A velocity limit bounds this call's step: v_max * dt with the call's dt.
     chosen = tuple(

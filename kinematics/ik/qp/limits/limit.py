@@ -9,6 +9,7 @@ bounds ``lower <= dq <= upper`` (cheap, solved by the box path) or general rows
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterable
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -63,6 +64,16 @@ class Limit(abc.ABC):
     @abc.abstractmethod
     def constraint(self, context: LimitContext) -> Constraint:
         """Constraints on the step ``dq`` from the configuration ``context.q``."""
+
+
+def check_limits(limits: Iterable[object]) -> tuple[Limit, ...]:
+    """Return ``limits`` as a tuple, or raise ``TypeError`` at the first that is not a ``Limit``."""
+    chosen: list[Limit] = []
+    for limit in limits:
+        if not isinstance(limit, Limit):
+            raise TypeError(f"limits must be Limit objects, got {type(limit).__name__}")
+        chosen.append(limit)
+    return tuple(chosen)
 
 
 def check_positive(name: str, value: float, *, allow_zero: bool = False) -> float:
