@@ -29,6 +29,7 @@ from hilbot.hal.feetech.protocol import hardware_flags, status_error
 from hilbot.hal.feetech.register_names import FeetechRegister
 from hilbot.hal.feetech.tables import POSITION_MODE, TORQUE_CALIBRATE, FeetechModel
 from hilbot.hal.registers import Register
+from hilbot.sim.cached_settings import CachedSettings
 from hilbot.sim.feetech_memory import FeetechMemory, Written
 from hilbot.sim.servo_model import ServoModel
 
@@ -53,7 +54,7 @@ _EEPROM_LIMITS = frozenset(
 )
 
 
-class FeetechServo:
+class FeetechServo(CachedSettings):
     """One simulated Feetech servo.
 
     Args:
@@ -79,7 +80,7 @@ class FeetechServo:
         self.spec = spec
         self.model = model
         self.index = index
-        self.memory = FeetechMemory(spec, servo_id, baud_value)
+        self.memory: FeetechMemory = FeetechMemory(spec, servo_id, baud_value)
         if return_delay_time is not None:
             self.memory.set(N.RETURN_DELAY_TIME, return_delay_time)
             self.memory.save(N.RETURN_DELAY_TIME)
@@ -93,46 +94,17 @@ class FeetechServo:
 
     # ------------------------------------------------------------------ settings
 
-    @property
-    def id(self) -> int:
-        """The ID register."""
-        self._check_config()
-        return self._id
-
-    @property
-    def baudrate(self) -> int | None:
-        """Bit rate the servo listens at [bit/s]."""
-        self._check_config()
-        return self._baudrate
-
-    @property
-    def return_delay(self) -> float:
-        """Return Delay Time [s] (register value × 2 µs)."""
-        self._check_config()
-        return self._return_delay
-
-    @property
-    def status_return_level(self) -> int:
-        """Response Status Level: 0 answers only PING and READ, 1 every instruction."""
-        self._check_config()
-        return self._level
-
-    @property
-    def hardware_error(self) -> HardwareErrorFlags:
-        """The latched hardware errors."""
-        return HardwareErrorFlags(int(self.model.hardware_error[self.index]))
-
-    def _check_config(self) -> None:
-        if self.memory.generation != self._generation:
-            self._load_config()
-
     def _load_config(self) -> None:
+        """Cache the registers the firmware consults on every packet.
+
+        Response Status Level: 0 answers only PING and READ, 1 every instruction.
+        """
         mem = self.memory
         self._generation = mem.generation
         self._id = mem.get(N.ID)
         self._baudrate = self.spec.baud_rates.get(mem.get(N.BAUD_RATE))
         self._return_delay = mem.get(N.RETURN_DELAY_TIME) * 2e-6
-        self._level = mem.get(N.RESPONSE_STATUS_LEVEL)
+        self._status_return_level = mem.get(N.RESPONSE_STATUS_LEVEL)
         self._offset = mem.get(N.HOMING_OFFSET) if N.HOMING_OFFSET in self.spec.table else 0
         self._limits = (mem.get(N.MIN_ANGLE_LIMIT), mem.get(N.MAX_ANGLE_LIMIT))
         self._mode = mem.get(N.OPERATING_MODE) if N.OPERATING_MODE in self.spec.table else 0

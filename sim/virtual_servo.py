@@ -21,6 +21,7 @@ from hilbot.hal.dynamixel.protocol import (
     hardware_flags_to_protocol1,
 )
 from hilbot.hal.dynamixel.tables import ModelSpec, Register, RegisterName
+from hilbot.sim.cached_settings import CachedSettings
 from hilbot.sim.control_table_memory import (
     CheckedWrite,
     ControlTableMemory,
@@ -71,7 +72,7 @@ _P2_FAULT = {
 }
 
 
-class VirtualServo:
+class VirtualServo(CachedSettings):
     """The firmware of one simulated servo.
 
     Args:
@@ -98,7 +99,7 @@ class VirtualServo:
         self.protocol = spec.protocol
         self.model = model
         self.index = index
-        self.memory = ControlTableMemory(spec, servo_id, baud_value)
+        self.memory: ControlTableMemory = ControlTableMemory(spec, servo_id, baud_value)
         if return_delay_time is not None:
             self.memory.set(N.RETURN_DELAY_TIME, return_delay_time)
         self._tick_unit = 2.0 * math.pi / spec.ticks_per_rev  # [rad/tick]
@@ -126,40 +127,15 @@ class VirtualServo:
     # ------------------------------------------------------------------ identity
 
     @property
-    def id(self) -> int:
-        """The ID register."""
-        self._check_config()
-        return self._id
-
-    @property
-    def baudrate(self) -> int | None:
-        """Bit rate the servo listens at [bit/s], ``None`` for an unlisted register value."""
-        self._check_config()
-        return self._baudrate
-
-    @property
     def firmware(self) -> int:
         """The Firmware Version register."""
         return self.memory.get(N.FIRMWARE_VERSION)
 
-    @property
-    def return_delay(self) -> float:
-        """Return Delay Time [s] (register value × 2 µs)."""
-        self._check_config()
-        return self._return_delay
-
-    @property
-    def status_return_level(self) -> int:
-        """0: answer PING only; 1: PING and READ; 2: every instruction."""
-        self._check_config()
-        return self._status_return_level
-
-    def _check_config(self) -> None:
-        if self.memory.generation != self._generation:
-            self._load_config()
-
     def _load_config(self) -> None:
-        """Cache the registers the firmware consults on every packet (reads are hot)."""
+        """Cache the registers the firmware consults on every packet (reads are hot).
+
+        Status Return Level: 0 answers PING only; 1 PING and READ; 2 every instruction.
+        """
         mem = self.memory
         self._generation = mem.generation
         self._id = mem.get(N.ID)
@@ -168,11 +144,6 @@ class VirtualServo:
         self._status_return_level = mem.get(N.STATUS_RETURN_LEVEL)
         self._homing = mem.get(N.HOMING_OFFSET) if mem.has(N.HOMING_OFFSET) else 0
         self._limits = self._position_limits()
-
-    @property
-    def hardware_error(self) -> HardwareErrorFlags:
-        """The latched hardware-error status."""
-        return HardwareErrorFlags(int(self.model.hardware_error[self.index]))
 
     # ------------------------------------------------------------------ status byte
 
