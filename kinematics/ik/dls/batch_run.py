@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 
 from hilbot.kinematics.codegen.batch_kernel import BatchKernel
 from hilbot.kinematics.ik.core.batch_inputs import BatchTargets
+from hilbot.kinematics.ik.core.batch_results import STATUSES
 from hilbot.kinematics.ik.core.context import Context
 from hilbot.kinematics.ik.core.context import _rotation_error as rotation_error_floats
 from hilbot.kinematics.ik.core.residual import axis_error, rotation_error
@@ -27,7 +28,6 @@ from hilbot.kinematics.ik.dls.dls_solver import DLSSolver
 Array = NDArray[np.float64]
 Ints = NDArray[np.int64]
 Out = tuple[Array, Array, Array, Ints, Ints]  # q, residual, orientation, status, iterations
-STATUSES = (Status.CONVERGED, Status.STALLED, Status.DIVERGED, Status.TIMEOUT)
 _RUNNING = -1
 _ARRAY_STEP_MIN = 128  # below this batch size numpy.linalg.solve is cheaper
 _FLOATS_MAX = 16  # up to this many items, task errors are computed on Python floats

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from hilbot.kinematics.codegen.batch_kernel import BatchKernel
 from hilbot.kinematics.ik.core.batch_inputs import boxes, orientation_array, parse_targets, seeds
+from hilbot.kinematics.ik.core.batch_results import STATUSES, batch_solutions
 from hilbot.kinematics.ik.core.box import Box
 from hilbot.kinematics.ik.core.chain_info import ChainInfo
 from hilbot.kinematics.ik.core.context import Context, contexts
@@ -31,7 +32,7 @@ from hilbot.kinematics.ik.core.target import (
     OrientationKind,
     Target,
 )
-from hilbot.kinematics.ik.dls.batch_run import STATUSES, Batch, BatchRun
+from hilbot.kinematics.ik.dls.batch_run import Batch, BatchRun
 from hilbot.kinematics.ik.dls.dls_solver import DLSSolver
 
 Array = NDArray[np.float64]
@@ -185,18 +186,7 @@ class BatchSolver(Solver):
             reached &= ori <= options.orientation_tolerance
         if as_arrays:
             return BatchResult(q, res, ori, reached, status.astype(np.int64), its, position_reached)
-        none = batch.kind is OrientationKind.NONE
-        return [
-            Solution(
-                q[b],
-                int(its[b]),
-                float(res[b]),
-                None if none else float(ori[b]),
-                bool(reached[b]),
-                STATUSES[status[b]],
-                bases[b] if bases is not None else {},
-                info.to_dict,
-                bool(position_reached[b]),
-            )
-            for b in range(size)
-        ]
+        orientation = None if batch.kind is OrientationKind.NONE else ori
+        return batch_solutions(
+            info, q, its, res, orientation, reached, status, position_reached, bases
+        )

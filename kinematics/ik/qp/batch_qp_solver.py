@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.core.batch_inputs import boxes, parse_targets, seeds
+from hilbot.kinematics.ik.core.batch_results import STATUSES, batch_solutions
 from hilbot.kinematics.ik.core.chain_info import ChainInfo
 from hilbot.kinematics.ik.core.errors import NoDofs
 from hilbot.kinematics.ik.core.solution import Solution, Status
@@ -30,7 +31,7 @@ from hilbot.kinematics.ik.core.solver import SolveOptions, _options
 from hilbot.kinematics.ik.core.target import OrientationKind
 from hilbot.kinematics.ik.qp.batch_fk import Kernel, kernel_for
 from hilbot.kinematics.ik.qp.batch_rows import Targets
-from hilbot.kinematics.ik.qp.batch_run import STATUSES, BatchQPRun, Outcome, Settings
+from hilbot.kinematics.ik.qp.batch_run import BatchQPRun, Outcome, Settings
 from hilbot.kinematics.ik.qp.limits.configuration_limit import ConfigurationLimit
 from hilbot.kinematics.ik.qp.limits.limit import Limit
 from hilbot.kinematics.ik.qp.qp_solver import QPSolver
@@ -183,21 +184,18 @@ class QPBatchSolver:
         result = _result(out, q0, lo, hi, far, options)
         if as_arrays:
             return result
-        none = tgt.kind is OrientationKind.NONE
-        return [
-            Solution(
-                result.q[b],
-                int(result.iterations[b]),
-                float(result.residual[b]),
-                None if none else float(result.orientation_residual[b]),
-                bool(result.reached[b]),
-                STATUSES[result.status[b]],
-                bases[b] if bases is not None else {},
-                info.to_dict,
-                bool(result.position_reached[b]),
-            )
-            for b in range(size)
-        ]
+        orientation = None if tgt.kind is OrientationKind.NONE else result.orientation_residual
+        return batch_solutions(
+            info,
+            result.q,
+            result.iterations,
+            result.residual,
+            orientation,
+            result.reached,
+            result.status,
+            result.position_reached,
+            bases,
+        )
 
 
 def _beyond_reach(info: ChainInfo, point: Array, tolerance: float) -> NDArray[np.bool_]:

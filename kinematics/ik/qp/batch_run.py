@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.core.solution import Status
+from hilbot.kinematics.ik.core.batch_results import STATUSES
 from hilbot.kinematics.ik.core.solver import SolveOptions
 from hilbot.kinematics.ik.qp.batch_box import BoxBatch, solve_box_batch
 from hilbot.kinematics.ik.qp.batch_dense import solve_qp_batch
@@ -33,7 +33,6 @@ from hilbot.kinematics.ik.qp.qp_solver import ChainContext
 Array = NDArray[np.float64]
 Ints = NDArray[np.int64]
 Mask = NDArray[np.bool_]
-STATUSES = (Status.CONVERGED, Status.STALLED, Status.DIVERGED, Status.TIMEOUT)
 _RUNNING = -1
 _CONVERGED, _STALLED, _DIVERGED, _TIMEOUT = range(4)
 _BACKTRACKS = 4
