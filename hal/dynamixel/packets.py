@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hilbot.hal.backend import HardwareErrorFlags
+from hilbot.hal.error_bits import bits_from_flags, flags_from_bits
 
 BROADCAST_ID = 0xFE
 MAX_ID = 0xFC  # 253 (0xFD) is reserved in Protocol 2.0
@@ -109,16 +110,12 @@ _P1_HARDWARE = {
 
 def hardware_flags_from_protocol1(error: int) -> HardwareErrorFlags:
     """Translate the hardware bits of a Protocol 1.0 ERR byte to :class:`HardwareErrorFlags`."""
-    flags = HardwareErrorFlags.NONE
-    for bit, flag in _P1_HARDWARE.items():
-        if error & bit:
-            flags |= flag
-    return flags
+    return flags_from_bits(error, _P1_HARDWARE)
 
 
 def hardware_flags_to_protocol1(flags: HardwareErrorFlags) -> int:
     """Inverse of :func:`hardware_flags_from_protocol1` (flags with no 1.0 bit are dropped)."""
-    return int(sum(int(bit) for bit, flag in _P1_HARDWARE.items() if flag in flags))
+    return bits_from_flags(flags, _P1_HARDWARE)
 
 
 class DecodeErrorReason(enum.Enum):

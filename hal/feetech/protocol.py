@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hilbot.hal.backend import HardwareErrorFlags
+from hilbot.hal.error_bits import bits_from_flags, flags_from_bits
 
 HEADER = b"\xff\xff"
 BROADCAST_ID = 0xFE
@@ -87,20 +88,12 @@ _TO_HARDWARE = {
 
 def hardware_flags(error: int) -> HardwareErrorFlags:
     """The common hardware-error flags of a Feetech ERROR byte (unknown bits dropped)."""
-    out = HardwareErrorFlags.NONE
-    for bit, flag in _TO_HARDWARE.items():
-        if error & bit:
-            out |= flag
-    return out
+    return flags_from_bits(error, _TO_HARDWARE)
 
 
 def status_error(flags: HardwareErrorFlags) -> StatusError:
     """The Feetech ERROR bits that stand for the common ``flags``."""
-    out = StatusError.NONE
-    for bit, flag in _TO_HARDWARE.items():
-        if flags & flag:
-            out |= bit
-    return out
+    return StatusError(bits_from_flags(flags, _TO_HARDWARE))
 
 
 @dataclass(frozen=True, slots=True)
