@@ -805,34 +805,6 @@ def _positive(**values: float) -> None:
 
 _SHARED = DLSSolver()
 
-
-def solve(
-    robot: Any,
-    state_or_positions: Any,
-    source_link: str,
-    target_link: str,
-    target: object,
-    *,
-    max_iterations: int = 50,
-    tolerance: float = 1e-4,
-    orientation_tolerance: float = 0.01,
-    strict_orientation: bool = False,
-    respect_limits: bool = True,
-    initial_positions: Any = None,
-    max_delta: float | None = None,
-) -> Solution:
-    """``DLSSolver().solve(...)`` with a shared solver (see ``Solver.solve``)."""
-    return _SHARED.solve(
-        robot,
-        state_or_positions,
-        source_link,
-        target_link,
-        target,
-        max_iterations=max_iterations,
-        tolerance=tolerance,
-        orientation_tolerance=orientation_tolerance,
-        strict_orientation=strict_orientation,
-        respect_limits=respect_limits,
-        initial_positions=initial_positions,
-        max_delta=max_delta,
-    )
+# ``DLSSolver().solve(...)`` on one shared solver (see ``Solver.solve``): its bound
+# method, so a call pays no forwarding layer and the arguments are written once.
+solve = _SHARED.solve
