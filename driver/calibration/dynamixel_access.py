@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 
 from hilbot.hal.calibration import Geometry
 from hilbot.hal.dynamixel.bus import DynamixelBus
+from hilbot.hal.dynamixel.startup import patient_ping
 from hilbot.hal.dynamixel.tables import ModelSpec, RegisterName, model_by_number
 from hilbot.hal.errors import HalError
 from hilbot.hal.mapping import BusSpec
@@ -33,7 +34,7 @@ class DynamixelAccess:
 
     def model_of(self, servo_id: int) -> str | None:
         """The model name answering at ``servo_id`` (``"unknown (N)"``), or ``None``."""
-        number = self._bus.try_ping(servo_id)
+        number = patient_ping(self._bus, servo_id)  # a busy host loses the odd ping
         if number is None:
             return None
         spec = model_by_number(self._bus.protocol, number)

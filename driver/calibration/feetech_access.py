@@ -14,6 +14,8 @@ from hilbot.hal.feetech.tables import FeetechModel, models_with_number
 N = FeetechRegister
 #: Address of Model Number (Feetech memory tables: "Servo Major/Minor Version", 3-4).
 MODEL_NUMBER_ADDRESS = 3
+#: Pings tried before a servo counts as missing.
+PING_ATTEMPTS = 5
 
 
 class FeetechCalibrationError(HalError):
@@ -44,8 +46,8 @@ class FeetechAccess:
 
     def model_of(self, servo_id: int) -> str | None:
         """``"A/B"`` for the models its Model Number may be, ``None`` when nothing answers."""
-        if self._bus.try_ping(servo_id) is None and self._bus.try_ping(servo_id) is None:
-            return None
+        if all(self._bus.try_ping(servo_id) is None for _ in range(PING_ATTEMPTS)):
+            return None  # a busy host loses the odd ping: several, then it is missing
         number = self._number(servo_id)
         known = models_with_number(number)
         if not known:

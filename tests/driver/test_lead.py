@@ -117,7 +117,10 @@ async def test_lead_moves_the_follower_and_it_holds_when_the_leader_stops(kind: 
         await prepare_leader(lbackend, mapping)
         prefix = follower_config.teleop.topic_prefix(follower_config.name)
         async with TeleopPublisher(url, prefix, settings=follower_config.teleop) as pub:
-            task = asyncio.create_task(lead(lbackend, mapping, pub, leader.rate_hz))
+            # max_silence: the loaded test machine can stall the leader's bus past 1 s
+            task = asyncio.create_task(
+                lead(lbackend, mapping, pub, leader.rate_hz, max_silence=30.0)
+            )
             await asyncio.to_thread(hand.perform, move_to(POSE, 1.0))
             seen = await _settled(runtime, POSE, timeout=60.0)
             for joint, value in POSE.items():
