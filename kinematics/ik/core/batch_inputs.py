@@ -36,6 +36,38 @@ class BatchTargets(NamedTuple):
     orientation: Array | None
 
 
+class BatchCall(NamedTuple):
+    """A batched call's checked inputs: its targets, (B, dof) seeds inside their boxes, bases."""
+
+    targets: BatchTargets
+    q0: Array
+    bases: list[Any] | None
+    lo: Array
+    hi: Array
+
+
+def batch_call(
+    info: ChainInfo,
+    initial: Any,
+    targets: Any,
+    respect_limits: bool,
+    max_delta: float | None,
+    *,
+    writable: bool = False,
+) -> BatchCall:
+    """Parse the targets, read the seeds, build the boxes and move each seed into its box.
+
+    Raises:
+        InvalidTarget: as ``parse_targets``.
+        InvalidPositions: as ``seeds``.
+        ValueError: as ``parse_targets`` and ``seeds``.
+    """
+    parsed = parse_targets(targets)
+    q0, bases = seeds(info, initial, parsed.point.shape[0])
+    lo, hi = boxes(info, q0, respect_limits, max_delta, writable=writable)
+    return BatchCall(parsed, np.minimum(np.maximum(q0, lo), hi), bases, lo, hi)
+
+
 def parse_targets(targets: Any) -> BatchTargets:
     """B targets of one kind from (B, 3) points, (B, 4, 4) transforms or a sequence of targets.
 
@@ -172,4 +204,12 @@ def boxes(
     return lo, hi
 
 
-__all__ = ["BatchTargets", "boxes", "orientation_array", "parse_targets", "seeds"]
+__all__ = [
+    "BatchCall",
+    "BatchTargets",
+    "batch_call",
+    "boxes",
+    "orientation_array",
+    "parse_targets",
+    "seeds",
+]

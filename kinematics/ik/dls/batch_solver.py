@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.codegen.batch_kernel import BatchKernel
-from hilbot.kinematics.ik.core.batch_inputs import boxes, orientation_array, parse_targets, seeds
+from hilbot.kinematics.ik.core.batch_inputs import batch_call, orientation_array
 from hilbot.kinematics.ik.core.batch_results import STATUSES, batch_solutions
 from hilbot.kinematics.ik.core.box import Box
 from hilbot.kinematics.ik.core.chain_info import ChainInfo
@@ -173,11 +173,7 @@ class BatchSolver(Solver):
             respect_limits,
             max_delta,
         )
-        batch = parse_targets(targets)
-        size = batch.point.shape[0]
-        q0, bases = seeds(info, initial, size)
-        lo, hi = boxes(info, q0, respect_limits, max_delta)
-        q0 = np.minimum(np.maximum(q0, lo), hi)
+        batch, q0, bases, lo, hi = batch_call(info, initial, targets, respect_limits, max_delta)
         q, res, ori, status, its = self._run(info, lo, hi, options).solve(q0, batch)
         q = np.minimum(np.maximum(q, lo), hi)  # the final safety projection
         position_reached = res <= options.tolerance

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.core.batch_inputs import boxes, parse_targets, seeds
+from hilbot.kinematics.ik.core.batch_inputs import batch_call
 from hilbot.kinematics.ik.core.batch_results import STATUSES, batch_solutions
 from hilbot.kinematics.ik.core.chain_info import ChainInfo
 from hilbot.kinematics.ik.core.errors import NoDofs
@@ -172,11 +172,9 @@ class QPBatchSolver:
             max_iterations, tolerance, orientation_tolerance, strict_orientation,
             respect_limits, max_delta,
         )  # fmt: skip
-        tgt = parse_targets(targets)
-        size = tgt.point.shape[0]
-        q0, bases = seeds(info, initial, size)
-        lo, hi = boxes(info, q0, respect_limits, max_delta, writable=True)
-        q0 = np.minimum(np.maximum(q0, lo), hi)
+        tgt, q0, bases, lo, hi = batch_call(
+            info, initial, targets, respect_limits, max_delta, writable=True
+        )
         settings = self._settings(respect_limits)
         run = BatchQPRun(settings, chain, info.names, info.scalar, kernel, options)
         far = _beyond_reach(info, tgt.point, options.tolerance)
