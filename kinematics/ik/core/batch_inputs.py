@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot.kinematics.ik.core.box import delta_bounds
 from hilbot.kinematics.ik.core.chain_info import ChainInfo, check_positions
 from hilbot.kinematics.ik.core.errors import InvalidTarget
 from hilbot.kinematics.ik.core.target import (
@@ -197,11 +198,7 @@ def boxes(
             size = q0.shape[0]
             return np.tile(lower, (size, 1)), np.tile(upper, (size, 1))
         return np.broadcast_to(lower, q0.shape), np.broadcast_to(upper, q0.shape)
-    lo, hi = q0 - max_delta, q0 + max_delta
-    if respect_limits:
-        lo = np.minimum(np.maximum(lo, lower), q0)
-        hi = np.maximum(np.minimum(hi, upper), q0)
-    return lo, hi
+    return delta_bounds(q0, max_delta, (lower, upper) if respect_limits else None)
 
 
 __all__ = [

@@ -51,3 +51,20 @@ class Box:
             raise ValueError(f"expected {len(self.lower_list)} coordinates, got {len(values)}")
         # ``map`` over C comparisons: no Python frame per coordinate (NaN compares False).
         return all(map(_le, self.lower_list, values)) and all(map(_le, values, self.upper_list))
+
+
+def delta_bounds(
+    q0: NDArray[np.float64],
+    max_delta: float,
+    limits: tuple[NDArray[np.float64], NDArray[np.float64]] | None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``q0 ± max_delta``, intersected with ``limits`` (lower, upper) when given.
+
+    A seed outside the limits may only move back towards them, by at most
+    ``max_delta`` (so the call never jumps). ``q0`` is (dof,) or (B, dof).
+    """
+    lo, hi = q0 - max_delta, q0 + max_delta
+    if limits is not None:
+        lo = np.minimum(np.maximum(lo, limits[0]), q0)
+        hi = np.maximum(np.minimum(hi, limits[1]), q0)
+    return lo, hi

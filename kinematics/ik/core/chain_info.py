@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.core.box import Box
+from hilbot.kinematics.ik.core.box import Box, delta_bounds
 from hilbot.kinematics.ik.core.errors import MAX_POSITION, InvalidPositions
 from hilbot.kinematics.joint import JointType
 
@@ -127,11 +127,8 @@ class ChainInfo:
         """
         if max_delta is None:
             return self.limits if respect_limits else self._unbounded
-        lo, hi = q0 - max_delta, q0 + max_delta
-        if respect_limits:
-            lo = np.minimum(np.maximum(lo, self.lower), q0)
-            hi = np.maximum(np.minimum(hi, self.upper), q0)
-        return Box(lo, hi)
+        limits = (self.lower, self.upper) if respect_limits else None
+        return Box(*delta_bounds(q0, max_delta, limits))
 
     def distance_from_base(self, point: tuple[float, float, float]) -> float:
         """Distance [m] from the first movable joint to ``point``.

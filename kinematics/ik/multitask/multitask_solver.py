@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.core.box import Box
+from hilbot.kinematics.ik.core.box import Box, delta_bounds
 from hilbot.kinematics.ik.core.solution import Solution, SolveMeta
 from hilbot.kinematics.ik.core.solver import SolveOptions, Solver
 from hilbot.kinematics.ik.core.target import Target
@@ -300,9 +300,7 @@ def _box(
     upper = model.upper if respect_limits else np.full(model.nv, np.inf)
     if max_delta is None:
         return lower.copy(), upper.copy()
-    lo = np.minimum(np.maximum(q0 - max_delta, lower), q0)
-    hi = np.maximum(np.minimum(q0 + max_delta, upper), q0)
-    return lo, hi
+    return delta_bounds(q0, max_delta, (lower, upper) if respect_limits else None)
 
 
 __all__ = ["MultiTaskSolver"]
