@@ -304,17 +304,7 @@ def _options(
     max_delta: float | None,
 ) -> SolveOptions:
     """Validate the options (cheaply) and pack them."""
-    if not (isinstance(max_iterations, int) and max_iterations >= 1):
-        raise ValueError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
-    if not tolerance > 0.0 or not math.isfinite(tolerance):
-        raise ValueError(f"tolerance must be a finite positive distance [m], got {tolerance!r}")
-    if not orientation_tolerance > 0.0 or not math.isfinite(orientation_tolerance):
-        raise ValueError(
-            "orientation_tolerance must be a finite positive angle [rad], "
-            f"got {orientation_tolerance!r}"
-        )
-    if max_delta is not None and (not max_delta > 0.0 or not math.isfinite(max_delta)):
-        raise ValueError(f"max_delta must be None or a finite positive step, got {max_delta!r}")
+    check_options(max_iterations, tolerance, orientation_tolerance, max_delta)
     return SolveOptions(
         max_iterations,
         float(tolerance),
@@ -325,6 +315,32 @@ def _options(
     )
 
 
+def check_options(
+    max_iterations: int,
+    tolerance: float,
+    orientation_tolerance: float,
+    max_delta: float | None,
+    *,
+    delta_name: str = "max_delta",
+) -> None:
+    """Raise ``ValueError`` naming the first option of a solve call that is out of range.
+
+    Every solver's call options: an iteration budget, the two tolerances and the
+    optional bound on each coordinate's change (called ``delta_name`` in the message).
+    """
+    if not (isinstance(max_iterations, int) and max_iterations >= 1):
+        raise ValueError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
+    if not tolerance > 0.0 or not math.isfinite(tolerance):
+        raise ValueError(f"tolerance must be a finite positive distance [m], got {tolerance!r}")
+    if not orientation_tolerance > 0.0 or not math.isfinite(orientation_tolerance):
+        raise ValueError(
+            "orientation_tolerance must be a finite positive angle [rad], "
+            f"got {orientation_tolerance!r}"
+        )
+    if max_delta is not None and (not max_delta > 0.0 or not math.isfinite(max_delta)):
+        raise ValueError(f"{delta_name} must be None or a finite positive step, got {max_delta!r}")
+
+
 def _delta_binding(q: Array, q0: Array, box: Box, options: SolveOptions) -> bool:
     """Whether some coordinate sits on a ``max_delta`` bound (not on a joint limit)."""
     assert options.max_delta is not None
@@ -333,4 +349,4 @@ def _delta_binding(q: Array, q0: Array, box: Box, options: SolveOptions) -> bool
     return bool(at_delta.any())
 
 
-__all__ = ["Box", "SolveOptions", "Solver"]
+__all__ = ["Box", "SolveOptions", "Solver", "check_options"]

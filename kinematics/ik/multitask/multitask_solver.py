@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.core.box import Box, delta_bounds
 from hilbot.kinematics.ik.core.solution import Solution, SolveMeta
-from hilbot.kinematics.ik.core.solver import SolveOptions, Solver
+from hilbot.kinematics.ik.core.solver import SolveOptions, Solver, check_options
 from hilbot.kinematics.ik.core.target import Target
 from hilbot.kinematics.ik.multitask.iterate import Problem, iterate
 from hilbot.kinematics.ik.multitask.model import TreeModel
@@ -184,7 +184,13 @@ class MultiTaskSolver(Solver):
             ValueError: a bad option, or a task that is not a task.
             KinematicsError: a task names a link outside the tree.
         """
-        _check_options(max_iterations, tolerance, orientation_tolerance, max_joint_delta)
+        check_options(
+            max_iterations,
+            tolerance,
+            orientation_tolerance,
+            max_joint_delta,
+            delta_name="max_joint_delta",
+        )
         root = robot.root_link if root_link is None else root_link
         model = self._tree(robot, root)
         tasks = list(tasks)
@@ -276,20 +282,6 @@ def _has_link(model: TreeModel, link: str) -> bool:
     except Exception:
         return False
     return True
-
-
-def _check_options(
-    max_iterations: int,
-    tolerance: float,
-    orientation_tolerance: float,
-    max_joint_delta: float | None,
-) -> None:
-    if not (isinstance(max_iterations, int) and max_iterations >= 1):
-        raise ValueError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
-    check_positive("tolerance", tolerance)
-    check_positive("orientation_tolerance", orientation_tolerance)
-    if max_joint_delta is not None:
-        check_positive("max_joint_delta", max_joint_delta)
 
 
 def _box(
