@@ -25,11 +25,8 @@ import contextlib
 import json
 import os
 import random
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _broker import free_port, mosquitto
 from _report import git_rev, write_section
 
 from hilbot.driver.config import load_config
@@ -50,40 +48,6 @@ from hilbot.sim.sim_backend import SimBackend
 PREFIX = "hilbot/omx"
 #: Longest wait for one e-stop to take effect [s] (the old code took ~10-50 s).
 EFFECT_TIMEOUT_S = 90.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def mosquitto(port: int) -> Iterator[None]:
-    binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-    with tempfile.TemporaryDirectory() as tmp:
-        conf = Path(tmp) / "mosquitto.conf"
-        conf.write_text(
-            f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-            "set_tcp_nodelay true\n"
-        )
-        process = subprocess.Popen(
-            [binary, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        try:
-            deadline = time.monotonic() + 5
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.2).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.02)
-            yield
-        finally:
-            process.terminate()
-            process.wait(5)
 
 
 async def cancel_and_wait(task: asyncio.Task[Any], attempts: int = 10) -> None:

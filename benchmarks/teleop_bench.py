@@ -23,18 +23,17 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import aiomqtt
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _broker import free_port, mosquitto
 from _report import write_section
 
 from hilbot.driver.backends import build_backend
@@ -49,39 +48,12 @@ JOINT = "joint1"
 STEP = 0.004  # [rad] below the per-cycle max delta: written unchanged
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
-def mosquitto():
-    binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+def broker_on_free_port() -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """A mosquitto broker on a free port: ``(port, process)``."""
     port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        conf = Path(tmp) / "mosquitto.conf"
-        conf.write_text(
-            f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-            "set_tcp_nodelay true\n"  # as docs/teleop.md advises: no Nagle delay on sends
-        )
-        process = subprocess.Popen(
-            [binary, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        try:
-            deadline = time.monotonic() + 5
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.2).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.02)
-            yield port, process
-        finally:
-            process.kill()
-            process.wait()
+    with mosquitto(port, kill=True) as process:
+        yield port, process
 
 
 async def cancel_and_wait(task: asyncio.Task, attempts: int = 10) -> None:
@@ -270,7 +242,7 @@ async def flood_rates(port: int, broker: subprocess.Popen, isolate: bool) -> tup
 async def main(args: argparse.Namespace) -> None:
     rows, notes, stage_rows = [], [], []
     load = os.getloadavg()
-    with mosquitto() as (port, broker):
+    with broker_on_free_port() as (port, broker):
         p50, p99, worst = pct(await loop_lag(3.0))
         rows.append(
             f"| idle event loop wake-up lag (peer) | — | {p50:.2f} | {p99:.2f} | {worst:.2f} | — |"
