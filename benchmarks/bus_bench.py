@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -44,6 +43,7 @@ import serial
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import write_section
+from _sim_process import process_cpu, sim_bus_process
 
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.bus import DynamixelBus
@@ -66,11 +66,7 @@ SIM_PID = 0  # the virtual bus process, whose CPU time is reported beside ours
 
 def sim_cpu() -> float:
     """CPU time [s] the virtual bus process has used so far (Linux /proc)."""
-    try:
-        fields = Path(f"/proc/{SIM_PID}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return process_cpu(SIM_PID)
 
 
 SIM_CPU: dict[str, float] = {}  # row name -> virtual bus CPU per cycle [ms]
@@ -108,20 +104,13 @@ def scheduling() -> str:
 
 @contextmanager
 def sim_bus() -> Iterator[str]:
-    args = [sys.executable, "-m", "hilbot", "sim-bus", "--return-delay", "0", "--baud", str(BAUD)]
+    options = ["--return-delay", "0", "--baud", str(BAUD)]
     for i in IDS:
-        args += ["--servo", f"{i}:XM430-W350"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, preexec_fn=_raise_priority)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        port = line.split()[1]
+        options += ["--servo", f"{i}:XM430-W350"]
+    with sim_bus_process(options, preexec_fn=_raise_priority) as (port, pid):
         global SIM_PID
-        SIM_PID = proc.pid
+        SIM_PID = pid
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 class Row:

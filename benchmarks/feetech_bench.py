@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +40,7 @@ import serial
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import write_section
+from _sim_process import process_cpu, sim_bus_process
 
 from hilbot.hal.errors import CommTimeout, CrcError
 from hilbot.hal.feetech import protocol
@@ -60,29 +60,18 @@ LOAD: list[float] = []  # 1-minute load average at the start and the end of the 
 
 def sim_cpu() -> float:
     """CPU time [s] the virtual bus process has used so far (Linux /proc)."""
-    try:
-        fields = Path(f"/proc/{SIM_PID}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return process_cpu(SIM_PID)
 
 
 @contextmanager
 def sim_bus() -> Iterator[str]:
-    args = [sys.executable, "-m", "hilbot", "sim-bus", "--family", "feetech"]
-    args += ["--return-delay", "0", "--baud", str(BAUD)]
+    options = ["--family", "feetech", "--return-delay", "0", "--baud", str(BAUD)]
     for i in IDS:
-        args += ["--servo", f"{i}:STS3215"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        port = proc.stdout.readline().split()[1]
+        options += ["--servo", f"{i}:STS3215"]
+    with sim_bus_process(options) as (port, pid):
         global SIM_PID
-        SIM_PID = proc.pid
+        SIM_PID = pid
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 class Row:
