@@ -105,14 +105,7 @@ def gather_batch(
 
 def _configuration(limit: ConfigurationLimit, chain: Any, q: Array, lo: Array, hi: Array) -> None:
     """``ConfigurationLimit.constraint`` on the batch axis, intersected into ``lo, hi``."""
-    if limit.margin:
-        lower = (chain.lower + limit.margin - q) * limit.gain
-        upper = (chain.upper - limit.margin - q) * limit.gain
-    else:
-        lower = (chain.lower - q) * limit.gain
-        upper = (chain.upper - q) * limit.gain
-    np.maximum(upper, 0.0, out=upper)
-    np.minimum(lower, 0.0, out=lower)
+    lower, upper = limit.step_bounds(chain.lower, chain.upper, q)
     np.maximum(lo, lower, out=lo)
     np.minimum(hi, upper, out=hi)
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.qp.limits.limit import Constraint, Limit, LimitContext, check_positive
+
+Array = NDArray[np.float64]
 
 
 class ConfigurationLimit(Limit):
@@ -32,17 +35,21 @@ class ConfigurationLimit(Limit):
 
     def constraint(self, context: LimitContext) -> Constraint:
         """Box bounds on ``dq`` from the distance to each limit."""
-        q = context.q
-        if self.margin:
-            lower = (context.lower + self.margin - q) * self.gain
-            upper = (context.upper - self.margin - q) * self.gain
-        else:
-            lower = (context.lower - q) * self.gain
-            upper = (context.upper - q) * self.gain
-        # Past a limit (or inside its margin): staying put stays allowed, going further not.
-        np.maximum(upper, 0.0, out=upper)
-        np.minimum(lower, 0.0, out=lower)
+        lower, upper = self.step_bounds(context.lower, context.upper, context.q)
         return Constraint(lower=lower, upper=upper)
+
+    def step_bounds(self, lower: Array, upper: Array, q: Array) -> tuple[Array, Array]:
+        """Bounds on ``dq`` at ``q`` ((n,) or (B, n)) from the joint limits ``lower, upper``."""
+        if self.margin:
+            low = (lower + self.margin - q) * self.gain
+            high = (upper - self.margin - q) * self.gain
+        else:
+            low = (lower - q) * self.gain
+            high = (upper - q) * self.gain
+        # Past a limit (or inside its margin): staying put stays allowed, going further not.
+        np.maximum(high, 0.0, out=high)
+        np.minimum(low, 0.0, out=low)
+        return low, high
 
     def __repr__(self) -> str:
         return f"ConfigurationLimit(gain={self.gain}, min_distance_from_limits={self.margin})"
