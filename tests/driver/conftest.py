@@ -29,6 +29,7 @@ from hilbot.driver import virtual_margin
 from hilbot.driver.backends import dynamixel_backend
 from hilbot.driver.config import RobotConfig, parse_config
 from hilbot.driver.runtime import Runtime
+from hilbot.driver.safety import Mode
 from hilbot.driver.ticker import ManualClock
 from hilbot.hal.backend import JointState
 from hilbot.sim import running_virtual_bus
@@ -98,6 +99,32 @@ def virtual_margin_ms(config: RobotConfig, retries: int) -> float:
 VIRTUAL_RETRIES = virtual_margin.VIRTUAL_RETRIES
 
 
+@contextlib.asynccontextmanager
+async def runtime_on(
+    config: RobotConfig, ports: Mapping[str, str], *, margin_ms: float, pipeline: bool
+) -> AsyncIterator[Runtime]:
+    """A runtime on the real backend of each bus, opened on the virtual buses at ``ports``.
+
+    ``margin_ms`` is the reply margin measured for this host (:func:`virtual_margin_ms`).
+    """
+    backend = dynamixel_backend(
+        config, ports, margin_ms=margin_ms, retries=VIRTUAL_RETRIES, pipeline=pipeline
+    )
+    async with Runtime(config, backend) as rt:
+        yield rt
+
+
+async def cycles_until(rt: Runtime, mode: Mode, cycles: int) -> None:
+    """Run up to ``cycles`` control cycles, ending early once ``rt`` is in ``mode``.
+
+    It only waits: the test asserts the mode afterwards.
+    """
+    for _ in range(cycles):
+        await rt.wait_cycles(1)
+        if rt.mode is mode:
+            return
+
+
 @pytest.fixture(params=[False, True], ids=["plain", "pipelined"])
 def running(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """``running(config)``: the virtual bus and a runtime on it, pipelined or not.
@@ -113,14 +140,9 @@ def running(request: pytest.FixtureRequest) -> Callable[..., Any]:
         async with running_virtual_bus(
             config.servo_specs(), baudrate=1_000_000, initial_positions=dict(config.home)
         ) as vbus:
-            backend = dynamixel_backend(
-                config,
-                {"main": vbus.port},
-                margin_ms=margin,
-                retries=VIRTUAL_RETRIES,
-                pipeline=request.param,
-            )
-            async with Runtime(config, backend) as rt:
+            async with runtime_on(
+                config, {"main": vbus.port}, margin_ms=margin, pipeline=request.param
+            ) as rt:
                 yield vbus, rt
             assert vbus.errors == []  # the bus server itself never failed
 

@@ -29,7 +29,7 @@ from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.feetech.register_names import FeetechRegister
 from hilbot.sim import running_virtual_bus
 from hilbot.sim.feetech_bus import FeetechVirtualBus
-from tests.driver.conftest import VIRTUAL_RETRIES, config_data, virtual_margin_ms
+from tests.driver.conftest import VIRTUAL_RETRIES, config_data, cycles_until, virtual_margin_ms
 from tests.driver.test_runtime_feetech import home_ticks
 
 RATE = 100.0
@@ -114,10 +114,7 @@ async def test_a_fault_on_the_feetech_bus_disarms_the_whole_robot(config):
         await rt.command(Command.ENABLE)
         await rt.wait_cycles(3)
         fbus.raise_hardware_error(2, HardwareErrorFlags.OVERHEATING)
-        for _ in range(50):
-            await rt.wait_cycles(1)
-            if rt.mode is Mode.FAULTED:
-                break
+        await cycles_until(rt, Mode.FAULTED, 50)
         state = rt.state()
         assert state.mode is Mode.FAULTED
         assert any(

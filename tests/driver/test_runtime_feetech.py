@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hilbot.driver.backends import dynamixel_backend
 from hilbot.driver.config import RobotConfig
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.safety import Mode
@@ -29,7 +28,7 @@ from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.feetech.register_names import FeetechRegister
 from hilbot.hal.feetech.units import FeetechUnits
 from hilbot.sim.feetech_bus import FeetechVirtualBus
-from tests.driver.conftest import VIRTUAL_RETRIES, virtual_margin_ms
+from tests.driver.conftest import VIRTUAL_RETRIES, cycles_until, runtime_on, virtual_margin_ms
 
 RATE = 100.0  # modest: the virtual servos share this (busy, 2-core) machine
 IDS = range(1, 7)
@@ -59,14 +58,9 @@ def running(request: pytest.FixtureRequest) -> Callable[..., Any]:
         with FeetechVirtualBus(
             servos, 1_000_000, return_delay_time=0, initial_positions=home_ticks(config)
         ) as vbus:
-            backend = dynamixel_backend(
-                config,
-                {"main": vbus.port},
-                margin_ms=margin,
-                retries=VIRTUAL_RETRIES,
-                pipeline=request.param,
-            )
-            async with Runtime(config, backend) as rt:
+            async with runtime_on(
+                config, {"main": vbus.port}, margin_ms=margin, pipeline=request.param
+            ) as rt:
                 yield vbus, rt
             assert vbus.errors == []  # the bus server itself never failed
 
@@ -172,10 +166,7 @@ async def test_overload_disarms_and_reboot_recovers(config, running):
         await rt.command(Command.ENABLE)
         await rt.wait_cycles(3)
         vbus.raise_hardware_error(3, HardwareErrorFlags.OVERLOAD)
-        for _ in range(50):
-            await rt.wait_cycles(1)
-            if rt.mode is Mode.FAULTED:
-                break
+        await cycles_until(rt, Mode.FAULTED, 50)
         state = rt.state()
         assert state.mode is Mode.FAULTED
         assert any(f.kind is FaultKind.HARDWARE and f.joint == "elbow_flex" for f in state.faults)
@@ -192,10 +183,7 @@ async def test_a_servo_unplugged_mid_run_faults_the_bus_and_torque_goes_off(conf
         await rt.command(Command.ENABLE)
         await rt.wait_cycles(3)
         vbus.fault(4).unplug()
-        for _ in range(200):
-            await rt.wait_cycles(1)
-            if rt.mode is Mode.FAULTED:
-                break
+        await cycles_until(rt, Mode.FAULTED, 200)
         state = rt.state()
         assert state.mode is Mode.FAULTED
         assert any(f.kind is FaultKind.BUS for f in state.faults)

@@ -20,6 +20,7 @@ from hilbot.driver.state import Command, FaultKind
 from hilbot.driver.targets import MAX_JOINT_VALUE
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.tables import RegisterName
+from tests.driver.conftest import cycles_until
 
 RATE = 100.0  # modest: the virtual servos share this (busy, 2-core) machine
 
@@ -86,10 +87,7 @@ async def test_servo_overload_disarms_and_reboot_recovers(config, running):
         await rt.command(Command.ENABLE)
         await rt.wait_cycles(3)
         vbus.raise_hardware_error(12, HardwareErrorFlags.OVERLOAD)
-        for _ in range(50):
-            await rt.wait_cycles(1)
-            if rt.mode is Mode.FAULTED:
-                break
+        await cycles_until(rt, Mode.FAULTED, 50)
         state = rt.state()
         assert state.mode is Mode.FAULTED
         assert any(f.kind is FaultKind.HARDWARE and f.joint == "joint2" for f in state.faults)
@@ -230,10 +228,7 @@ async def test_bus_down_faults_and_turns_torque_off(config, running):
         await rt.command(Command.ENABLE)
         await rt.wait_cycles(3)
         vbus.fault(13).drop_rate = 1.0  # servo 13 hears everything, answers nothing
-        for _ in range(int(2.0 * RATE)):
-            await rt.wait_cycles(1)
-            if rt.mode is Mode.FAULTED:
-                break
+        await cycles_until(rt, Mode.FAULTED, int(2.0 * RATE))
         await rt.wait_cycles(3)
         state = rt.state()
         assert state.mode is Mode.FAULTED
