@@ -36,7 +36,7 @@ from hilbot.hal.feetech.register_names import FeetechRegister
 from hilbot.sim.feetech_handler import FeetechInstructionHandler
 from hilbot.sim.feetech_physics import feetech_physics
 from hilbot.sim.feetech_servo import FeetechServo
-from hilbot.sim.pty_server import PtyBusServer, check_unique_ids
+from hilbot.sim.pty_server import PtyBusServer, check_unique_ids, initial_angles
 from hilbot.sim.servo_model import ServoModel
 from hilbot.sim.servo_physics import ServoPhysics
 
@@ -86,18 +86,12 @@ class FeetechVirtualBus(PtyBusServer[FeetechServo, Instruction]):
         pairs = list(servos.items()) if isinstance(servos, Mapping) else list(servos)
         check_unique_ids(pairs)
         specs = [_model_spec(i, name, baudrate) for i, name in pairs]
-        positions = dict(initial_positions or {})
-        unknown = sorted(set(positions) - {i for i, _ in pairs})
-        if unknown:
-            raise ConfigError(f"initial_positions names servos not on the bus: {unknown}")
+        angles = initial_angles(pairs, specs, dict(initial_positions or {}))
         super().__init__(baudrate, clock=clock, wire_timing=wire_timing, seed=seed)
         overrides = physics or {}
         self.model = model_factory(
             [overrides.get(spec.name) or feetech_physics(spec.name) for spec in specs],
-            initial_positions=[
-                (positions.get(i, spec.center_tick) - spec.center_tick) * spec.radians_per_tick
-                for (i, _), spec in zip(pairs, specs, strict=True)
-            ],
+            initial_positions=angles,
         )
         self.servos = [
             FeetechServo(

@@ -20,7 +20,7 @@ import threading
 import time
 import tty
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import ClassVar, Generic, Protocol, Self, TypeGuard, TypeVar
 
@@ -363,3 +363,39 @@ def check_unique_ids(pairs: Sequence[tuple[int, str]]) -> None:
                 f"servo id {servo_id} appears twice on the bus", servo_id=servo_id, field="id"
             )
         seen.add(servo_id)
+
+
+class TickScale(Protocol):
+    """What turning a servo's power-up position into a shaft angle needs of its model."""
+
+    @property
+    def center_tick(self) -> int:
+        """The tick of the joint's zero."""
+        ...
+
+    @property
+    def radians_per_tick(self) -> float:
+        """The angle of one tick [rad]."""
+        ...
+
+
+def initial_angles(
+    pairs: Sequence[tuple[int, str]], specs: Sequence[TickScale], positions: Mapping[int, int]
+) -> list[float]:
+    """The servos' shaft angles at power-up [rad], in ``pairs`` order.
+
+    Args:
+        pairs: ``(id, model name)`` of every servo on the bus.
+        specs: their models, in the same order.
+        positions: ``{id: tick}`` at power-up; a servo not named starts at its center tick.
+
+    Raises:
+        ConfigError: ``positions`` names a servo that is not on the bus.
+    """
+    unknown = sorted(set(positions) - {i for i, _ in pairs})
+    if unknown:
+        raise ConfigError(f"initial_positions names servos not on the bus: {unknown}")
+    return [
+        (positions.get(i, spec.center_tick) - spec.center_tick) * spec.radians_per_tick
+        for (i, _), spec in zip(pairs, specs, strict=True)
+    ]

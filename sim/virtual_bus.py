@@ -32,7 +32,7 @@ from hilbot.hal.dynamixel.protocol import (
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.sim.instruction_handler import InstructionHandler
-from hilbot.sim.pty_server import PtyBusServer, check_unique_ids
+from hilbot.sim.pty_server import PtyBusServer, check_unique_ids, initial_angles
 from hilbot.sim.servo_model import ServoModel
 from hilbot.sim.servo_physics import ServoPhysics, physics_for
 from hilbot.sim.virtual_servo import VirtualServo
@@ -89,17 +89,10 @@ class VirtualBus(PtyBusServer[VirtualServo, Instruction]):
         )
         specs = [_model_spec(i, name, protocol, baudrate) for i, name in pairs]
         check_unique_ids(pairs)
-        positions = initial_positions or {}
-        unknown = sorted(set(positions) - {i for i, _ in pairs})
-        if unknown:
-            raise ConfigError(f"initial_positions names servos not on the bus: {unknown}")
         overrides = physics or {}
         self.model = model_factory(
             [overrides.get(spec.name) or physics_for(spec.name) for spec in specs],
-            initial_positions=[
-                (positions.get(i, spec.center_tick) - spec.center_tick) * spec.radians_per_tick
-                for (i, _), spec in zip(pairs, specs, strict=True)
-            ],
+            initial_positions=initial_angles(pairs, specs, initial_positions or {}),
         )
         self.servos = [
             VirtualServo(
