@@ -248,8 +248,11 @@ def dynamixel_backend(
             spec = type(spec)(ports[bus.name], spec.baudrate, spec.protocol)
         servos = config.servo_specs(bus.name)
         joints = {s.joint for s in servos}
+        bus_options = dict(options)
+        if bus.reply_margin_ms is not None:  # the config's margin; a caller's overrides it
+            bus_options.setdefault("margin_ms", bus.reply_margin_ms)
         if bus.family == "feetech":
-            backends.append(_feetech_backend(spec, servos, limits, joints, options))
+            backends.append(_feetech_backend(spec, servos, limits, joints, bus_options))
             continue
         backends.append(
             DynamixelBackend(
@@ -257,7 +260,7 @@ def dynamixel_backend(
                 servos,
                 read=bus.read,
                 joint_limits={j: v for j, v in limits.items() if j in joints},
-                **options,
+                **bus_options,
             )
         )
     return backends[0] if len(backends) == 1 else MultiBackend(backends)

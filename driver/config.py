@@ -66,6 +66,10 @@ class BusConfig(_Frozen):
         read: what each cycle reads from every servo: ``position``,
             ``position+velocity`` or ``position+velocity+effort``; unset, position only
             on protocol 1 and all three on 2 (see ``hilbot.hal.dynamixel.read_set``).
+        reply_margin_ms: how long past a reply's wire time the backend waits for it [ms];
+            unset, the backend's default (3 ms). Raise it for adapters behind hubs or
+            with a long latency timer; ``--backend virtual`` sets it from the host's
+            measured scheduling stalls.
     """
 
     name: str = "main"
@@ -74,6 +78,7 @@ class BusConfig(_Frozen):
     protocol: Literal[1, 2] = 2
     family: Literal["dynamixel", "feetech"] = "dynamixel"
     read: Literal["position", "position+velocity", "position+velocity+effort"] | None = None
+    reply_margin_ms: Annotated[float, Field(gt=0.0, le=500.0, allow_inf_nan=False)] | None = None
 
     def bus_spec(self) -> BusSpec:
         """The HAL's ``BusSpec`` of this bus."""

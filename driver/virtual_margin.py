@@ -38,8 +38,15 @@ def scheduling_stall_ms(duration: float = PROBE_TIME) -> float:
     return worst * 1e3
 
 
+#: [s] ``safety.bus_watchdog``'s default in a robot config (a test pins the two together).
+DEFAULT_BUS_WATCHDOG = 0.5
+
+
 def virtual_margin_ms(
-    bus_watchdog: float | None, retries: int = VIRTUAL_RETRIES, *, stall_ms: float | None = None
+    bus_watchdog: float | None = DEFAULT_BUS_WATCHDOG,
+    retries: int = VIRTUAL_RETRIES,
+    *,
+    stall_ms: float | None = None,
 ) -> float:
     """Reply deadline margin [ms] for a virtual bus on this host.
 

@@ -177,7 +177,6 @@ def _family(spec: Any) -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def _demo(config: Any, mounts: list[str]) -> Iterator[tuple[Any, Any]]:
-    from hilbot.driver.backends import VIRTUAL_MARGIN_MS
     from hilbot.driver.calibration.dynamixel_access import dynamixel_access
     from hilbot.driver.calibration.guides import HandGuide
     from hilbot.driver.commands.sim_bus import joint_ranges
@@ -203,19 +202,20 @@ def _demo(config: Any, mounts: list[str]) -> Iterator[tuple[Any, Any]]:
             initial_positions=home,
             return_delay_time=0,
         )
+    from hilbot.driver.virtual_margin import virtual_margin_ms
+
+    margin = virtual_margin_ms(config.safety.bus_watchdog)  # the host's stalls, measured now
     with vbus, Hand(vbus, servos) as hand:
         ranges = demo_ranges(joint_ranges(config))
         if feetech:
             from hilbot.driver.calibration.feetech_access import feetech_access
 
             models = {s.id: s.model for s in servos}
-            opened: Any = feetech_access(
-                vbus.port, bus.baudrate, models, margin_ms=VIRTUAL_MARGIN_MS
-            )
+            opened: Any = feetech_access(vbus.port, bus.baudrate, models, margin_ms=margin)
         else:
             spec = bus.bus_spec()
             spec = type(spec)(vbus.port, spec.baudrate, spec.protocol, *_family(spec))
-            opened = dynamixel_access(spec, margin_ms=VIRTUAL_MARGIN_MS)
+            opened = dynamixel_access(spec, margin_ms=margin)
         with opened as access:
             yield access, HandGuide(hand, ranges)
 

@@ -420,3 +420,25 @@ def test_servo_specs_built_in_python_refuse_non_finite_numbers(field):
 
     with pytest.raises(ValueError, match="finite"):
         ServoSpec(1, "XM430-W350", "joint1", **{field: INF})
+
+
+def test_the_virtual_margin_knows_the_default_bus_watchdog():
+    from hilbot.driver.config import RobotConfig
+    from hilbot.driver.virtual_margin import DEFAULT_BUS_WATCHDOG
+
+    safety = RobotConfig.model_fields["safety"].annotation
+    assert safety().bus_watchdog == DEFAULT_BUS_WATCHDOG
+
+
+def test_a_bus_reply_margin_reaches_the_backend_and_is_bounded(config_data_of):
+    from hilbot.driver.backends import dynamixel_backend
+
+    data = config_data_of("openmanipulator_x")
+    data["buses"][0]["reply_margin_ms"] = 40.0
+    backend = dynamixel_backend(parse_config(data))
+    assert backend._bus.port.margin_ms == 40.0  # the deadline the bus waits with
+    assert dynamixel_backend(parse_config(data), margin_ms=5.0)._bus.port.margin_ms == 5.0
+    for bad in (0.0, -1.0, float("inf"), 1e4):
+        data["buses"][0]["reply_margin_ms"] = bad
+        with pytest.raises(ConfigError, match=r"buses\[0\]\.reply_margin_ms"):
+            parse_config(data)
