@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hilbot.driver.backends import VIRTUAL_MARGIN_MS
 from hilbot.driver.calibration import files
 from hilbot.driver.calibration.apply import (
     CalibrationMismatch,
@@ -30,6 +29,7 @@ from hilbot.driver.calibration.guides import HandGuide
 from hilbot.driver.commands.calibrate import demo_ranges
 from hilbot.driver.commands.sim_bus import joint_ranges
 from hilbot.driver.config import RobotConfig, load_config
+from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.hal.calibration import Calibration
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.tables import RegisterName
@@ -63,7 +63,7 @@ def arm() -> Iterator[Arm]:
     true = mounted(config.servo_specs(), MOUNTS)
     vbus = running_virtual_bus(true, initial_positions=dict(config.home), return_delay_time=0)
     with vbus as bus, Hand(bus, true) as hand:
-        with dynamixel_access(BusSpec(bus.port), margin_ms=VIRTUAL_MARGIN_MS) as access:
+        with dynamixel_access(BusSpec(bus.port), margin_ms=virtual_margin_ms()) as access:
             yield Arm(config, true, bus, hand, access, demo_ranges(joint_ranges(config)))
         assert bus.errors == []
 
@@ -77,7 +77,7 @@ async def _calibrate(arm: Arm, *, write: bool = False) -> Calibration:
 async def _track(arm: Arm, calibration: Calibration, targets: dict[str, float]) -> None:
     """Drive the calibrated backend to ``targets`` and check where the arm really is."""
     specs = calibration.apply(arm.config.servo_specs())
-    async with DynamixelBackend(BusSpec(arm.bus.port), specs, margin_ms=VIRTUAL_MARGIN_MS) as be:
+    async with DynamixelBackend(BusSpec(arm.bus.port), specs, margin_ms=virtual_margin_ms()) as be:
         await be.set_torque(True)
         await be.write(targets)
         loop = asyncio.get_running_loop()
@@ -125,13 +125,13 @@ async def test_a_wrapped_joint_makes_the_calibration_stale(arm: Arm) -> None:
     specs = calibration.apply(arm.config.servo_specs())
     config = calibrated_config(arm.config, calibration)
     bus_spec = BusSpec(arm.bus.port)
-    async with DynamixelBackend(bus_spec, specs, margin_ms=VIRTUAL_MARGIN_MS) as be:
+    async with DynamixelBackend(bus_spec, specs, margin_ms=virtual_margin_ms()) as be:
         fresh = await be.read()
     assert stale_joints(fresh, calibration, 0.15) == []
     # A multi-turn wrap: the wrist reads a whole turn off (Homing Offset one turn on).
     reg = DynamixelAccess(arm.access._bus)._spec(4).register(RegisterName.HOMING_OFFSET)
     arm.access._bus.write(4, reg.address, reg.encode(4096))
-    async with DynamixelBackend(bus_spec, specs, margin_ms=VIRTUAL_MARGIN_MS) as be:
+    async with DynamixelBackend(bus_spec, specs, margin_ms=virtual_margin_ms()) as be:
         wrapped = await be.read()
         with pytest.raises(CalibrationMismatch, match=r"wrist_flex reads .*calibrate"):
             check_fresh(wrapped, calibration, config, "virtual")
@@ -238,7 +238,7 @@ async def test_the_so101_on_a_feetech_bus_calibrates_the_same_way(write: bool) -
     with (
         vbus as bus,
         Hand(bus, true) as hand,
-        feetech_access(bus.port, 1_000_000, models, margin_ms=VIRTUAL_MARGIN_MS) as access,
+        feetech_access(bus.port, 1_000_000, models, margin_ms=virtual_margin_ms()) as access,
     ):
         guide = HandGuide(hand, ranges, stream=io.StringIO(), seconds=0.4)
         joints, seen = await measure(config, access, guide)

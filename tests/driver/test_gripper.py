@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from hilbot.driver.backends import VIRTUAL_MARGIN_MS
+from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.hal.backend import HardwareErrorFlags, JointState
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.tables import RegisterName
@@ -34,7 +34,7 @@ async def _squeeze(spec: ServoSpec, seconds: float) -> tuple[JointState, dict[N,
         bus.model.set_obstacle(0, high=OBJECT)
         # retries: a loaded host loses the odd reply; this test is about the squeeze
         backend = DynamixelBackend(
-            BusSpec(bus.port), [spec], margin_ms=VIRTUAL_MARGIN_MS, retries=3
+            BusSpec(bus.port), [spec], margin_ms=virtual_margin_ms(), retries=3
         )
         async with backend as be:
             registers = {
@@ -78,7 +78,7 @@ async def test_a_mode_the_model_lacks_is_refused_at_start_up() -> None:
         running_virtual_bus([spec], return_delay_time=0) as bus,
         pytest.raises(StartupError, match="no current_position mode"),
     ):
-        async with DynamixelBackend(BusSpec(bus.port), [spec], margin_ms=VIRTUAL_MARGIN_MS):
+        async with DynamixelBackend(BusSpec(bus.port), [spec], margin_ms=virtual_margin_ms()):
             pass
 
 

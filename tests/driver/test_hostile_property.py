@@ -28,13 +28,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
+from hilbot.driver.backends import dynamixel_backend
 from hilbot.driver.errors import InvalidTarget, LimitViolation, TrajectoryError
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.safety import Mode, SafetyLayer
 from hilbot.driver.state import Command, CycleRecord
 from hilbot.driver.ticker import Tick
 from hilbot.driver.trajectory import from_mapping, play
+from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.sim import running_virtual_bus
 
 SIM_CYCLES = 100_000
@@ -335,7 +336,7 @@ async def test_virtual_bus_hostile_input_and_injected_errors(make_config, faulty
     async with running_virtual_bus(
         config.servo_specs(), baudrate=1_000_000, initial_positions=dict(config.home)
     ) as vbus:
-        real = dynamixel_backend(config, {"main": vbus.port}, margin_ms=VIRTUAL_MARGIN_MS)
+        real = dynamixel_backend(config, {"main": vbus.port}, margin_ms=virtual_margin_ms())
         backend = faulty(real)
         async with Runtime(config, backend, ticker=FreeTicker()) as rt:
             rng = np.random.default_rng(1200)

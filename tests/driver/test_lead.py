@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from hilbot.driver.backends import VIRTUAL_MARGIN_MS, build_backend
+from hilbot.driver.backends import build_backend
 from hilbot.driver.config import RobotConfig, load_config, parse_config
 from hilbot.driver.errors import ConfigError
 from hilbot.driver.lead.leader import lead, prepare_leader
@@ -19,6 +19,7 @@ from hilbot.driver.lead.mapping import LeadMap
 from hilbot.driver.lead.session import follower
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.teleop.publisher import TeleopPublisher
+from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.mapping import BusSpec
 from hilbot.sim import running_virtual_bus
@@ -86,7 +87,7 @@ async def _leader_arm(
     ):
         if buses is not None:
             buses.append(bus)
-        backend = DynamixelBackend(BusSpec(bus.port), specs, margin_ms=VIRTUAL_MARGIN_MS)
+        backend = DynamixelBackend(BusSpec(bus.port), specs, margin_ms=virtual_margin_ms())
         async with backend:
             yield hand, backend
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.sim import running_virtual_bus
 
@@ -49,6 +50,10 @@ def test_a_signal_stops_the_run_with_torque_off(sig, make_config, config_data_of
         config.servo_specs(), initial_positions=dict(config.home), return_delay_time=0
     ) as vbus:
         data["buses"][0]["port"] = vbus.port
+        # The servos answer from a thread of this busy test process, not from a bus of
+        # their own: the reply margin comes from the host's measured stalls, as the
+        # virtual backend's does.
+        data["buses"][0]["reply_margin_ms"] = virtual_margin_ms(config.safety.bus_watchdog)
         path = tmp_path / "robot.yaml"
         path.write_text(yaml.safe_dump(data))
         args = [sys.executable, "-m", "hilbot", "-v", "run", str(path), "--backend", "dynamixel"]

@@ -13,10 +13,11 @@ import time
 
 import pytest
 
-from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
+from hilbot.driver.backends import dynamixel_backend
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.safety import Mode
 from hilbot.driver.state import Command, CycleRecord, FaultKind
+from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.sim import running_virtual_bus
 
@@ -123,7 +124,9 @@ async def test_a_trip_left_by_an_earlier_host_is_reported_and_cleared_by_enable(
                 assert servo.write(64, bytes((1,)), time.monotonic()) == 0
         time.sleep(BUS_WATCHDOG + 0.05)
         assert vbus.register(11, N.BUS_WATCHDOG) == -1
-        backend = dynamixel_backend(config, {"main": vbus.port}, margin_ms=VIRTUAL_MARGIN_MS)
+        backend = dynamixel_backend(
+            config, {"main": vbus.port}, margin_ms=virtual_margin_ms(BUS_WATCHDOG)
+        )
         async with Runtime(config, backend) as rt:
             assert rt.state().joints.bus_watchdog_tripped == rt.joint_names
             await rt.wait_cycles(2)

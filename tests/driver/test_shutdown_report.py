@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
+from hilbot.driver.backends import dynamixel_backend
 from hilbot.driver.commands.shutdown_report import TorqueWatch, shutdown_text
+from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.errors import BusError
 from hilbot.sim import running_virtual_bus
@@ -19,7 +20,9 @@ def omx(make_config):
 async def test_torque_off_on_every_servo_is_reported(omx):
     with running_virtual_bus(omx.servo_specs(), return_delay_time=0) as vbus:
         ports = {"main": vbus.port}
-        async with TorqueWatch(dynamixel_backend(omx, ports, margin_ms=VIRTUAL_MARGIN_MS)) as watch:
+        async with TorqueWatch(
+            dynamixel_backend(omx, ports, margin_ms=virtual_margin_ms())
+        ) as watch:
             await watch.set_torque(True)
             assert shutdown_text(omx, watch).startswith("shutdown: could not turn torque off")
             await watch.set_torque(False)
@@ -30,7 +33,7 @@ async def test_torque_off_on_every_servo_is_reported(omx):
 async def test_a_torque_off_that_fails_says_so_and_what_stops_the_servos(omx):
     with running_virtual_bus(omx.servo_specs(), return_delay_time=0) as vbus:
         ports = {"main": vbus.port}
-        backend = dynamixel_backend(omx, ports, margin_ms=VIRTUAL_MARGIN_MS, retries=0)
+        backend = dynamixel_backend(omx, ports, margin_ms=virtual_margin_ms(), retries=0)
         async with TorqueWatch(backend) as watch:
             await watch.set_torque(True)
             for servo_id in range(11, 16):

@@ -15,11 +15,12 @@ import pytest
 import yaml
 
 from hilbot.configs import config_path
-from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
+from hilbot.driver.backends import dynamixel_backend
 from hilbot.driver.config import parse_config
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.safety import Mode
 from hilbot.driver.state import Command, FaultKind
+from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.hal.dynamixel.tables import RegisterName as N
 from hilbot.hal.dynamixel.tables import model
 from hilbot.hal.errors import DataLimitError
@@ -68,7 +69,7 @@ async def test_a_goal_past_a_register_narrowed_since_startup_faults_at_once_nami
     home = config.home[JOINT]
     past = home + 0.3
     async with running_virtual_bus(specs, initial_positions=dict(config.home)) as vbus:
-        backend = dynamixel_backend(config, {"main": vbus.port}, margin_ms=VIRTUAL_MARGIN_MS)
+        backend = dynamixel_backend(config, {"main": vbus.port}, margin_ms=virtual_margin_ms())
         async with Runtime(config, backend) as rt:
             await rt.wait_cycles(3)
             register, limit = _narrow(vbus, spec, home, past)
@@ -107,7 +108,7 @@ async def test_with_torque_off_as_the_safe_state_torque_goes_off():
     home = config.home[JOINT]
     past = home - 0.3
     async with running_virtual_bus(specs, initial_positions=dict(config.home)) as vbus:
-        backend = dynamixel_backend(config, {"main": vbus.port}, margin_ms=VIRTUAL_MARGIN_MS)
+        backend = dynamixel_backend(config, {"main": vbus.port}, margin_ms=virtual_margin_ms())
         async with Runtime(config, backend) as rt:
             await rt.wait_cycles(3)
             _narrow(vbus, spec, home, past)

@@ -7,8 +7,9 @@ import pytest
 import yaml
 
 from hilbot.configs import config_path
-from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
+from hilbot.driver.backends import dynamixel_backend
 from hilbot.driver.config import parse_config
+from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.read_set import ReadSet
 from hilbot.hal.dynamixel.timing import ReadMethod, max_cycle_rate
@@ -75,7 +76,7 @@ async def test_the_config_read_option_reaches_the_backend_and_the_rate_check():
         BusSpec("x"), specs
     )
     async with running_virtual_bus(specs, initial_positions=dict(config.home)) as vbus:
-        backend = dynamixel_backend(config, {bus.name: vbus.port}, margin_ms=VIRTUAL_MARGIN_MS)
+        backend = dynamixel_backend(config, {bus.name: vbus.port}, margin_ms=virtual_margin_ms())
         async with backend as arm:
             assert arm.layout.read_set is ReadSet.POSITION
             state = await arm.read()

@@ -13,11 +13,12 @@ import pytest
 import yaml
 
 from hilbot.configs import config_path
-from hilbot.driver.backends import VIRTUAL_MARGIN_MS, dynamixel_backend
+from hilbot.driver.backends import dynamixel_backend
 from hilbot.driver.config import parse_config
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.safety import Mode
 from hilbot.driver.state import Command, FaultKind
+from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.hal.dynamixel.tables import RegisterName as N
 from hilbot.hal.errors import TorqueNotConfirmed
 from hilbot.hal.mapping import ServoSpec
@@ -69,7 +70,7 @@ async def test_the_runtime_logs_which_servos_took_torque_off_after_a_bus_fault(c
     specs: list[ServoSpec] = config.servo_specs()
     silent = specs[-1]
     async with running_virtual_bus(specs, initial_positions=dict(config.home)) as vbus:
-        backend = dynamixel_backend(config, {"main": vbus.port}, margin_ms=VIRTUAL_MARGIN_MS)
+        backend = dynamixel_backend(config, {"main": vbus.port}, margin_ms=virtual_margin_ms())
         async with Runtime(config, backend) as rt:
             await rt.command(Command.ENABLE)
             caplog.set_level(logging.INFO)
