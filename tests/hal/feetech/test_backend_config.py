@@ -134,7 +134,7 @@ def test_dynamixel_only_servo_settings_are_refused_on_a_feetech_bus(field):
     with pytest.raises(ConfigError) as info:
         check_config(parse_config(data))
     assert info.value.loc == ("servos", 5, field)
-    assert "Dynamixel setting" in str(info.value)
+    assert "is written to Dynamixel servos" in str(info.value)
 
 
 def test_the_backend_refuses_them_too():
