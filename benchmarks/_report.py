@@ -39,6 +39,18 @@ def machine() -> str:
     )
 
 
+def load_note(start: float, end: float) -> str:
+    """How busy the machine was: the 1-minute load averages at a run's start and end."""
+    cores = os.cpu_count() or 1
+    busy = max(start, end) >= 0.5 * cores
+    what = "shared with other busy jobs" if busy else "quiet (no other job of ours running)"
+    return (
+        f"The machine was {what}: 1-minute load average {start:.1f} at the start, "
+        f"{end:.1f} at the end, on {cores} cores. Read the ratios to the peers of the same "
+        "run, not the absolute figures."
+    )
+
+
 def command() -> str:
     """The command line that ran this script, relative to the repository."""
     script = Path(sys.argv[0]).resolve()

@@ -36,7 +36,7 @@ import rustypot
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import write_section
+from _report import load_note, write_section
 
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.read_set import ReadSet, cycle_registers, default_read_set
@@ -299,10 +299,8 @@ def main() -> None:
     load_end = os.getloadavg()
     common = (
         f"Medians of {args.reps} interleaved rounds of {args.cycles} cycles per row; both "
-        f"processes at {scheduling()}. **The machine was shared with other busy jobs** "
-        f"(1-minute load average {load[0]:.1f} at the start, {load_end[0]:.1f} at the end, on "
-        f"{os.cpu_count()} cores): read the ratios to rustypot in the same run, not the "
-        "absolute rates. The virtual bus runs in its own process (`hilbot sim-bus`, Return "
+        f"processes at {scheduling()}. {load_note(load[0], load_end[0])} "
+        "The virtual bus runs in its own process (`hilbot sim-bus`, Return "
         "Delay Time 0, 1 Mbps) and answers each instruction when its last byte would arrive "
         "on a real wire. Wire limit: the read (fast sync read on 2.0, one read per servo on "
         "an AX) of the row's bytes plus one goal sync write, at 10 bits a byte. CPU: this "

@@ -39,7 +39,7 @@ import serial
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import write_section
+from _report import load_note, write_section
 from _sim_process import process_cpu, sim_bus_process
 
 from hilbot.hal.errors import CommTimeout, CrcError
@@ -266,8 +266,8 @@ def report(rows: list[Row], limit: float, budget: str, args: Any) -> None:
     best_cpu = min(r.median(r.cpus) for r in peers)
     lines = [
         f"6 STS3215 at {BAUD} bit/s on the virtual Feetech bus (its own process), Return Delay "
-        f"0; {args.cycles} cycles x {args.reps} interleaved rounds, medians. The machine is "
-        "shared with other jobs (2 cores, loaded): compare rows, not absolute figures.",
+        f"0; {args.cycles} cycles x {args.reps} interleaved rounds, medians. "
+        f"{load_note(LOAD[0], LOAD[-1])}",
         "",
         "Wire budget:",
         "",
@@ -288,8 +288,6 @@ def report(rows: list[Row], limit: float, budget: str, args: Any) -> None:
     bus, full = rows[0], max(rows[1:3], key=lambda r: r.median(r.rates))
     bus_rate, bus_cpu = bus.median(bus.rates), bus.median(bus.cpus)
     lines += [
-        "",
-        f"Load average {LOAD[0]:.1f} at the start, {LOAD[-1]:.1f} at the end (2 cores).",
         "",
         f"Targets: >= 90 % of the wire limit ({limit:.0f} cycles/s): hilbot's bus "
         f"{bus_rate / limit:.0%}, its backend ({full.name.split(':')[0][7:]}) "

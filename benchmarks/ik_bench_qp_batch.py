@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import write_section
+from _report import load_note, write_section
 
 from hilbot.kinematics import load_urdf
 from hilbot.kinematics.ik import (
@@ -392,21 +392,21 @@ def main() -> int:
 
     wp.config.quiet = True
     wp.init()
+    load = os.getloadavg()[0]
     fix = fix_peer_limits()
     chains = {}
     for name, (urdf, source, tip) in ARMS.items():
         robot = load_urdf(ROBOTS / urdf)
         chains[name] = (robot, robot.path_between(source, tip))
-    lines = [
+    intro = (
         f"B worlds, one full-pose frame task each, dt {DT} s, {STEPS} steps per sample from "
         f"the same seeds, {args.repeats} samples per row interleaved with the peer; median "
         "thread CPU time per step (one step = solve + integrate + the kinematics of the next "
         "step). Peer: mink-warp 0.1.0 ConstrainedSolver on Warp's CPU backend (one thread, "
         f"float32), with its limits fixed in-process (`{fix}`: as installed, "
         "ConfigurationLimit limits no joint and VelocityLimit rejects every joint). "
-        "Machine shared with other busy jobs: read the ratios.",
-        "",
-    ]
+    )
+    lines: list[str] = []
     rows: list[list[str]] = []
     for label, row in (("joint + velocity limits", False), ("+ one half-space row", True)):
         for name in ("Panda (7-DoF)", "UR5 (6-DoF)"):
@@ -525,7 +525,7 @@ def main() -> int:
         "Panda converged 97, timeout 103 (worst orientation 0.59 rad); UR5 converged 159, "
         "timeout 41 (0.50 rad).",
     ]
-    body = "\n".join(lines)
+    body = "\n".join([intro + load_note(load, os.getloadavg()[0]), "", *lines])
     if args.no_write:
         print(body)
     else:
