@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 
+from hilbot.driver.calibration.access import RegisterAccess
 from hilbot.hal.calibration import Geometry
 from hilbot.hal.errors import HalError
 from hilbot.hal.feetech.bus import FeetechBus
@@ -22,7 +23,7 @@ class FeetechCalibrationError(HalError):
     """Writing a Feetech servo's calibration failed or did not take."""
 
 
-class FeetechAccess:
+class FeetechAccess(RegisterAccess[FeetechBus, FeetechModel, FeetechRegister]):
     """Calibration's view of one Feetech bus.
 
     Args:
@@ -32,11 +33,14 @@ class FeetechAccess:
     """
 
     homing_sign = -1  # Feetech: Present Position = actual position - Ofs (Homing Offset)
+    _error = FeetechCalibrationError
+    _present_position = N.PRESENT_POSITION
+    _homing_offset = N.HOMING_OFFSET
+    _torque_enable = N.TORQUE_ENABLE
 
     def __init__(self, bus: FeetechBus, configured: Mapping[int, str]) -> None:
-        self._bus = bus
+        super().__init__(bus)
         self._configured = {i: name.upper() for i, name in configured.items()}
-        self._specs: dict[int, FeetechModel] = {}
 
     def _number(self, servo_id: int) -> int:
         # Read before the byte order is known: both orders against the known numbers.
@@ -56,43 +60,10 @@ class FeetechAccess:
         self._specs[servo_id] = next((m for m in known if m.name.upper() == wanted), known[0])
         return "/".join(m.name for m in known)
 
-    def _spec(self, servo_id: int) -> FeetechModel:
-        if servo_id not in self._specs and self.model_of(servo_id) is None:
-            raise FeetechCalibrationError(f"servo {servo_id} does not answer")
-        if servo_id not in self._specs:
-            raise FeetechCalibrationError(f"servo {servo_id} is a model hilbot does not know")
-        return self._specs[servo_id]
-
     def geometry(self, servo_id: int) -> Geometry:
         """Steps per turn, the center step and the step range."""
         spec = self._spec(servo_id)
         return Geometry(spec.ticks_per_rev, spec.center_tick, 0, spec.position_max)
-
-    def _read(self, servo_id: int, name: FeetechRegister) -> int:
-        reg = self._spec(servo_id).register(name)
-        return reg.decode(self._bus.read(servo_id, reg.address, reg.size)[0])
-
-    def _write(self, servo_id: int, name: FeetechRegister, value: int) -> None:
-        reg = self._spec(servo_id).register(name)
-        if not reg.min <= value <= reg.max:
-            raise FeetechCalibrationError(
-                f"servo {servo_id}: {reg.label} must be in {reg.min}..{reg.max}, got {value}"
-            )
-        self._bus.write(servo_id, reg.address, reg.encode(value))
-
-    def present_ticks(self, servo_ids: Sequence[int]) -> dict[int, int]:
-        """Present Position of each servo [steps]."""
-        return {i: self._read(i, N.PRESENT_POSITION) for i in servo_ids}
-
-    def homing_offset(self, servo_id: int) -> int:
-        """The Ofs register [steps]; 0 on models without one."""
-        if N.HOMING_OFFSET not in self._spec(servo_id).table:
-            return 0
-        return self._read(servo_id, N.HOMING_OFFSET)
-
-    def set_torque(self, servo_id: int, enabled: bool) -> None:
-        """Torque Enable := 1 or 0."""
-        self._write(servo_id, N.TORQUE_ENABLE, 1 if enabled else 0)
 
     def write_calibration(self, servo_id: int, homing: int, lower: int, upper: int) -> None:
         """Torque off, unlock the EEPROM, write Ofs and the angle limits, lock, read back."""
@@ -107,17 +78,10 @@ class FeetechAccess:
         lock = spec.lock_register
         self._bus.write(servo_id, lock.address, lock.encode(0))
         try:
-            for name, value in zip(names, (homing, lower, upper), strict=True):
-                self._write(servo_id, name, value)
+            self._write_all(servo_id, names, (homing, lower, upper))
         finally:
             self._bus.write(servo_id, lock.address, lock.encode(1))
-        for name, value in zip(names, (homing, lower, upper), strict=True):
-            back = self._read(servo_id, name)
-            if back != value:
-                raise FeetechCalibrationError(
-                    f"servo {servo_id}: {spec.register(name).label} reads {back} after "
-                    f"writing {value}"
-                )
+        self._check_back(servo_id, names, (homing, lower, upper))
 
 
 @contextlib.contextmanager
