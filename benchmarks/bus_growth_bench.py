@@ -8,7 +8,12 @@ doing read + write cycles: read every servo, write every servo's goal position:
 * hilbot backend, default (``pipeline="auto"``): the same calls with the backend's default
   settings, as ``hilbot run`` drives them;
 * rustypot (PyPI, Rust): ``sync_read_*`` / ``sync_write_goal_position`` of its controller
-  for the model, with fast sync read on (2.0).
+  for the model, with fast sync read on (2.0);
+* floor, asyncio (2.0): what a Python event loop itself costs, with no codec at all: the
+  fast sync read and the goal write encoded in advance, written with ``os.write`` on the
+  non-blocking port, the reply collected by an ``add_reader`` callback that completes a
+  future once all its bytes are in, and not decoded (not a client: a measure of the I/O
+  floor that a backend doing its bus I/O on the event loop would start from).
 
 Both read sets are measured: the backend's default for the protocol and position only
 (what rustypot reads). Rows run interleaved: one round of ``--cycles`` cycles per row in
@@ -24,6 +29,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -33,12 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import rustypot
+import serial
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import load_note, write_section
 
 from hilbot.hal.dynamixel.backend import DynamixelBackend
+from hilbot.hal.dynamixel.packets import Instruction, InstructionPacket, encode_instruction
 from hilbot.hal.dynamixel.read_set import ReadSet, cycle_registers, default_read_set
 from hilbot.hal.dynamixel.tables import RegisterName, model
 from hilbot.hal.dynamixel.timing import budget_for_lengths, choose_read_method
@@ -188,6 +196,69 @@ def rustypot_row(
     return make
 
 
+def inline_floor_row(
+    port: str, ids: list[int], address: int, length: int, goal: int
+) -> Callable[[Row], Callable[[int], tuple[float, float]]]:
+    """The asyncio I/O floor: pre-encoded packets, replies awaited through ``add_reader``."""
+    read_packet = encode_instruction(
+        InstructionPacket(
+            2, 0xFE, Instruction.FAST_SYNC_READ, struct.pack("<HH", address, length) + bytes(ids)
+        )
+    )
+    # fast sync read reply: an 8-byte header (instruction 0x55), then per servo error, id,
+    # data and CRC (the last CRC is the packet's)
+    expected = 8 + len(ids) * (length + 4)
+
+    def make(row: Row) -> Callable[[int], tuple[float, float]]:
+        async def rounds(cycles: int) -> tuple[float, float]:
+            loop = asyncio.get_running_loop()
+            with serial.Serial(port, BAUD, timeout=0.05) as ser:
+                fd = ser.fileno()
+                os.set_blocking(fd, False)
+                buf = bytearray()
+                waiting: list[asyncio.Future[None]] = []
+
+                def on_readable() -> None:
+                    with suppress(BlockingIOError):
+                        buf.extend(os.read(fd, 4096))
+                    if len(buf) >= expected and waiting and not waiting[0].done():
+                        waiting[0].set_result(None)
+
+                async def transact(packet: bytes) -> bytes:
+                    buf.clear()
+                    waiting[:] = [loop.create_future()]
+                    os.write(fd, packet)
+                    async with asyncio.timeout(0.02):
+                        await waiting[0]
+                    return bytes(buf)
+
+                loop.add_reader(fd, on_readable)
+                try:
+                    first = await transact(read_packet)
+                    data = first[10:]  # the first servo's data, after its error and id bytes
+                    position = int.from_bytes(data[goal : goal + 4], "little", signed=True)
+                    params = struct.pack("<HH", 116, 4) + b"".join(
+                        struct.pack("<Bi", i, position) for i in ids
+                    )
+                    write_packet = encode_instruction(
+                        InstructionPacket(2, 0xFE, Instruction.SYNC_WRITE, params)
+                    )
+                    t, c = time.perf_counter(), time.process_time()
+                    for _ in range(cycles):
+                        try:
+                            await transact(read_packet)
+                        except TimeoutError:
+                            row.failures += 1
+                        os.write(fd, write_packet)
+                    return time.perf_counter() - t, time.process_time() - c
+                finally:
+                    loop.remove_reader(fd)
+
+        return lambda cycles: asyncio.run(rounds(cycles))
+
+    return make
+
+
 def measure(rows: list[Row], cycles: int, reps: int, sim_pid: int) -> dict[str, float]:
     """Interleaved rounds; returns each row's median virtual-bus CPU per cycle [ms]."""
     sims: dict[str, list[float]] = {r.name: [] for r in rows}
@@ -245,6 +316,15 @@ def rows_for(port: str, n: int, model_name: str, protocol: int) -> list[Row]:
                 rustypot_row(port, ids, model_name, span[1], span[0]),
             )
         )
+        if protocol == 2:
+            position = m.register(RegisterName.PRESENT_POSITION).address - span[0]
+            out.append(
+                (
+                    f"floor, asyncio I/O, no codec, {label}",
+                    limit,
+                    inline_floor_row(port, ids, span[0], span[1], position),
+                )
+            )
     rows = []
     for name, limit, make in out:
         row = Row(name, limit, lambda cycles: (0.0, 0.0))
