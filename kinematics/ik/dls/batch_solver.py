@@ -20,14 +20,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.codegen.batch_kernel import BatchKernel
-from hilbot.kinematics.ik.core.batch_inputs import batch_call, orientation_array
-from hilbot.kinematics.ik.core.batch_results import STATUSES, batch_solutions
+from hilbot.kinematics.ik.core.batch_inputs import BatchCall, orientation_array
+from hilbot.kinematics.ik.core.batch_results import STATUSES
+from hilbot.kinematics.ik.core.batch_solve import BatchSolve
 from hilbot.kinematics.ik.core.box import Box
 from hilbot.kinematics.ik.core.chain_info import ChainInfo
 from hilbot.kinematics.ik.core.context import Context, contexts
-from hilbot.kinematics.ik.core.errors import NoDofs
-from hilbot.kinematics.ik.core.solution import Solution, SolveMeta
-from hilbot.kinematics.ik.core.solver import SolveOptions, Solver, _options
+from hilbot.kinematics.ik.core.solution import SolveMeta
+from hilbot.kinematics.ik.core.solver import SolveOptions, Solver
 from hilbot.kinematics.ik.core.target import (
     OrientationKind,
     Target,
@@ -61,7 +61,7 @@ class BatchResult(NamedTuple):
     position_reached: NDArray[np.bool_]
 
 
-class BatchSolver(Solver):
+class BatchSolver(Solver, BatchSolve[BatchResult]):
     """Vectorised DLS over a batch axis (see the module docstring).
 
     Args take the same meaning as ``DLSSolver``'s.
@@ -118,71 +118,17 @@ class BatchSolver(Solver):
         orientation = None if target.kind is OrientationKind.NONE else float(ori[0])
         return q[0], SolveMeta(int(its[0]), float(res[0]), orientation, STATUSES[status[0]])
 
-    def solve_batch(
-        self,
-        robot: Any,
-        initial: Any,
-        source_link: str,
-        target_link: str,
-        targets: Any,
-        *,
-        max_iterations: int = 50,
-        tolerance: float = 1e-4,
-        orientation_tolerance: float = 0.01,
-        strict_orientation: bool = False,
-        respect_limits: bool = True,
-        max_delta: float | None = None,
-        as_arrays: bool = False,
-    ) -> list[Solution] | BatchResult:
-        """Solve ``B`` targets at once.
+    def _batch_info(self, chain: Any) -> ChainInfo:
+        return self.info(chain)
 
-        Args:
-            robot: the ``Robot``.
-            initial: (B, dof) seeds, or a sequence of ``B`` states/mappings/flat arrays.
-            source_link: frame of the targets and start of the chain.
-            target_link: the link to move.
-            targets: (B, 3) positions, (B, 4, 4) transforms, or a sequence of ``B``
-                targets in any form ``parse_target`` accepts (all of one kind).
-            max_iterations: iteration budget per item.
-            tolerance: position tolerance [m].
-            orientation_tolerance: orientation tolerance [rad].
-            strict_orientation: accepted for the same call as ``Solver.solve``; a batch
-                never raises, and ``reached`` always needs the orientation met.
-            respect_limits: keep every item within the joint limits.
-            max_delta: per-call bound on each coordinate's change from its seed.
-            as_arrays: return a ``BatchResult`` of arrays instead of ``Solution`` objects.
-
-        Returns:
-            One ``Solution`` per item, or a ``BatchResult``. Failures are reported in
-            the status and ``reached`` fields, never raised per item.
-
-        Raises:
-            NoDofs: the chain has no movable joint.
-            InvalidTarget: a target is malformed or not finite, or kinds are mixed.
-            ValueError: shapes disagree or an option is out of range.
-        """
-        chain = robot.path_between(source_link, target_link)
-        info = self.info(chain)
-        if info.dof == 0:
-            raise NoDofs(chain)
-        options = _options(
-            max_iterations,
-            tolerance,
-            orientation_tolerance,
-            strict_orientation,
-            respect_limits,
-            max_delta,
-        )
-        batch, q0, bases, lo, hi = batch_call(info, initial, targets, respect_limits, max_delta)
+    def _batch(
+        self, chain: Any, info: ChainInfo, call: BatchCall, options: SolveOptions
+    ) -> BatchResult:
+        batch, q0, _, lo, hi = call
         q, res, ori, status, its = self._run(info, lo, hi, options).solve(q0, batch)
         q = np.minimum(np.maximum(q, lo), hi)  # the final safety projection
         position_reached = res <= options.tolerance
         reached = position_reached.copy()
         if batch.kind is not OrientationKind.NONE:
             reached &= ori <= options.orientation_tolerance
-        if as_arrays:
-            return BatchResult(q, res, ori, reached, status.astype(np.int64), its, position_reached)
-        orientation = None if batch.kind is OrientationKind.NONE else ori
-        return batch_solutions(
-            info, q, its, res, orientation, reached, status, position_reached, bases
-        )
+        return BatchResult(q, res, ori, reached, status.astype(np.int64), its, position_reached)

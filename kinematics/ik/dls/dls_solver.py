@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -565,9 +565,10 @@ class _Run:
             it += 1
             e = _clamp(ev.error, s.position_clamp, s.orientation_clamp)
             lam2 = mu * (s.damping + 0.5 * _cost(e, w2))
+            damped = _Damped(step, ev.columns, e, lam2, w, task.rows)
             pinned: list[int] = []
             try:
-                dq = self.step(step, q, ev.columns, e, lam2, w, task.rows, pinned)
+                dq = self.step(damped, q, pinned)
             except ArithmeticError:
                 mu *= 10.0
                 continue
@@ -592,7 +593,7 @@ class _Run:
                 # Pinning several coordinates at once can leave a step that no longer
                 # descends (coupled joints pinned in the unconstrained step's signs). The
                 # unconstrained step scaled as a whole into the box always descends.
-                scaled = self.scaled_step(step, q, ev.columns, e, lam2, w, task.rows)
+                scaled = self.scaled_step(damped, q)
                 for _ in range(s.max_backtracks + 1):
                     if not scaled:
                         break
@@ -610,31 +611,20 @@ class _Run:
             mu = max(1.0, 0.5 * mu)
             q, ev, cost = qn, evn, costn
 
-    def step(
-        self,
-        step: Any,
-        q: list[float],
-        cols: list[list[float]],
-        e: list[float],
-        lam2: float,
-        w: float,
-        rows: int,
-        pinned: list[int],
-    ) -> list[float]:
+    def step(self, damped: _Damped, q: list[float], pinned: list[int]) -> list[float]:
         """One damped step with the box handled by an active set (pin and re-solve).
 
         The coordinates pinned to a bound are appended to ``pinned``.
         """
-        z = self.preferred(q)
-        solve = self.svd_step if self.solver.svd else step
-        dq: list[float] = solve(cols, e, lam2, w, z)
+        dq, z = self.full_step(damped, q)
         if not self.bounded:
             return dq
         lo, hi = self.lo, self.hi
+        cols, rows = damped.cols, damped.rows
         n = len(dq)
         violated = [i for i in range(n) if not lo[i] <= q[i] + dq[i] <= hi[i]]
         free = list(range(n))
-        r = list(e)
+        r = list(damped.e)
         while violated:
             for i in violated:
                 d = (hi[i] if q[i] + dq[i] > hi[i] else lo[i]) - q[i]
@@ -646,33 +636,18 @@ class _Run:
                 pinned.append(i)
             if not free:
                 break
-            sub_step = dls_step(rows, len(free), preferred=True)
-            sub_solve = self.svd_step if self.solver.svd else sub_step
-            sub = sub_solve([cols[i] for i in free], r, lam2, w, [z[i] for i in free])
-            for k, i in enumerate(free):
-                dq[i] = sub[k]
+            self.free_step(damped, r, z, free, dq)
             violated = [i for i in free if not lo[i] <= q[i] + dq[i] <= hi[i]]
         return dq
 
-    def scaled_step(
-        self,
-        step: Any,
-        q: list[float],
-        cols: list[list[float]],
-        e: list[float],
-        lam2: float,
-        w: float,
-        rows: int,
-    ) -> list[float]:
+    def scaled_step(self, damped: _Damped, q: list[float]) -> list[float]:
         """The damped step scaled as a whole to stay in the box (empty if it cannot move).
 
         Coordinates on a bound that the step pushes outwards are held (and the step
         re-solved for the others) first, so the scale is not zero because of them.
         """
-        z = self.preferred(q)
-        solve = self.svd_step if self.solver.svd else step
         try:
-            dq: list[float] = solve(cols, e, lam2, w, z)
+            dq, z = self.full_step(damped, q)
             lo, hi = self.lo, self.hi
             n = len(dq)
             held = [
@@ -684,12 +659,8 @@ class _Run:
                 free = [i for i in range(n) if i not in held]
                 if not free:
                     return []
-                sub_step = dls_step(rows, len(free), preferred=True)
-                sub_solve = self.svd_step if self.solver.svd else sub_step
-                sub = sub_solve([cols[i] for i in free], e, lam2, w, [z[i] for i in free])
                 dq = [0.0] * n
-                for k, i in enumerate(free):
-                    dq[i] = sub[k]
+                self.free_step(damped, damped.e, z, free, dq)
         except ArithmeticError:
             return []
         scale = 1.0
@@ -702,6 +673,28 @@ class _Run:
         if not scale > 0.0:
             return []
         return [d * scale for d in dq]
+
+    def full_step(self, damped: _Damped, q: list[float]) -> tuple[list[float], list[float]]:
+        """The damped step of every coordinate (the box ignored), and the pull ``z`` it used."""
+        z = self.preferred(q)
+        solve = self.svd_step if self.solver.svd else damped.step
+        dq: list[float] = solve(damped.cols, damped.e, damped.lam2, damped.w, z)
+        return dq, z
+
+    def free_step(
+        self, damped: _Damped, e: list[float], z: list[float], free: list[int], dq: list[float]
+    ) -> None:
+        """Re-solve the step for the ``free`` coordinates alone, towards error ``e``, into ``dq``.
+
+        The other coordinates keep their values in ``dq`` (pinned or held).
+        """
+        sub_step = dls_step(damped.rows, len(free), preferred=True)
+        sub_solve = self.svd_step if self.solver.svd else sub_step
+        sub = sub_solve(
+            [damped.cols[i] for i in free], e, damped.lam2, damped.w, [z[i] for i in free]
+        )
+        for k, i in enumerate(free):
+            dq[i] = sub[k]
 
     def preferred(self, q: list[float]) -> list[float]:
         """The rest-pose pull ``z`` (zeros without a rest pose)."""
@@ -758,6 +751,17 @@ class _Run:
                 q[i] = min(max(q[i], lo[i]), hi[i])
             return q
         return [min(max(x, a), b) for x, a, b in zip(q, lo, hi, strict=True)]
+
+
+class _Damped(NamedTuple):
+    """One iteration's damped problem ``min |W^½ (J dq - e)|² + λ² |dq - z|²`` (``z``: the pull)."""
+
+    step: Any  # the generated ``dls_step`` for every coordinate
+    cols: list[list[float]]  # the Jacobian's columns
+    e: list[float]  # the clamped task error
+    lam2: float  # λ²
+    w: float  # orientation weight [m/rad]
+    rows: int  # task rows, 3 or 6
 
 
 # ``Evaluation(...)`` without the Python-level ``NamedTuple.__new__`` (hot path).

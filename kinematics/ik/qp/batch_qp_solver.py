@@ -22,12 +22,12 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.core.batch_inputs import batch_call
-from hilbot.kinematics.ik.core.batch_results import STATUSES, batch_solutions
+from hilbot.kinematics.ik.core.batch_inputs import BatchCall
+from hilbot.kinematics.ik.core.batch_results import STATUSES
+from hilbot.kinematics.ik.core.batch_solve import BatchSolve
 from hilbot.kinematics.ik.core.chain_info import ChainInfo
-from hilbot.kinematics.ik.core.errors import NoDofs
-from hilbot.kinematics.ik.core.solution import Solution, Status
-from hilbot.kinematics.ik.core.solver import SolveOptions, _options
+from hilbot.kinematics.ik.core.solution import Status
+from hilbot.kinematics.ik.core.solver import SolveOptions
 from hilbot.kinematics.ik.core.target import OrientationKind
 from hilbot.kinematics.ik.qp.batch_fk import Kernel, kernel_for
 from hilbot.kinematics.ik.qp.batch_rows import Targets
@@ -66,7 +66,7 @@ class QPBatchResult(NamedTuple):
     error: NDArray[np.int64]
 
 
-class QPBatchSolver:
+class QPBatchSolver(BatchSolve[QPBatchResult]):
     """``QPSolver`` for many worlds at once (see the module docstring).
 
     Args:
@@ -80,6 +80,8 @@ class QPBatchSolver:
         >>> solver = QPBatchSolver([VelocityLimit(dt=0.01)])  # doctest: +SKIP
         >>> out = solver.solve_batch(robot, seeds, "base_link", "tool0", poses)  # doctest: +SKIP
     """
+
+    _writable_boxes = True  # (B, dof) copies, not read-only broadcast rows
 
     def __init__(
         self,
@@ -120,80 +122,18 @@ class QPBatchSolver:
             limits, ref.position_weight, ref.orientation_weight, ref.damping, ref.lm_damping
         )
 
-    def solve_batch(
-        self,
-        robot: Any,
-        initial: Any,
-        source_link: str,
-        target_link: str,
-        targets: Any,
-        *,
-        max_iterations: int = 50,
-        tolerance: float = 1e-4,
-        orientation_tolerance: float = 0.01,
-        strict_orientation: bool = False,
-        respect_limits: bool = True,
-        max_delta: float | None = None,
-        as_arrays: bool = False,
-    ) -> list[Solution] | QPBatchResult:
-        """Solve ``B`` targets at once, each as ``QPSolver.solve`` would.
+    def _batch_info(self, chain: Any) -> ChainInfo:
+        return self._info(chain)[0]
 
-        Args:
-            robot: the ``Robot``.
-            initial: (B, dof) seeds (or one (dof,) seed for all), or a sequence of ``B``
-                states/mappings/flat arrays.
-            source_link: frame of the targets and start of the chain.
-            target_link: the link to move.
-            targets: (B, 3) positions, (B, 4, 4) transforms, or a sequence of ``B``
-                targets in any form ``parse_target`` accepts (all of one kind).
-            max_iterations: iteration budget per world.
-            tolerance: position tolerance [m].
-            orientation_tolerance: orientation tolerance [rad].
-            strict_orientation: ``reached`` also needs the orientation within tolerance.
-            respect_limits: keep every world within the joint limits.
-            max_delta: per-call bound on each coordinate's change from its seed.
-            as_arrays: return a ``QPBatchResult`` instead of one ``Solution`` per world.
-
-        Returns:
-            A ``QPBatchResult``, or one ``Solution`` per world (its ``status`` and
-            ``reached`` say how it went; ``QPBatchResult.error`` says what the single
-            solver would have raised).
-
-        Raises:
-            NoDofs: the chain has no movable joint.
-            InvalidTarget: a target is malformed or not finite, or kinds are mixed.
-            ValueError: shapes disagree or an option is out of range.
-        """
-        chain = robot.path_between(source_link, target_link)
-        info, kernel = self._info(chain)
-        if info.dof == 0:
-            raise NoDofs(chain)
-        options = _options(
-            max_iterations, tolerance, orientation_tolerance, strict_orientation,
-            respect_limits, max_delta,
-        )  # fmt: skip
-        tgt, q0, bases, lo, hi = batch_call(
-            info, initial, targets, respect_limits, max_delta, writable=True
-        )
-        settings = self._settings(respect_limits)
-        run = BatchQPRun(settings, chain, info.names, info.scalar, kernel, options)
+    def _batch(
+        self, chain: Any, info: ChainInfo, call: BatchCall, options: SolveOptions
+    ) -> QPBatchResult:
+        tgt, q0, _, lo, hi = call
+        settings = self._settings(options.respect_limits)
+        run = BatchQPRun(settings, chain, info.names, info.scalar, self._info(chain)[1], options)
         far = _beyond_reach(info, tgt.point, options.tolerance)
         out = _solve(run, q0, tgt, lo, hi, far)
-        result = _result(out, q0, lo, hi, far, options)
-        if as_arrays:
-            return result
-        orientation = None if tgt.kind is OrientationKind.NONE else result.orientation_residual
-        return batch_solutions(
-            info,
-            result.q,
-            result.iterations,
-            result.residual,
-            orientation,
-            result.reached,
-            result.status,
-            result.position_reached,
-            bases,
-        )
+        return _result(out, q0, lo, hi, far, options)
 
 
 def _beyond_reach(info: ChainInfo, point: Array, tolerance: float) -> NDArray[np.bool_]:
