@@ -3,5 +3,6 @@
 Modules: ``settings`` (the config's ``calibration`` section), ``flow`` (the measurement),
 ``guides`` (terminal prompts and the scripted-hand demo), ``files`` (where calibrations
 live), ``apply`` (calibrated configs and the stale-calibration check),
-``dynamixel_access`` (the family seam on Dynamixel buses).
+``access`` (the register access both families share), ``dynamixel_access`` and
+``feetech_access`` (the family seams on Dynamixel and Feetech buses).
 """
