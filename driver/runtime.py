@@ -16,7 +16,8 @@ safety layer, the backend, a cycle listener or a command is reported as an
 ``internal`` fault and puts the robot in its safe state (``safety.estop_action``:
 hold = goal := present, or torque off), and the runtime keeps answering ``estop``,
 ``reset``, ``disable`` and shutdown (see ``docs/runtime.md``). Only shutdown or
-cancellation ends the loop.
+cancellation ends the loop. Faults, their reports and the safe state they call for are
+kept by :class:`~hilbot.driver.fault_handling.FaultHandler`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import asyncio
 import logging
 import math
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
@@ -36,27 +36,20 @@ from numpy.typing import NDArray
 from hilbot.driver.chains import ChainRunner, limited_robot
 from hilbot.driver.config import EstopAction, RobotConfig
 from hilbot.driver.errors import DriverError, LimitViolation, RuntimeStateError, UnknownChain
+from hilbot.driver.fault_handling import BUS_ERRORS as BUS_ERRORS  # re-exported
+from hilbot.driver.fault_handling import BUS_FAULT_TIME as BUS_FAULT_TIME  # re-exported
+from hilbot.driver.fault_handling import DISARMING_ERRORS as DISARMING_ERRORS  # re-exported
+from hilbot.driver.fault_handling import FaultHandler
 from hilbot.driver.gc_pacer import GcPacer
-from hilbot.driver.internal_errors import InternalErrors, describe
 from hilbot.driver.safety import Mode, ModeMachine, SafetyLayer, effective_limits
-from hilbot.driver.state import Command, CycleRecord, Fault, FaultKind, RuntimeState
+from hilbot.driver.state import Command, CycleRecord, FaultKind, RuntimeState
 from hilbot.driver.stats import StatsRecorder
 from hilbot.driver.targets import JOINTS, TargetSlots
 from hilbot.driver.ticker import ManualClock, SteppedTicker, ThreadTicker, Ticker
-from hilbot.hal.backend import Backend, HardwareErrorFlags, JointState
-from hilbot.hal.errors import DataLimitError, HalError, TorqueNotConfirmed
+from hilbot.hal.backend import Backend, JointState
+from hilbot.hal.errors import DataLimitError
 
-#: Hardware errors that make the runtime disarm (the servo firmware shuts torque off on these
-#: by default: Shutdown register 63 of the X series, Alarm Shutdown 18 of the AX series).
-DISARMING_ERRORS = (
-    HardwareErrorFlags.OVERLOAD
-    | HardwareErrorFlags.OVERHEATING
-    | HardwareErrorFlags.ELECTRICAL_SHOCK
-    | HardwareErrorFlags.MOTOR_ENCODER
-)
-BUS_FAULT_TIME = 0.25  # [s] of consecutive failed reads or writes before the bus counts as down
 SHUTDOWN_TORQUE_TRIES = 3  # torque-off attempts at shutdown before giving up
-BUS_ERRORS = (HalError, OSError, TimeoutError)
 #: What a command may fail with and leave the runtime as it was (refused, or a bus error
 #: the command's caller hears of); anything else is an internal fault.
 EXPECTED_COMMAND_ERRORS = (DriverError, *BUS_ERRORS)
@@ -139,22 +132,24 @@ class Runtime:
         self.stats = StatsRecorder(config.rate_hz)
         n = len(self.joint_names)
         self._command: NDArray[np.float64] = np.zeros(n)
-        self._hold: NDArray[np.float64] | None = None  # e-stop hold pose
         self._home: NDArray[np.float64] | None = None
         self._state: JointState | None = None
-        self._active_faults: dict[tuple[FaultKind, str | None], Fault] = {}
-        self._fault_log: deque[Fault] = deque(maxlen=64)
-        self._bus_failing_since: float | None = None
+        # faults, and the safe state they call for: the e-stop or fault hold, torque off
+        self._faults = FaultHandler(
+            backend=backend,
+            modes=self._modes,
+            stats=self.stats,
+            limits=self.limits,
+            safety=safety,
+            clock=clock,
+            log=self._log,
+            present=self._present,
+            drop_targets=self._drop_targets,
+        )
         self._watchdog_tripped = False
-        self._torque_off_pending = False  # a fault disarmed the robot: torque off next cycle
-        self._torque_off_failing = False  # that torque-off failed (logged once)
-        self._hold_pending = False  # an internal fault (estop_action hold): write the hold goal
         # (lo, hi) box of the goals that may be on the bus after writes that raised (a write
         # that raised may still have gone out); None: the last command is what is on the bus.
         self._possible: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
-        self._internal = InternalErrors()
-        self._hardware_faulted = False  # some joint reported a hardware error last read
-        self._bus_watchdog_faulted = False  # some joint's Bus Watchdog read tripped last read
         self._listeners: list[CycleListener] = []
         self._record = CycleRecord(desired=np.zeros(n), command=np.zeros(n))
         self._queue: asyncio.Queue[tuple[Command, asyncio.Future[None]]] = asyncio.Queue()
@@ -175,7 +170,7 @@ class Runtime:
             state = await self._backend.read()
             self._state = state
             self._command = state.position.astype(np.float64).copy()  # hold: goal = present
-            self._check_hardware(state)
+            self._faults.check_hardware(state)
             if self._gc is not None:
                 self._gc.start()
             self._ticker.start()
@@ -341,8 +336,8 @@ class Runtime:
             joints=self._state,
             command=command,
             poses=poses,
-            faults=tuple(self._active_faults.values()),
-            fault_log=tuple(self._fault_log),
+            faults=tuple(self._faults.active.values()),
+            fault_log=tuple(self._faults.fault_log),
             clamps=tuple(self.safety.events),
             clamp_counts=dict(self.safety.counts),
             watchdog_tripped=self._watchdog_tripped,
@@ -378,7 +373,7 @@ class Runtime:
             try:
                 tick = await self._ticker.wait()
             except Exception as err:  # a broken tick source: fault, and pace by sleeping
-                self._internal_fault("ticker", err)
+                self._faults.internal_fault("ticker", err)
                 await asyncio.sleep(period)
                 self.stats.count_unrecorded()
                 self._wake_waiters()
@@ -390,7 +385,7 @@ class Runtime:
                     await self._run_command(*self._queue.get_nowait())
                 await self._cycle(tick.deadline, tick.woke)
             except Exception as err:
-                self._internal_fault("control loop", err)
+                self._faults.internal_fault("control loop", err)
             if self.stats.cycles == cycles:
                 self.stats.count_unrecorded()
             self._wake_waiters()
@@ -411,12 +406,12 @@ class Runtime:
         state = await self._read()
         rec.read_time = clock() - t_read
         rec.state = state
-        torque_tried = self._torque_off_pending
+        torque_tried = self._faults.torque_off_pending
         if torque_tried:
-            await self._torque_off_after_fault()
+            await self._faults.torque_off()
         await self._command_stage(rec, state)
-        if self._torque_off_pending and not torque_tried:  # a fault this cycle: act now
-            await self._torque_off_after_fault()
+        if self._faults.torque_off_pending and not torque_tried:  # a fault this cycle: act now
+            await self._faults.torque_off()
         rec.mode = self._modes.mode
         new_clamps = self.safety.total_clamps - clamps_before
         rec.clamps = tuple(self.safety.events)[-new_clamps:] if new_clamps else ()
@@ -431,7 +426,7 @@ class Runtime:
                 listener(rec)
             except Exception as err:
                 name = getattr(listener, "__qualname__", type(listener).__qualname__)
-                self._internal_fault(f"cycle listener {name}", err)
+                self._faults.internal_fault(f"cycle listener {name}", err)
 
     async def _command_stage(self, rec: CycleRecord, state: JointState | None) -> None:
         """Decide this cycle's goal and write it: tracking, the e-stop hold or a fault hold."""
@@ -440,22 +435,23 @@ class Runtime:
             try:
                 desired = self._desired(rec)
             except Exception as err:  # not a KinematicsError: ChainRunner passes those on
-                self._internal_fault("solver", err)
+                self._faults.internal_fault("solver", err)
             else:
                 attempted = True
                 await self._write_safe(desired, rec)
         if attempted:
             return
         mode = self._modes.mode
-        if mode is Mode.ESTOPPED and self._hold is not None and state is not None:
-            await self._write_safe(self._hold, rec)
-        elif mode is Mode.FAULTED and self._hold_pending and self._hold is not None:
-            if await self._write_safe(self._hold, rec):
+        faults = self._faults
+        if mode is Mode.ESTOPPED and faults.hold is not None and state is not None:
+            await self._write_safe(faults.hold, rec)
+        elif mode is Mode.FAULTED and faults.hold_pending and faults.hold is not None:
+            if await self._write_safe(faults.hold, rec):
                 # Written once: goal := present (a step at a time if it is more than one
                 # step away); the servos then keep it without being told again.
-                self._hold_pending = not np.array_equal(self._command, self._hold)
+                faults.hold_pending = not np.array_equal(self._command, faults.hold)
         else:
-            if state is not None and mode is not Mode.ESTOPPED and self._hold is None:
+            if state is not None and mode is not Mode.ESTOPPED and faults.hold is None:
                 self._command = state.position.astype(np.float64).copy()  # follows the hand
                 self._possible = None  # goals written before no longer bound the next one
             rec.desired[:] = self._command
@@ -472,7 +468,7 @@ class Runtime:
             rec.desired[:] = desired
             rec.command[:] = command
         except Exception as err:
-            self._internal_fault("safety layer", err)
+            self._faults.internal_fault("safety layer", err)
             return False
         rec.written = await self._write(command, rec)
         if rec.written:
@@ -531,7 +527,7 @@ class Runtime:
                 message = f"chain {name}: {result}"
                 if message != runner.last_error:  # report each new problem once, not per cycle
                     runner.last_error = message
-                    self._report(FaultKind.IK, None, message, active=False)
+                    self._faults.report(FaultKind.IK, None, message, active=False)
             else:
                 runner.last_error = None
             if values is not None:
@@ -547,19 +543,19 @@ class Runtime:
             state = await self._backend.read()
             self._check_state(state)
         except BUS_ERRORS as err:
-            self._bus_failure("read", err)
+            self._faults.bus_failure("read", err)
             return None
         except Exception as err:
-            self._internal_fault("backend read", err)
+            self._faults.internal_fault("backend read", err)
             return None
-        self._bus_ok()
+        self._faults.bus_ok()
         self._state = state
         try:
-            self._check_hardware(state)
-            if state.bus_watchdog_tripped or self._bus_watchdog_faulted:
-                self._check_bus_watchdog(state)
+            self._faults.check_hardware(state)
+            if state.bus_watchdog_tripped or self._faults.bus_watchdog_faulted:
+                self._faults.check_bus_watchdog(state)
         except Exception as err:
-            self._internal_fault("fault check", err)
+            self._faults.internal_fault("fault check", err)
         return state
 
     def _check_state(self, state: JointState) -> None:
@@ -576,176 +572,26 @@ class Runtime:
         try:
             await self._backend.write(dict(zip(self.joint_names, command.tolist(), strict=True)))
         except DataLimitError as err:
-            self._limit_fault(err)
+            self._faults.limit_fault(err)
             return False
         except BUS_ERRORS as err:
-            self._bus_failure("write", err)
+            self._faults.bus_failure("write", err)
             return False
         except Exception as err:
-            self._internal_fault("backend write", err)
+            self._faults.internal_fault("backend write", err)
             return False
         finally:
             rec.write_time = self._clock() - t0
         return True
 
-    def _bus_failure(self, what: str, err: BaseException) -> None:
-        self.stats.bus_errors += 1
-        now = self._clock()
-        if self._bus_failing_since is None:
-            self._bus_failing_since = now
-            self._report(FaultKind.BUS, None, f"{what} failed: {err}", active=False)
-        elif (
-            now - self._bus_failing_since > BUS_FAULT_TIME
-            and (FaultKind.BUS, None) not in self._active_faults
-        ):
-            self._report(FaultKind.BUS, None, f"bus down for {BUS_FAULT_TIME} s: {err}")
-            self._fault()
+    def _present(self) -> NDArray[Any]:
+        """The positions to hold: the last joint state read, else the command [rad or m]."""
+        return self._state.position if self._state is not None else self._command
 
-    def _limit_fault(self, err: DataLimitError) -> None:
-        """A goal a servo's own limit register refuses: a fault at once, never a clamp.
-
-        The bus works, so this is no transient failure to ride out: the goal was not
-        written (the servos keep the last one) and the robot goes to its safe state. If
-        the fault's hold is itself refused, torque goes off. Counted in the backend's
-        ``counters.data_limit_errors``; reported once per joint until ``reset``.
-        """
-        key = (FaultKind.LIMIT, err.joint or None)
-        if key not in self._active_faults:
-            self._report(FaultKind.LIMIT, err.joint or None, str(err))
-        if self._modes.mode is Mode.FAULTED:
-            self._fault()  # the hold was refused too: torque off is the safe state left
-        else:
-            self._enter_safe_state()
-
-    def _fault(self) -> None:
-        """Disarm after a fault: mode faulted, targets dropped, torque off at the next cycle."""
-        self._modes.fault()
-        self._home = None
+    def _drop_targets(self) -> None:
+        """Drop every target and the ``home`` move: nothing is tracked until new targets."""
         self._targets.clear()
-        self._torque_off_pending = self._modes.mode is Mode.FAULTED
-        if self._torque_off_pending:
-            self._hold_pending = False
-            self._hold = None
-
-    def _internal_fault(self, stage: str, err: BaseException) -> None:
-        """An unexpected exception at ``stage``: report it (once) and enter the safe state.
-
-        The safe state is ``safety.estop_action``'s: ``hold`` writes goal := present once
-        (through the safety layer), ``torque_off`` turns torque off; either is retried
-        every cycle until the backend takes it. A latched e-stop stays as it is.
-        """
-        self.stats.internal_errors += 1
-        detail = describe(stage, err)
-        if self._internal.is_new(detail):
-            self._report(FaultKind.INTERNAL, None, detail)
-            self._log.debug("internal error at %s", stage, exc_info=err)
-        elif self._internal.at_limit() and not self._internal.suppressed:
-            self._internal.suppressed = True
-            self._log.error(
-                "fault (internal): more than %d distinct internal errors; further ones are "
-                "counted in stats.internal_errors, not logged, until reset",
-                self._internal.limit,
-            )
-        self._enter_safe_state()
-
-    def _enter_safe_state(self) -> None:
-        if self._modes.mode in (Mode.ESTOPPED, Mode.FAULTED):
-            # Latched e-stop: its own action holds. Faulted: torque is off (or going off),
-            # or the fault hold is in place: already safe.
-            return
-        self._modes.fault()
         self._home = None
-        self._targets.clear()
-        if self.config.safety.estop_action is EstopAction.TORQUE_OFF:
-            self._torque_off_pending = True
-            return
-        present = self._state.position if self._state is not None else self._command
-        self._hold = np.clip(
-            np.asarray(present, dtype=np.float64), self.limits.lower, self.limits.upper
-        )
-        self._hold_pending = True
-
-    async def _torque_off_after_fault(self) -> None:
-        """Turn torque off after a fault; retried every cycle until the backend takes it."""
-        try:
-            await self._backend.set_torque(False)
-        except BUS_ERRORS as err:
-            if not self._torque_off_failing:  # once per fault, not once per cycle
-                self._torque_off_failing = True
-                # a TorqueNotConfirmed names, per servo, which took torque off and which
-                # did not answer; anything else failed before any servo could confirm
-                self._log.error(
-                    "fault: torque off %s (retrying): %s",
-                    "not confirmed on every servo"
-                    if isinstance(err, TorqueNotConfirmed)
-                    else "failed on the bus",
-                    err,
-                )
-            return
-        except Exception as err:
-            self._torque_off_failing = True
-            self._internal_fault("torque off", err)
-            return
-        self._torque_off_pending = False
-        self._torque_off_failing = False
-        self._log.info("fault: torque off")
-
-    def _bus_ok(self) -> None:
-        self._bus_failing_since = None
-        self._active_faults.pop((FaultKind.BUS, None), None)
-
-    def _check_hardware(self, state: JointState) -> None:
-        if not self._hardware_faulted and not any(state.hardware_errors):
-            return  # the common case, checked without building dicts
-        faults = state.faults
-        for key in [k for k in self._active_faults if k[0] is FaultKind.HARDWARE]:
-            if key[1] not in faults:
-                del self._active_faults[key]
-        self._hardware_faulted = bool(faults)
-        newly = False
-        for joint, flags in faults.items():
-            if (FaultKind.HARDWARE, joint) in self._active_faults:
-                continue
-            self._report(FaultKind.HARDWARE, joint, flags.describe())
-            newly = newly or bool(flags & DISARMING_ERRORS)
-        if newly and self._modes.mode is not Mode.ESTOPPED:
-            self._fault()
-
-    def _check_bus_watchdog(self, state: JointState) -> None:
-        """A tripped servo Bus Watchdog: report it; while armed, disarm (fault).
-
-        The servo has stopped by itself and ignores goals, so tracking must end. Recovery:
-        ``reset`` (torque off), then ``enable``, which clears and re-arms the watchdog and
-        starts from goal = present (no jump).
-        """
-        tripped = state.bus_watchdog_tripped
-        for key in [k for k in self._active_faults if k[0] is FaultKind.BUS_WATCHDOG]:
-            if key[1] not in tripped:
-                del self._active_faults[key]
-        self._bus_watchdog_faulted = bool(tripped)
-        newly = False
-        for joint in tripped:
-            if (FaultKind.BUS_WATCHDOG, joint) in self._active_faults:
-                continue
-            self._report(
-                FaultKind.BUS_WATCHDOG,
-                joint,
-                "servo bus watchdog tripped (no instruction reached it in time): it stopped "
-                "and ignores goals; reset, then enable to clear and re-arm it",
-            )
-            newly = True
-        if newly and self._modes.mode is Mode.ARMED:
-            self._fault()
-
-    def _report(
-        self, kind: FaultKind, joint: str | None, detail: str, *, active: bool = True
-    ) -> None:
-        fault = Fault(self._clock(), kind, joint, detail)
-        self._fault_log.append(fault)
-        if active:
-            self._active_faults[(kind, joint)] = fault
-        level = logging.ERROR if active else logging.WARNING
-        self._log.log(level, "fault (%s%s): %s", kind.value, f", {joint}" if joint else "", detail)
 
     def _wake_waiters(self) -> None:
         if not self._cycle_waiters:
@@ -784,7 +630,7 @@ class Runtime:
             await handler()
         except Exception as err:
             if not isinstance(err, EXPECTED_COMMAND_ERRORS):
-                self._internal_fault(f"command {cmd.value}", err)
+                self._faults.internal_fault(f"command {cmd.value}", err)
             if not done.done():
                 done.set_exception(err)
             return
@@ -815,7 +661,7 @@ class Runtime:
             )
         self._targets.clear()  # a target sent before enabling must not make the arm jump
         self._home = None
-        self._torque_off_pending = False  # an explicit enable overrides a pending torque off
+        self._faults.torque_off_pending = False  # an explicit enable overrides a pending torque off
         try:
             await self._arm_bus_watchdog()  # first: a tripped watchdog refuses the entry goal
             await self._backend.write(dict(zip(self.joint_names, entry.tolist(), strict=True)))
@@ -825,7 +671,7 @@ class Runtime:
         except BaseException:
             # Torque may have come on before the failure: make sure it goes off (retried
             # every cycle), so a failed enable leaves the robot disarmed and limp.
-            self._torque_off_pending = True
+            self._faults.torque_off_pending = True
             raise
         self._modes.enable()
 
@@ -847,14 +693,11 @@ class Runtime:
             return
         await disarm()
         self._state = await self._backend.read()
-        self._bus_watchdog_faulted = False
-        self._active_faults = {
-            k: f for k, f in self._active_faults.items() if k[0] is not FaultKind.BUS_WATCHDOG
-        }
+        self._faults.clear_bus_watchdog()
 
     async def _disable(self) -> None:
         await self._backend.set_torque(False)
-        self._torque_off_pending = False
+        self._faults.torque_off_pending = False
         self._modes.disable()
         self._targets.clear()
         self._home = None
@@ -863,23 +706,25 @@ class Runtime:
         self._modes.estop()
         self._targets.clear()
         self._home = None
-        self._hold_pending = False
+        self._faults.hold_pending = False
         if self.config.safety.estop_action is EstopAction.TORQUE_OFF:
-            self._hold = None
+            self._faults.hold = None
             # Latched first, then torque off; if the backend refuses it, the loop retries
             # every cycle (the e-stop itself is in effect: nothing more is written).
-            self._torque_off_pending = True
-            await self._torque_off_after_fault()
+            self._faults.torque_off_pending = True
+            await self._faults.torque_off()
             return
-        present = self._state.position if self._state is not None else self._command
-        self._hold = np.clip(present.astype(np.float64), self.limits.lower, self.limits.upper)
+        present = self._present()
+        self._faults.hold = np.clip(
+            present.astype(np.float64), self.limits.lower, self.limits.upper
+        )
 
     async def _reset(self) -> None:
         mode = self._modes.mode
         if mode is Mode.FAULTED:
             state = await self._backend.read()
             self._state = state
-            self._check_hardware(state)
+            self._faults.check_hardware(state)
             latched = {j: f for j, f in state.faults.items() if f & DISARMING_ERRORS}
             if latched:
                 joint, flags = next(iter(latched.items()))
@@ -888,18 +733,15 @@ class Runtime:
                     mode.value,
                     f"joint {joint!r} still reports {flags.describe()}; reboot it",
                 )
-            self._active_faults.clear()
+            self._faults.active.clear()
         if mode in (Mode.ESTOPPED, Mode.FAULTED):
             await self._backend.set_torque(False)
-            self._torque_off_pending = False
+            self._faults.torque_off_pending = False
             await self._clear_bus_watchdog()
         self._modes.reset()
-        self._hold = None
-        self._hold_pending = False
-        self._internal.clear()
-        self._active_faults = {
-            k: f for k, f in self._active_faults.items() if k[0] is not FaultKind.INTERNAL
-        }
+        self._faults.hold = None
+        self._faults.hold_pending = False
+        self._faults.clear_internal()
 
     async def _start_home(self) -> None:
         self._modes.require("home", Mode.ARMED)
@@ -917,4 +759,4 @@ class Runtime:
         )
         await self._backend.reboot(joints)
         self._state = await self._backend.read()
-        self._check_hardware(self._state)
+        self._faults.check_hardware(self._state)
