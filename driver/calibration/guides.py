@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
@@ -13,6 +15,39 @@ from hilbot.sim.hand import Hand, Keyframes, move_to, sweep
 
 #: How far the direction check moves a joint past the middle pose [rad].
 NUDGE = 0.4
+
+
+async def read_line(prompt: str) -> str:
+    """``input(prompt)`` without blocking the event loop, in a daemon thread of its own.
+
+    Not in the loop's executor: a Ctrl-C cancels the wait, and ``asyncio.run`` would then
+    wait, for ever, for an executor thread blocked on a line nobody types.
+
+    Raises:
+        EOFError: the input ended (Ctrl-D at a terminal).
+    """
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str] = loop.create_future()
+
+    def settle(line: str | None, error: Exception | None) -> None:
+        if answer.done():  # the wait was cancelled meanwhile
+            return
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(line or "")
+
+    def read() -> None:
+        line, error = None, None
+        try:
+            line = input(prompt)
+        except Exception as exc:  # EOFError: to the task that waits for the line
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+            loop.call_soon_threadsafe(settle, line, error)
+
+    threading.Thread(target=read, name="calibrate-input", daemon=True).start()
+    return await answer
 
 
 class TerminalGuide:
@@ -28,10 +63,17 @@ class TerminalGuide:
         self.stream = stream if stream is not None else sys.stdout
         self._line = Progress(1)
 
+    async def _ask(self, prompt: str) -> str:
+        try:
+            return await read_line(prompt)
+        except (asyncio.CancelledError, EOFError):
+            print(file=self.stream, flush=True)  # end the prompt's line for what follows
+            raise
+
     async def _enter(self, prompt: str) -> None:
         self._line.close()
         self._line = Progress(1)
-        await asyncio.to_thread(input, prompt)
+        await self._ask(prompt)
 
     async def middle_pose(self, text: str, pose: Mapping[str, float]) -> None:
         """Describe the middle pose and wait for Enter."""
@@ -59,7 +101,7 @@ class TerminalGuide:
         if self.yes:
             self.say(f"{question} yes (--yes)")
             return True
-        answer = await asyncio.to_thread(input, f"{question} [y/N] ")
+        answer = await self._ask(f"{question} [y/N] ")
         return answer.strip().lower() in ("y", "yes")
 
     def say(self, text: str) -> None:

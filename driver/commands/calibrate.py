@@ -105,6 +105,15 @@ def run(args: argparse.Namespace) -> int:
     except (DriverError, HalError, ValueError) as exc:
         print(f"hilbot calibrate: {exc}", file=sys.stderr)
         return 1
+    except EOFError:  # Ctrl-D at a prompt, or a stdin that is no terminal and ran out
+        print(
+            "hilbot calibrate: the input ended at a prompt; no calibration file written",
+            file=sys.stderr,
+        )
+        return 1
+    except KeyboardInterrupt:
+        print("hilbot calibrate: interrupted; no calibration file written", file=sys.stderr)
+        return 130
 
 
 async def _calibrate(args: argparse.Namespace, config: Any) -> int:
@@ -159,15 +168,18 @@ def _real_access(config: Any, port: str) -> contextlib.AbstractContextManager[An
     spec = bus.bus_spec()
     spec = type(spec)(port, spec.baudrate, spec.protocol, *_family(spec))
     family = getattr(bus, "family", "dynamixel")
+    margin = getattr(bus, "reply_margin_ms", None)  # the config's; unset, the bus's default
+    options = {} if margin is None else {"margin_ms": margin}
     if family == "feetech":
         from hilbot.driver.calibration.feetech_access import feetech_access
 
-        return feetech_access(port, bus.baudrate, {s.id: s.model for s in config.servo_specs()})
+        models = {s.id: s.model for s in config.servo_specs()}
+        return feetech_access(port, bus.baudrate, models, **options)
     if family != "dynamixel":
         raise DriverError(f"calibrating a {family} bus is not supported")
     from hilbot.driver.calibration.dynamixel_access import dynamixel_access
 
-    return dynamixel_access(spec)
+    return dynamixel_access(spec, **options)
 
 
 def _family(spec: Any) -> tuple[str, ...]:
