@@ -19,11 +19,9 @@ reply's bytes, 10 bits a byte at the host's rate).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import TypeGuard
+from collections.abc import Mapping, Sequence
+from typing import Unpack
 
-from hilbot.hal.errors import ConfigError
 from hilbot.hal.feetech import tables
 from hilbot.hal.feetech.protocol import (
     OVERHEAD,
@@ -36,9 +34,7 @@ from hilbot.hal.feetech.register_names import FeetechRegister
 from hilbot.sim.feetech_handler import FeetechInstructionHandler
 from hilbot.sim.feetech_physics import feetech_physics
 from hilbot.sim.feetech_servo import FeetechServo
-from hilbot.sim.pty_server import PtyBusServer, check_unique_ids, initial_angles
-from hilbot.sim.servo_model import ServoModel
-from hilbot.sim.servo_physics import ServoPhysics
+from hilbot.sim.pty_server import BusOptions, PtyBusServer, bus_model, check_unique_ids
 
 FeetechServoList = Sequence[tuple[int, str]] | Mapping[int, str]
 Instruction = InstructionPacket | DecodeError
@@ -51,16 +47,11 @@ class FeetechVirtualBus(PtyBusServer[FeetechServo, Instruction]):
         servos: ``(id, model name)`` pairs or ``{id: model name}``.
         baudrate: the servos' bit rate [bit/s]; also the wire-timing rate when the
             host's rate cannot be read from the pty.
-        clock: time source of the dynamics model [s] (wire timing uses real time).
-        return_delay_time: Return Delay Time register of every servo [2 µs];
-            ``None`` keeps the table's default (0).
-        initial_positions: ``{id: raw step}`` at power-up; default the center step.
-        physics: per-model overrides of the dynamics parameters.
-        wire_timing: delay replies like a real bus; ``False`` answers at once.
-        seed: seed of the injected random faults.
-        model_factory: builds the dynamics model from ``(physics, initial_positions=...)``;
-            a :class:`~hilbot.sim.mujoco_servos.BodyServoModel` puts the robot's body
-            behind the servos (``hilbot sim-bus --physics mujoco``).
+        **options: :class:`~hilbot.sim.pty_server.BusOptions`, as
+            :class:`~hilbot.sim.pty_server.PtyBusServer` takes them (``clock``,
+            ``physics``, ``wire_timing``, ``seed``, ``model_factory``);
+            ``return_delay_time`` ``None`` keeps the table's default (0), and
+            ``initial_positions`` are ``{id: raw step}`` (default the center step).
 
     Raises:
         ConfigError: unknown model, a bit rate a model cannot use, a duplicate id, or
@@ -69,50 +60,24 @@ class FeetechVirtualBus(PtyBusServer[FeetechServo, Instruction]):
 
     thread_name = "feetech-bus"
     log_label = "feetech bus"
+    instruction_types = (InstructionPacket, DecodeError)
 
     def __init__(
         self,
         servos: FeetechServoList,
         baudrate: int = 1_000_000,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        return_delay_time: int | None = None,
-        initial_positions: Mapping[int, int] | None = None,
-        physics: Mapping[str, ServoPhysics] | None = None,
-        wire_timing: bool = True,
-        seed: int = 0,
-        model_factory: Callable[..., ServoModel] = ServoModel,
+        **options: Unpack[BusOptions],
     ) -> None:
         pairs = list(servos.items()) if isinstance(servos, Mapping) else list(servos)
         check_unique_ids(pairs)
-        specs = [_model_spec(i, name, baudrate) for i, name in pairs]
-        angles = initial_angles(pairs, specs, dict(initial_positions or {}))
-        super().__init__(baudrate, clock=clock, wire_timing=wire_timing, seed=seed)
-        overrides = physics or {}
-        self.model = model_factory(
-            [overrides.get(spec.name) or feetech_physics(spec.name) for spec in specs],
-            initial_positions=angles,
-        )
-        self.servos = [
-            FeetechServo(
-                spec,
-                i,
-                self.model,
-                k,
-                baud_value=spec.baud_value(baudrate),
-                return_delay_time=return_delay_time,
-            )
-            for k, ((i, _), spec) in enumerate(zip(pairs, specs, strict=True))
-        ]
+        specs = [bus_model(i, name, baudrate, tables.model) for i, name in pairs]
+        super().__init__(pairs, specs, baudrate, FeetechServo, feetech_physics, **options)
         self.handler = FeetechInstructionHandler(self.servos, self.faults, self.host_baudrate)
 
     # ------------------------------------------------------------------ protocol
 
     def _new_decoder(self) -> PacketDecoder:
         return PacketDecoder(PacketKind.INSTRUCTION)
-
-    def _is_instruction(self, item: object) -> TypeGuard[Instruction]:
-        return isinstance(item, InstructionPacket | DecodeError)
 
     def _wire_size(self, item: Instruction) -> int:
         return len(item.raw) if isinstance(item, DecodeError) else len(item.params) + OVERHEAD
@@ -121,20 +86,4 @@ class FeetechVirtualBus(PtyBusServer[FeetechServo, Instruction]):
 
     def register(self, servo_id: int, name: FeetechRegister) -> int:
         """Current value of a register, as a read would return it."""
-        with self.lock:
-            self._advance()
-            servo = self.servo(servo_id)
-            servo.refresh(self._clock())
-            return servo.memory.get(name)
-
-
-def _model_spec(servo_id: int, name: str, baudrate: int) -> tables.FeetechModel:
-    try:
-        spec = tables.model(name)
-    except KeyError as exc:
-        raise ConfigError(str(exc.args[0]), servo_id=servo_id, field="model") from None
-    try:
-        spec.baud_value(baudrate)
-    except ValueError as exc:
-        raise ConfigError(f"servo {servo_id}: {exc}", servo_id=servo_id, field="baudrate") from None
-    return spec
+        return self._present_value(servo_id, lambda servo: servo.memory.get(name))

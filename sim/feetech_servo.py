@@ -22,16 +22,13 @@ Firmware behaviour modelled (memory tables; docs/simulation.md says what is chos
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.feetech.protocol import hardware_flags, status_error
 from hilbot.hal.feetech.register_names import FeetechRegister
 from hilbot.hal.feetech.tables import POSITION_MODE, TORQUE_CALIBRATE, FeetechModel
 from hilbot.hal.registers import Register
-from hilbot.sim.cached_settings import CachedSettings
 from hilbot.sim.feetech_memory import FeetechMemory, Written
-from hilbot.sim.servo_model import ServoModel
+from hilbot.sim.servo_firmware import LiveSource, ServoFirmware, SettingNames
 
 N = FeetechRegister
 ACCELERATION_UNIT = 100.0  # [step/s²] per Acceleration unit (STS memory table, address 41)
@@ -54,57 +51,32 @@ _EEPROM_LIMITS = frozenset(
 )
 
 
-class FeetechServo(CachedSettings):
+class FeetechServo(ServoFirmware[FeetechModel, Register]):
     """One simulated Feetech servo.
 
-    Args:
-        spec: the model.
-        servo_id: ID at first power-up.
-        model: the dynamics model shared by the bus.
-        index: this servo's index in ``model``.
-        baud_value: Baud Rate register value at first power-up.
-        return_delay_time: Return Delay Time register value [2 µs], or ``None`` for
-            the table's default (0).
+    Built with :class:`~hilbot.sim.servo_firmware.ServoFirmware`'s arguments (``spec``
+    a Feetech model); ``return_delay_time`` ``None`` keeps the table's default (0).
     """
 
-    def __init__(
-        self,
-        spec: FeetechModel,
-        servo_id: int,
-        model: ServoModel,
-        index: int,
-        *,
-        baud_value: int | None = None,
-        return_delay_time: int | None = None,
-    ) -> None:
-        self.spec = spec
-        self.model = model
-        self.index = index
-        self.memory: FeetechMemory = FeetechMemory(spec, servo_id, baud_value)
-        if return_delay_time is not None:
-            self.memory.set(N.RETURN_DELAY_TIME, return_delay_time)
-            self.memory.save(N.RETURN_DELAY_TIME)
-        self._quantum = spec.radians_per_tick  # [rad/tick]
-        self._live = self._live_registers()
-        #: ``(address, data)`` of a REG WRITE waiting for ACTION.
-        self.pending_write: tuple[int, bytes] | None = None
-        self._load_config()
-        self._apply_eeprom()
-        self._reset_goal()
+    #: Response Status Level: 0 answers only PING and READ, 1 every instruction.
+    settings = SettingNames(N.ID, N.BAUD_RATE, N.RETURN_DELAY_TIME, N.RESPONSE_STATUS_LEVEL)
+    memory: FeetechMemory
+
+    def _new_memory(self, servo_id: int, baud_value: int | None) -> FeetechMemory:
+        return FeetechMemory(self.spec, servo_id, baud_value)
+
+    def _power_up_return_delay(self, value: int) -> None:
+        self.memory.set(N.RETURN_DELAY_TIME, value)
+        self.memory.save(N.RETURN_DELAY_TIME)  # saved: a power cycle restores saved EEPROM
+
+    def _set_up(self) -> None:
+        self._quantum = self.spec.radians_per_tick  # [rad/tick]
 
     # ------------------------------------------------------------------ settings
 
-    def _load_config(self) -> None:
-        """Cache the registers the firmware consults on every packet.
-
-        Response Status Level: 0 answers only PING and READ, 1 every instruction.
-        """
+    def _load_own_config(self) -> None:
+        """Cache Homing Offset, the angle limits and the operating mode."""
         mem = self.memory
-        self._generation = mem.generation
-        self._id = mem.get(N.ID)
-        self._baudrate = self.spec.baud_rates.get(mem.get(N.BAUD_RATE))
-        self._return_delay = mem.get(N.RETURN_DELAY_TIME) * 2e-6
-        self._status_return_level = mem.get(N.RESPONSE_STATUS_LEVEL)
         self._offset = mem.get(N.HOMING_OFFSET) if N.HOMING_OFFSET in self.spec.table else 0
         self._limits = (mem.get(N.MIN_ANGLE_LIMIT), mem.get(N.MAX_ANGLE_LIMIT))
         self._mode = mem.get(N.OPERATING_MODE) if N.OPERATING_MODE in self.spec.table else 0
@@ -166,32 +138,24 @@ class FeetechServo(CachedSettings):
 
     # ------------------------------------------------------------------ model binding
 
-    def refresh(self, now: float, address: int = 0, length: int | None = None) -> None:
-        """Copy the model's present values into the registers in ``[address, +length)``."""
-        self._check_config()
-        end = 256 if length is None else address + length
-        for reg, value in self._live:
-            if reg.address < end and address < reg.end:
-                self.memory.set_clamped(reg, value())
-
     def raw_position(self) -> int:
         """The encoder's position [step], before Homing Offset."""
         return round(float(self.model.position[self.index]) / self._quantum) + self.spec.center_tick
 
-    def _live_registers(self) -> list[tuple[Register, Callable[[], int]]]:
+    def _live_registers(self) -> list[tuple[Register, LiveSource]]:
         m, i = self.model, self.index
         stall = m.physics[i].stall_torque
         current_scale = m.physics[i].stall_current / stall  # [A per N·m]
-        sources: dict[FeetechRegister, Callable[[], int]] = {
-            N.PRESENT_POSITION: lambda: self.raw_position() - self._offset,
-            N.PRESENT_SPEED: lambda: round(float(m.velocity[i]) / self._quantum),
-            N.PRESENT_LOAD: lambda: round(1000.0 * float(m.motor_torque[i]) / stall),
-            N.PRESENT_VOLTAGE: lambda: round(float(m.voltage[i]) * 10.0),
-            N.PRESENT_TEMPERATURE: lambda: round(float(m.temperature[i])),
-            N.STATUS: self.error_byte,
-            N.MOVING: lambda: 1 if bool(m.moving[i]) else 0,
-            N.TORQUE_ENABLE: lambda: 1 if m.torque_enabled[i] else 0,
-            N.PRESENT_CURRENT: lambda: round(
+        sources: dict[FeetechRegister, LiveSource] = {
+            N.PRESENT_POSITION: lambda now: self.raw_position() - self._offset,
+            N.PRESENT_SPEED: lambda now: round(float(m.velocity[i]) / self._quantum),
+            N.PRESENT_LOAD: lambda now: round(1000.0 * float(m.motor_torque[i]) / stall),
+            N.PRESENT_VOLTAGE: lambda now: round(float(m.voltage[i]) * 10.0),
+            N.PRESENT_TEMPERATURE: lambda now: round(float(m.temperature[i])),
+            N.STATUS: lambda now: self.error_byte(),
+            N.MOVING: lambda now: 1 if bool(m.moving[i]) else 0,
+            N.TORQUE_ENABLE: lambda now: 1 if m.torque_enabled[i] else 0,
+            N.PRESENT_CURRENT: lambda now: round(
                 abs(float(m.motor_torque[i])) * current_scale / CURRENT_UNIT
             ),
         }

@@ -25,10 +25,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Protocol
 
 from hilbot.hal.mapping import ServoSpec
+from hilbot.sim.pty_server import BackgroundService
 from hilbot.sim.servo_model import ServoModel
 
 Pose = Mapping[str, float]
@@ -228,7 +228,7 @@ def motion_named(name: str, ranges: Mapping[str, tuple[float, float]], center: P
     raise ValueError(f"unknown hand motion {name!r}; expected one of {', '.join(MOTIONS)}")
 
 
-class Hand:
+class Hand(BackgroundService):
     """A hand on a virtual bus's torque-off servos, following one motion at a time.
 
     Args:
@@ -332,18 +332,6 @@ class Hand:
         self._stop.set()
         if thread is not None:
             thread.join(timeout=5.0)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _run(self) -> None:
         while not self._stop.wait(self._period):

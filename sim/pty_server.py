@@ -1,12 +1,13 @@
 """The pseudo-terminal server both virtual buses run (Dynamixel and Feetech).
 
-:class:`PtyBusServer` owns the pty, the server thread and the wire timing; a subclass
-brings its protocol: the servos, the instruction handler, a decoder and the size of an
-instruction on the wire. Replies leave at the time a real bus would have delivered
-their last byte: the instruction's own wire time, then per reply its servo's Return
-Delay Time and its bytes at 10 bits a byte. The server thread blocks in ``poll``
-between packets and sleeps until just before each deadline (spinning only the last few
-microseconds), so an idle bus costs no CPU.
+:class:`PtyBusServer` owns the pty, the server thread, the wire timing and the servos'
+dynamics model; a subclass brings its protocol: its models and servo firmware, the
+instruction handler, a decoder and the size of an instruction on the wire. Replies
+leave at the time a real bus would have delivered their last byte: the instruction's
+own wire time, then per reply its servo's Return Delay Time and its bytes at 10 bits
+a byte. The server thread blocks in ``poll`` between packets and sleeps until just
+before each deadline (spinning only the last few microseconds), so an idle bus costs
+no CPU.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import tty
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import ClassVar, Generic, Protocol, Self, TypeGuard, TypeVar
+from typing import ClassVar, Generic, Protocol, Self, TypedDict, TypeGuard, TypeVar
 
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.errors import ConfigError, PortError
@@ -30,6 +31,7 @@ from hilbot.sim.bus_replies import Reply
 from hilbot.sim.faults import FaultTable, ServoFaults
 from hilbot.sim.server_timing import GilTuning, Sleeper, raise_priority
 from hilbot.sim.servo_model import ServoModel
+from hilbot.sim.servo_physics import ServoPhysics
 
 BITS_PER_BYTE = 10  # 8N1: start bit, 8 data bits, stop bit
 BACKGROUND_STEP_MS = 5  # model update period while servos move, when no packet comes
@@ -70,6 +72,10 @@ class ServedServo(Protocol):
         """The servo's joint in the dynamics model."""
         ...
 
+    def refresh(self, now: float) -> None:
+        """Copy the model's present values into the present-value registers."""
+        ...
+
     def reboot(self) -> None:
         """Restart the firmware (a power cycle)."""
         ...
@@ -96,25 +102,111 @@ class InstructionHandling(Protocol[ItemT_contra]):
         ...
 
 
-class PtyBusServer(ABC, Generic[ServoT, ItemT]):
+class TickScale(Protocol):
+    """What turning a servo's power-up position into a shaft angle needs of its model."""
+
+    @property
+    def center_tick(self) -> int:
+        """The tick of the joint's zero."""
+        ...
+
+    @property
+    def radians_per_tick(self) -> float:
+        """The angle of one tick [rad]."""
+        ...
+
+
+class BusModel(TickScale, Protocol):
+    """What the server needs of a servo model (Dynamixel or Feetech table)."""
+
+    @property
+    def name(self) -> str:
+        """The model's name, e.g. ``"XM430-W350"``; keys ``physics`` overrides."""
+        ...
+
+    def baud_value(self, baudrate: int) -> int:
+        """The Baud Rate register value of ``baudrate`` [bit/s]; ``ValueError`` if none."""
+        ...
+
+
+SpecT = TypeVar("SpecT", bound=BusModel)
+
+
+class BusOptions(TypedDict, total=False):
+    """The keyword arguments both virtual buses take (see :class:`PtyBusServer`)."""
+
+    clock: Callable[[], float]
+    return_delay_time: int | None
+    initial_positions: Mapping[int, int] | None
+    physics: Mapping[str, ServoPhysics] | None
+    wire_timing: bool
+    seed: int
+    model_factory: Callable[..., ServoModel]
+
+
+class BackgroundService(ABC):
+    """Runs from its own thread between :meth:`start` and :meth:`stop`; a context manager.
+
+    ``with service:`` starts it and stops it on the way out, whatever happened inside.
+    """
+
+    @abstractmethod
+    def start(self) -> None:
+        """Start the thread."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop the thread; safe to call twice."""
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
     """Simulated servos answering on a pseudo-terminal, from their own thread.
 
-    A subclass sets ``model``, ``servos`` and ``handler`` in its ``__init__`` after
-    calling this one, and implements :meth:`_new_decoder`, :meth:`_is_instruction` and
-    :meth:`_wire_size`.
+    A subclass looks its servos' models up, calls this ``__init__`` (which builds the
+    dynamics model and the servos), then sets ``handler``; it implements
+    :meth:`_new_decoder` and :meth:`_wire_size` and names its ``instruction_types``.
 
     Args:
+        pairs: ``(id, model name)`` of every servo on the bus, in joint order.
+        specs: their models, in the same order.
         baudrate: the servos' bit rate [bit/s]; also the rate used for wire timing when
             the host's rate cannot be read from the pty.
+        new_servo: builds one servo's firmware from ``(spec, id, model, index,
+            baud_value=..., return_delay_time=...)`` (the family's servo class).
+        default_physics: model name -> the dynamics parameters of that model.
         clock: time source of the dynamics model [s] (wire timing uses real time).
+        return_delay_time: Return Delay Time register of every servo [2 µs];
+            ``None`` keeps the model's default.
+        initial_positions: ``{id: tick}`` at power-up; default the center tick.
+        physics: per-model overrides of the dynamics parameters.
         wire_timing: delay replies like a real bus; ``False`` answers at once.
         seed: seed of the injected random faults.
+        model_factory: builds the dynamics model from ``(physics, initial_positions=...)``;
+            a :class:`~hilbot.sim.mujoco_servos.BodyServoModel` puts the robot's body
+            behind the servos (``hilbot sim-bus --physics mujoco``).
+
+    Raises:
+        ConfigError: ``initial_positions`` names a servo that is not on the bus.
     """
 
     #: Name of the server thread, before the port.
     thread_name: ClassVar[str] = "virtual-bus"
     #: How the log names this bus (in the subclass's module logger).
     log_label: ClassVar[str] = "virtual bus"
+    #: What the decoder yields that is for the handler (instructions and bad frames).
+    instruction_types: ClassVar[tuple[type, ...]]
 
     model: ServoModel
     servos: list[ServoT]
@@ -122,12 +214,21 @@ class PtyBusServer(ABC, Generic[ServoT, ItemT]):
 
     def __init__(
         self,
+        pairs: Sequence[tuple[int, str]],
+        specs: Sequence[SpecT],
         baudrate: int,
+        new_servo: Callable[..., ServoT],
+        default_physics: Callable[[str], ServoPhysics],
         *,
-        clock: Callable[[], float],
-        wire_timing: bool,
-        seed: int,
+        clock: Callable[[], float] = time.monotonic,
+        return_delay_time: int | None = None,
+        initial_positions: Mapping[int, int] | None = None,
+        physics: Mapping[str, ServoPhysics] | None = None,
+        wire_timing: bool = True,
+        seed: int = 0,
+        model_factory: Callable[..., ServoModel] = ServoModel,
     ) -> None:
+        angles = initial_angles(pairs, specs, initial_positions or {})
         self.baudrate = baudrate
         self.wire_timing = wire_timing
         self.faults = FaultTable(seed)
@@ -143,14 +244,30 @@ class PtyBusServer(ABC, Generic[ServoT, ItemT]):
         self._sleeper = Sleeper()
         #: Exceptions raised while answering (a bug in the simulation, never the host's).
         self.errors: list[Exception] = []
+        overrides = physics or {}
+        self.model = model_factory(
+            [overrides.get(spec.name) or default_physics(spec.name) for spec in specs],
+            initial_positions=angles,
+        )
+        self.servos = [
+            new_servo(
+                spec,
+                i,
+                self.model,
+                k,
+                baud_value=spec.baud_value(baudrate),
+                return_delay_time=return_delay_time,
+            )
+            for k, ((i, _), spec) in enumerate(zip(pairs, specs, strict=True))
+        ]
 
     @abstractmethod
     def _new_decoder(self) -> PacketFeed:
         """A fresh decoder of the host's bytes."""
 
-    @abstractmethod
     def _is_instruction(self, item: object) -> TypeGuard[ItemT]:
         """Whether a decoded ``item`` is for the handler (an instruction or a bad frame)."""
+        return isinstance(item, self.instruction_types)
 
     @abstractmethod
     def _wire_size(self, item: ItemT) -> int:
@@ -201,27 +318,10 @@ class PtyBusServer(ABC, Generic[ServoT, ItemT]):
         self._master = self._slave = self._wake_r = self._wake_w = -1
         self._port = ""
 
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     async def __aenter__(self) -> Self:
         return self.__enter__()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.stop()
 
     # ------------------------------------------------------------------ test API
@@ -246,6 +346,14 @@ class PtyBusServer(ABC, Generic[ServoT, ItemT]):
         with self.lock:
             self._advance()
             self.model.raise_error([self.servo(servo_id).index], flags)
+
+    def _present_value(self, servo_id: int, read: Callable[[ServoT], int]) -> int:
+        """``read`` of a servo whose registers were just refreshed, as a READ would see it."""
+        with self.lock:
+            self._advance()
+            servo = self.servo(servo_id)
+            servo.refresh(self._clock())
+            return read(servo)
 
     def fault(self, servo_id: int) -> ServoFaults:
         """Alias of ``faults(servo_id)``."""
@@ -365,18 +473,36 @@ def check_unique_ids(pairs: Sequence[tuple[int, str]]) -> None:
         seen.add(servo_id)
 
 
-class TickScale(Protocol):
-    """What turning a servo's power-up position into a shaft angle needs of its model."""
+def bus_model(
+    servo_id: int,
+    name: str,
+    baudrate: int,
+    lookup: Callable[[str], SpecT],
+    check: Callable[[SpecT], None] | None = None,
+) -> SpecT:
+    """The model of servo ``servo_id``, checked for the bus.
 
-    @property
-    def center_tick(self) -> int:
-        """The tick of the joint's zero."""
-        ...
+    Args:
+        servo_id: the servo's id (named in the errors).
+        name: its model's name.
+        baudrate: the bus's bit rate [bit/s]; the model must have a Baud Rate value for it.
+        lookup: the family's model table (``KeyError`` for an unknown name).
+        check: the family's own check of the model, run before the bit rate's.
 
-    @property
-    def radians_per_tick(self) -> float:
-        """The angle of one tick [rad]."""
-        ...
+    Raises:
+        ConfigError: unknown model, a failed ``check``, or a bit rate the model cannot use.
+    """
+    try:
+        spec = lookup(name)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0]), servo_id=servo_id, field="model") from None
+    if check is not None:
+        check(spec)
+    try:
+        spec.baud_value(baudrate)
+    except ValueError as exc:
+        raise ConfigError(f"servo {servo_id}: {exc}", servo_id=servo_id, field="baudrate") from None
+    return spec
 
 
 def initial_angles(

@@ -18,9 +18,8 @@ reply leaves at the time a real bus would have delivered its last byte.
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import TypeGuard
+from collections.abc import Mapping, Sequence
+from typing import Unpack
 
 from hilbot.hal.dynamixel import tables
 from hilbot.hal.dynamixel.protocol import (
@@ -32,9 +31,8 @@ from hilbot.hal.dynamixel.protocol import (
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.sim.instruction_handler import InstructionHandler
-from hilbot.sim.pty_server import PtyBusServer, check_unique_ids, initial_angles
-from hilbot.sim.servo_model import ServoModel
-from hilbot.sim.servo_physics import ServoPhysics, physics_for
+from hilbot.sim.pty_server import BusOptions, PtyBusServer, bus_model, check_unique_ids
+from hilbot.sim.servo_physics import physics_for
 from hilbot.sim.virtual_servo import VirtualServo
 
 ServoList = Sequence[ServoSpec] | Mapping[int, str]
@@ -49,38 +47,27 @@ class VirtualBus(PtyBusServer[VirtualServo, Instruction]):
         protocol: 1 or 2; every model must speak it.
         baudrate: the servos' bit rate [bit/s]; also the rate used for wire timing when
             the host's rate cannot be read from the pty.
-        clock: time source of the dynamics model [s] (wire timing uses real time).
-        return_delay_time: Return Delay Time register of every servo [2 µs units];
-            ``None`` keeps the factory default (250 = 500 µs).
-        initial_positions: ``{id: ticks}`` at power-up; default the center tick.
-        physics: per-model overrides of the dynamics parameters.
-        wire_timing: delay replies like a real bus; ``False`` answers at once.
-        seed: seed of the injected random faults.
-        model_factory: builds the servos' dynamics model from ``(physics,
-            initial_positions=...)``; a :class:`~hilbot.sim.mujoco_servos.BodyServoModel`
-            puts a physical body behind the servos (``hilbot sim-bus --physics mujoco``).
+        **options: :class:`~hilbot.sim.pty_server.BusOptions`, as
+            :class:`~hilbot.sim.pty_server.PtyBusServer` takes them (``clock``,
+            ``physics``, ``wire_timing``, ``seed``, ``model_factory``);
+            ``return_delay_time`` ``None`` keeps the factory default (250 = 500 µs),
+            and ``initial_positions`` are ``{id: ticks}`` (default the center tick).
 
     Raises:
         ConfigError: unknown model, a model that does not speak ``protocol``, a bit
             rate the model cannot use, or a duplicate id.
     """
 
+    instruction_types = (InstructionPacket, DecodeError)
+
     def __init__(
         self,
         servos: ServoList,
         protocol: int = 2,
         baudrate: int = 1_000_000,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        return_delay_time: int | None = None,
-        initial_positions: Mapping[int, int] | None = None,
-        physics: Mapping[str, ServoPhysics] | None = None,
-        wire_timing: bool = True,
-        seed: int = 0,
-        model_factory: Callable[..., ServoModel] = ServoModel,
+        **options: Unpack[BusOptions],
     ) -> None:
         BusSpec("virtual", baudrate, protocol)  # validates protocol and baud rate
-        super().__init__(baudrate, clock=clock, wire_timing=wire_timing, seed=seed)
         self.protocol = protocol
         pairs = (
             list(servos.items())
@@ -89,37 +76,21 @@ class VirtualBus(PtyBusServer[VirtualServo, Instruction]):
         )
         specs = [_model_spec(i, name, protocol, baudrate) for i, name in pairs]
         check_unique_ids(pairs)
-        overrides = physics or {}
-        self.model = model_factory(
-            [overrides.get(spec.name) or physics_for(spec.name) for spec in specs],
-            initial_positions=initial_angles(pairs, specs, initial_positions or {}),
-        )
-        self.servos = [
-            VirtualServo(
-                spec,
-                i,
-                self.model,
-                k,
-                baud_value=spec.baud_value(baudrate),
-                return_delay_time=return_delay_time,
-            )
-            for k, ((i, _), spec) in enumerate(zip(pairs, specs, strict=True))
-        ]
+        super().__init__(pairs, specs, baudrate, VirtualServo, physics_for, **options)
         self.handler = InstructionHandler(protocol, self.servos, self.faults, self.host_baudrate)
         self._watchdogs = [s for s in self.servos if s.spec.has_bus_watchdog]
 
     @classmethod
-    def from_config(cls, servos: Sequence[ServoSpec], bus: BusSpec, **kwargs: object) -> VirtualBus:
+    def from_config(
+        cls, servos: Sequence[ServoSpec], bus: BusSpec, **kwargs: Unpack[BusOptions]
+    ) -> VirtualBus:
         """A virtual bus for one configured bus: its servos, protocol and bit rate."""
-        return cls(servos, bus.protocol, bus.baudrate, **kwargs)  # type: ignore[arg-type]
+        return cls(servos, bus.protocol, bus.baudrate, **kwargs)
 
     # ------------------------------------------------------------------ protocol
 
     def _new_decoder(self) -> PacketDecoder:
         return PacketDecoder(self.protocol, PacketKind.INSTRUCTION)
-
-    def _is_instruction(self, item: object) -> TypeGuard[Instruction]:
-        return isinstance(item, InstructionPacket | DecodeError)
 
     def _wire_size(self, item: Instruction) -> int:
         if isinstance(item, DecodeError):
@@ -134,11 +105,7 @@ class VirtualBus(PtyBusServer[VirtualServo, Instruction]):
 
     def register(self, servo_id: int, name: tables.RegisterName) -> int:
         """Current value of a register, as a read would return it."""
-        with self.lock:
-            self._advance()
-            servo = self.servo(servo_id)
-            servo.refresh(self._clock())
-            return servo.memory.get(name)
+        return self._present_value(servo_id, lambda servo: servo.memory.get(name))
 
     def write_register(self, servo_id: int, name: tables.RegisterName, value: int) -> int:
         """WRITE ``value`` to a register as another host on the bus would; the ERR byte.
@@ -178,19 +145,13 @@ class VirtualBus(PtyBusServer[VirtualServo, Instruction]):
 
 
 def _model_spec(servo_id: int, name: str, protocol: int, baudrate: int) -> tables.ModelSpec:
-    try:
-        spec = tables.model(name)
-    except KeyError as exc:
-        raise ConfigError(str(exc.args[0]), servo_id=servo_id, field="model") from None
-    if spec.protocol != protocol:
-        raise ConfigError(
-            f"servo {servo_id}: {spec.name} speaks Protocol {spec.protocol}.0, "
-            f"but the bus is Protocol {protocol}.0",
-            servo_id=servo_id,
-            field="model",
-        )
-    try:
-        spec.baud_value(baudrate)
-    except ValueError as exc:
-        raise ConfigError(f"servo {servo_id}: {exc}", servo_id=servo_id, field="baudrate") from None
-    return spec
+    def speaks_protocol(spec: tables.ModelSpec) -> None:
+        if spec.protocol != protocol:
+            raise ConfigError(
+                f"servo {servo_id}: {spec.name} speaks Protocol {spec.protocol}.0, "
+                f"but the bus is Protocol {protocol}.0",
+                servo_id=servo_id,
+                field="model",
+            )
+
+    return bus_model(servo_id, name, baudrate, tables.model, speaks_protocol)

@@ -10,7 +10,6 @@ Protocol 1.0 error bits with the hardware bits of every status packet).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.protocol import (
@@ -21,14 +20,13 @@ from hilbot.hal.dynamixel.protocol import (
     hardware_flags_to_protocol1,
 )
 from hilbot.hal.dynamixel.tables import ModelSpec, Register, RegisterName
-from hilbot.sim.cached_settings import CachedSettings
 from hilbot.sim.control_table_memory import (
     CheckedWrite,
     ControlTableMemory,
     WriteFault,
     WriteRefused,
 )
-from hilbot.sim.servo_model import ServoModel
+from hilbot.sim.servo_firmware import LiveSource, ServoFirmware, SettingNames
 
 N = RegisterName
 RPM = 2.0 * math.pi / 60.0  # [rad/s] per rev/min
@@ -51,7 +49,7 @@ _GOALS = (N.GOAL_PWM, N.GOAL_CURRENT, N.GOAL_VELOCITY, N.GOAL_POSITION)
 #: What a write refused by a tripped Bus Watchdog answers: the Data Range Error.
 _WATCHDOG_REFUSAL = WriteRefused(WriteFault.RANGE, N.BUS_WATCHDOG)
 
-#: Registers cached by ``VirtualServo._load_config``.
+#: Registers cached by ``VirtualServo._load_config`` (a write to one reloads the cache).
 _CONFIG = (
     N.ID,
     N.BAUD_RATE,
@@ -72,39 +70,29 @@ _P2_FAULT = {
 }
 
 
-class VirtualServo(CachedSettings):
+class VirtualServo(ServoFirmware[ModelSpec, Register]):
     """The firmware of one simulated servo.
 
-    Args:
-        spec: the model (control table, units).
-        servo_id: initial ID.
-        model: the dynamics model shared by the bus.
-        index: this servo's index in ``model``.
-        baud_value: initial Baud Rate register value.
-        return_delay_time: initial Return Delay Time register value [2 µs], or
-            ``None`` for the model's default (250 = 500 µs).
+    Built with :class:`~hilbot.sim.servo_firmware.ServoFirmware`'s arguments (``spec``
+    a Dynamixel model: control table, units); ``return_delay_time`` ``None`` keeps the
+    model's default (250 = 500 µs).
     """
 
-    def __init__(
-        self,
-        spec: ModelSpec,
-        servo_id: int,
-        model: ServoModel,
-        index: int,
-        *,
-        baud_value: int | None = None,
-        return_delay_time: int | None = None,
-    ) -> None:
-        self.spec = spec
+    #: Status Return Level: 0 answers PING only; 1 PING and READ; 2 every instruction.
+    settings = SettingNames(N.ID, N.BAUD_RATE, N.RETURN_DELAY_TIME, N.STATUS_RETURN_LEVEL)
+    memory: ControlTableMemory
+
+    def _new_memory(self, servo_id: int, baud_value: int | None) -> ControlTableMemory:
+        return ControlTableMemory(self.spec, servo_id, baud_value)
+
+    def _power_up_return_delay(self, value: int) -> None:
+        self.memory.set(N.RETURN_DELAY_TIME, value)  # EEPROM: a reboot keeps it
+
+    def _set_up(self) -> None:
+        spec = self.spec
         self.protocol = spec.protocol
-        self.model = model
-        self.index = index
-        self.memory: ControlTableMemory = ControlTableMemory(spec, servo_id, baud_value)
-        if return_delay_time is not None:
-            self.memory.set(N.RETURN_DELAY_TIME, return_delay_time)
         self._tick_unit = 2.0 * math.pi / spec.ticks_per_rev  # [rad/tick]
         self._velocity_unit = spec.rad_per_s_per_velocity_tick  # [rad/s per tick]
-        self.pending_write: tuple[int, bytes] | None = None  # REG_WRITE, waiting for ACTION
         # Bus Watchdog (X series): armed timeout [s] (0 = off), whether it expired, and
         # when the last instruction packet for this servo arrived [s, bus clock].
         self.watchdog_timeout = 0.0
@@ -113,16 +101,7 @@ class VirtualServo(CachedSettings):
         watchdog = spec.table.get(N.BUS_WATCHDOG)
         self._watchdog_address = -1 if watchdog is None else watchdog.address  # 1 byte
         self._goal_bytes = _addresses(spec, _GOALS)
-        self._live = self._live_registers()
-        self._config_addresses = {
-            a
-            for name in _CONFIG
-            if name in spec.table
-            for a in range(spec.table[name].address, spec.table[name].end)
-        }
-        self._load_config()
-        self._apply_eeprom()
-        self._reset_goal()
+        self._config_addresses = _addresses(spec, _CONFIG)
 
     # ------------------------------------------------------------------ identity
 
@@ -131,17 +110,9 @@ class VirtualServo(CachedSettings):
         """The Firmware Version register."""
         return self.memory.get(N.FIRMWARE_VERSION)
 
-    def _load_config(self) -> None:
-        """Cache the registers the firmware consults on every packet (reads are hot).
-
-        Status Return Level: 0 answers PING only; 1 PING and READ; 2 every instruction.
-        """
+    def _load_own_config(self) -> None:
+        """Cache Homing Offset and the position limits."""
         mem = self.memory
-        self._generation = mem.generation
-        self._id = mem.get(N.ID)
-        self._baudrate = self.spec.baud_rates.get(mem.get(N.BAUD_RATE))
-        self._return_delay = mem.get(N.RETURN_DELAY_TIME) * 2e-6
-        self._status_return_level = mem.get(N.STATUS_RETURN_LEVEL)
         self._homing = mem.get(N.HOMING_OFFSET) if mem.has(N.HOMING_OFFSET) else 0
         self._limits = self._position_limits()
 
@@ -286,15 +257,7 @@ class VirtualServo(CachedSettings):
 
     # ------------------------------------------------------------------ model binding
 
-    def refresh(self, now: float, address: int = 0, length: int | None = None) -> None:
-        """Copy the model's present values into the registers in ``[address, +length)``."""
-        self._check_config()
-        end = self.memory.size if length is None else address + length
-        for reg, value in self._live:
-            if reg.address < end and address < reg.end:
-                self.memory.set_clamped(reg, value(now))
-
-    def _live_registers(self) -> list[tuple[Register, Callable[[float], int]]]:
+    def _live_registers(self) -> list[tuple[Register, LiveSource]]:
         """The registers the firmware keeps up to date, each with its value source."""
         m, i, spec = self.model, self.index, self.spec
         stall = m.physics[i].stall_torque
@@ -314,7 +277,7 @@ class VirtualServo(CachedSettings):
         def moving(now: float) -> int:
             return 1 if bool(m.moving[i]) else 0
 
-        sources: dict[RegisterName, Callable[[float], int]] = {
+        sources: dict[RegisterName, LiveSource] = {
             N.PRESENT_POSITION: ticks,
             N.PRESENT_VELOCITY: lambda now: round(float(m.velocity[i]) / self._velocity_unit),
             N.PRESENT_SPEED: lambda now: round(float(m.velocity[i]) / self._velocity_unit),
