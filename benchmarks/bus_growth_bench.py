@@ -386,7 +386,10 @@ def main() -> None:
         "an AX) of the row's bytes plus one goal sync write, at 10 bits a byte. CPU: this "
         "process, all threads, over the measured cycles; the virtual bus's includes each "
         "row's start-up; "
-        "'CPU vs rustypot' compares rows of the same read set."
+        "'CPU vs rustypot' compares rows of the same read set. The asyncio floor row is no "
+        "client: both packets encoded in advance, each reply awaited through the event loop's "
+        "add_reader and not decoded; it is the CPU a backend doing its bus I/O on the event "
+        "loop would start from, before any decoding, unit conversion or safety check."
     )
     body = f"""{common}
 
