@@ -21,13 +21,15 @@ import datetime
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from hilbot.driver.config import RobotConfig
 from hilbot.driver.errors import DriverError
 from hilbot.hal.calibration import Calibration, Geometry, JointCalibration, ServoAccess
 from hilbot.hal.errors import CommError
 from hilbot.hal.mapping import ServoSpec
+
+T = TypeVar("T")
 
 #: A move the direction check counts as deliberate [rad of shaft].
 DIRECTION_THRESHOLD = 0.15
@@ -130,11 +132,26 @@ async def check_servos(access: ServoAccess, specs: Sequence[ServoSpec]) -> list[
     return [await asyncio.to_thread(access.geometry, s.id) for s in specs]
 
 
+async def _whole(call: Callable[[], T]) -> T:
+    """``call()`` in a thread; a cancelled wait still waits for the call to end.
+
+    Cancelling an ``asyncio.to_thread`` wait does not stop its thread: a bus read would
+    go on while the next step's read starts in another thread, two threads on one port
+    (one of them then finds the port readable and empty, and reports it closed).
+    """
+    job = asyncio.ensure_future(asyncio.to_thread(call))
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        await asyncio.gather(job, return_exceptions=True)  # the bus is free again
+        raise
+
+
 async def _ticks(access: ServoAccess, ids: Sequence[int]) -> dict[int, int]:
     """One reading of ``ids``; a lost reply is asked again, up to ``READ_ATTEMPTS`` times."""
     for attempt in range(READ_ATTEMPTS):
         try:
-            return await asyncio.to_thread(access.present_ticks, ids)
+            return await _whole(lambda: access.present_ticks(ids))
         except CommError:
             if attempt == READ_ATTEMPTS - 1:
                 raise

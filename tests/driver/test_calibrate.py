@@ -8,9 +8,12 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -90,6 +93,48 @@ async def _track(arm: Arm, calibration: Calibration, targets: dict[str, float]) 
         real = arm.hand.joint_positions()  # before torque goes off and the hand takes over
     for joint, value in targets.items():
         assert real[joint] == pytest.approx(value, abs=0.03), joint
+
+
+class OneAtATime:
+    """The real access, noting when a reading starts and whether two ever overlap."""
+
+    def __init__(self, access: DynamixelAccess) -> None:
+        self.access = access
+        self.reading = threading.Event()  # a reading is on the bus now
+        self.busy = 0
+        self.overlaps = 0
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.access, name)
+
+    def present_ticks(self, servo_ids: Sequence[int]) -> dict[int, int]:
+        with self._lock:
+            self.busy += 1
+            self.overlaps += self.busy > 1
+        self.reading.set()
+        try:
+            time.sleep(0.05)  # a reading that takes a while: the next step starts meanwhile
+            return self.access.present_ticks(servo_ids)
+        finally:
+            with self._lock:
+                self.busy -= 1
+            self.reading.clear()
+
+
+async def test_step_2_ends_only_after_its_last_reading(arm: Arm) -> None:
+    # Enter at step 2 while the live line's reading is on the bus: its thread must end
+    # before step 3 reads (two threads on one port: one finds it readable and empty).
+    access = OneAtATime(arm.access)
+    guide = arm.guide()
+
+    async def full_range(joints: Sequence[str]) -> None:
+        await asyncio.to_thread(access.reading.wait, 30.0)  # Enter during a reading
+
+    guide.full_range = full_range  # type: ignore[method-assign]
+    _, seen = await measure(arm.config, access, guide)  # type: ignore[arg-type]
+    assert access.overlaps == 0
+    assert set(seen.direction.values()) <= {-1, 1}
 
 
 async def test_the_hand_calibration_finds_the_assembly_errors(arm: Arm) -> None:
