@@ -1,9 +1,11 @@
-"""Build the backend ``hilbot run`` drives: simulated, virtual bus, or real Dynamixel buses.
+"""Build the backend ``hilbot run`` drives: simulated, virtual buses, or the real buses.
 
 - ``sim``: :class:`hilbot.sim.SimBackend` in-process, starting at the home pose.
-- ``virtual``: a virtual Dynamixel bus on a pseudo-terminal per config bus, each
-  driven by the real :class:`~hilbot.hal.dynamixel.backend.DynamixelBackend`.
-- ``dynamixel``: the real buses named in the config.
+- ``mujoco``: the simulator's servos driving a MuJoCo body (the ``mujoco`` extra).
+- ``virtual``: a virtual bus on a pseudo-terminal per config bus (Dynamixel or Feetech,
+  as the bus's ``family`` says), each driven by that family's real backend.
+- ``hardware`` (old name ``dynamixel``, still accepted): the real buses named in the
+  config, each driven by its family's backend.
 
 Robots with several buses get one backend per bus, joined by :class:`MultiBackend`.
 """
@@ -17,6 +19,7 @@ from typing import Any, Self
 
 import numpy as np
 
+from hilbot.driver.backend_names import HARDWARE, backend_name
 from hilbot.driver.config import RobotConfig
 from hilbot.driver.errors import DriverError
 from hilbot.driver.virtual_margin import VIRTUAL_MARGIN_MS as VIRTUAL_MARGIN_MS  # re-exported
@@ -337,7 +340,7 @@ async def build_backend(
         yield sim_backend(config)
     elif kind == "mujoco":
         yield mujoco_backend(config, scene=scene)
-    elif kind == "dynamixel":
+    elif backend_name(kind) == HARDWARE:
         yield dynamixel_backend(config, pipeline="auto")
     elif kind == "virtual":
         async with virtual_buses(
@@ -346,7 +349,7 @@ async def build_backend(
             options = await virtual_options(config.safety.bus_watchdog)
             yield dynamixel_backend(config, ports, pipeline="auto", **options)
     else:
-        raise BackendError(f"unknown backend {kind!r}; expected sim, mujoco, virtual or dynamixel")
+        raise BackendError(f"unknown backend {kind!r}; expected sim, mujoco, virtual or hardware")
 
 
 @contextlib.asynccontextmanager

@@ -13,6 +13,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from hilbot.driver.backend_names import backend_name
 from hilbot.driver.config import RobotConfig
 from hilbot.driver.ticker import ManualClock
 from hilbot.hal.backend import Backend
@@ -23,8 +24,15 @@ class BackendKind(enum.StrEnum):
 
     SIM = "sim"  # in-process simulator
     MUJOCO = "mujoco"  # the in-process simulator's servos driving a MuJoCo body
-    VIRTUAL = "virtual"  # the real Dynamixel backend on a virtual bus (pty)
-    DYNAMIXEL = "dynamixel"  # real hardware on the config's ports
+    VIRTUAL = "virtual"  # the real backends on virtual buses (pty)
+    HARDWARE = "hardware"  # the real buses on the config's ports (old name: dynamixel)
+
+    @classmethod
+    def _missing_(cls, value: object) -> BackendKind | None:
+        """Old names still name their backend (``BackendKind("dynamixel")``)."""
+        if not isinstance(value, str) or backend_name(value) == value:
+            return None
+        return cls(backend_name(value))
 
 
 class ClockKind(enum.StrEnum):
@@ -151,7 +159,7 @@ async def open_backend(
     else:
         from hilbot.driver.backends import dynamixel_backend
 
-        yield BenchBackend(BackendKind.DYNAMIXEL, dynamixel_backend(config), clock)
+        yield BenchBackend(BackendKind.HARDWARE, dynamixel_backend(config), clock)
 
 
 @asynccontextmanager

@@ -59,7 +59,7 @@ class UnsupportedStep(BenchError):
     Attributes:
         step: index of the step in the scenario.
         kind: the step's kind, e.g. ``"fault"``.
-        backend: the backend name, e.g. ``"dynamixel"``.
+        backend: the backend name, e.g. ``"hardware"``.
         reason: why, and what to use instead.
     """
 

@@ -148,7 +148,8 @@ class RecordingHeader:
         chain_names: the ``C`` chains, in channel order.
         rate_hz: the loop rate [Hz].
         modes: runtime mode names; the ``mode`` channel indexes this list.
-        backend: ``"sim"``, ``"virtual"`` or ``"dynamixel"``.
+        backend: ``"sim"``, ``"mujoco"``, ``"virtual"`` or ``"hardware"`` (``"dynamixel"`` in
+            recordings made before the rename).
         config_path: the robot config file (as given), for replay.
         config: the robot config as a JSON-able mapping.
         scenario: the scenario as a mapping, or ``None`` (``hilbot run --record``).

@@ -93,7 +93,7 @@ async def run_bench(
     """
     recording: Recording | None = None
     needs_faults = any(isinstance(step, FaultStep) for step in scenario.steps)
-    if needs_faults and kind is BackendKind.DYNAMIXEL:  # refuse before a port opens
+    if needs_faults and kind is BackendKind.HARDWARE:  # refuse before a port opens
         index = next(i for i, s in enumerate(scenario.steps) if isinstance(s, FaultStep))
         raise UnsupportedStep(index, "fault", kind.value, "faults need --backend sim or virtual")
     try:

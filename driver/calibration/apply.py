@@ -80,7 +80,7 @@ def calibrated_config(config: RobotConfig, calibration: Calibration) -> RobotCon
     if missing:
         raise CalibrationMismatch(
             f"the calibration has no {', '.join(missing)}: calibrate again "
-            f"(`{calibrate_command(config, 'dynamixel')}`)"
+            f"(`{calibrate_command(config, 'hardware')}`)"
         )
     servos = []
     for servo in config.servos:

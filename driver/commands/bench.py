@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hilbot.driver.backend_names import HARDWARE, backend_name, hardware_help
 from hilbot.driver.commands.failures import positive_hz, positive_number
 
 if TYPE_CHECKING:
@@ -44,14 +45,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="scenario YAML, or the name of a shipped one (e.g. openmanipulator_circle)",
     )
-    choices = ("sim", "mujoco", "virtual", "dynamixel")
+    choices = ("sim", "mujoco", "virtual", HARDWARE)
     parser.add_argument(
         "--backend",
+        type=backend_name,
         choices=choices,
         default="sim",
         help="sim: in-process simulator (default); mujoco: the simulator's servos driving a "
-        "MuJoCo body with the scenario's scene (the mujoco extra); virtual: the virtual "
-        "Dynamixel bus on a pty; dynamixel: the real arm on the config's port (or --port)",
+        "MuJoCo body with the scenario's scene (the mujoco extra); virtual: virtual buses on "
+        "pseudo-terminals, driven by the real backends; "
+        + hardware_help("the real arm on the config's port (or --port)"),
     )
     parser.add_argument(
         "--view",
@@ -66,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--compare-backend",
+        type=backend_name,
         choices=choices,
         metavar="BACKEND",
         help="run the scenario on this backend too and compare the two runs",
@@ -152,10 +156,10 @@ def _option_problem(args: argparse.Namespace) -> str | None:
             f"--compare-backend {args.compare_backend} is the --backend already; "
             "compare with another one (e.g. --backend sim --compare-backend virtual)"
         )
-    if args.port is not None and "dynamixel" not in (args.backend, args.compare_backend):
+    if args.port is not None and HARDWARE not in (args.backend, args.compare_backend):
         return (
-            f"--port is for the dynamixel backend; --backend {args.backend} opens no serial "
-            "port of yours (drop --port, or use --backend dynamixel)"
+            f"--port is for the hardware backend; --backend {args.backend} opens no serial "
+            "port of yours (drop --port, or use --backend hardware)"
         )
     if args.clock == "fake" and args.backend not in ("sim", "mujoco"):
         return (

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from hilbot.driver.backend_names import HARDWARE, backend_name
 from hilbot.driver.commands.failures import EXIT_BAD_INPUT
 
 #: The assembly errors of ``--demo`` when no ``--mount`` is given: a horn one spline
@@ -36,10 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="robot config: a YAML file or a shipped robot name")
     parser.add_argument(
         "--backend",
-        choices=("dynamixel", "virtual"),
-        default="dynamixel",
-        help="dynamixel: the real bus (default); virtual: a virtual bus in this process "
-        "(with --demo)",
+        type=backend_name,
+        choices=(HARDWARE, "virtual"),
+        default=HARDWARE,
+        help="hardware: the real bus (default; `dynamixel` is its old name); virtual: a "
+        "virtual bus in this process (with --demo)",
     )
     parser.add_argument("--port", help="serial port, overriding the config's")
     parser.add_argument(
@@ -71,7 +73,7 @@ def _problem(args: argparse.Namespace) -> str | None:
     if args.mount and not args.demo:
         return "--mount sets up the virtual servos of --demo"
     if args.port is not None and args.backend == "virtual":
-        return "--port is for --backend dynamixel"
+        return "--port is for --backend hardware"
     if args.out is not None and not args.out.parent.is_dir():
         return f"--out {args.out}: the folder {args.out.parent} does not exist"
     return None
@@ -139,7 +141,7 @@ async def _calibrate(args: argparse.Namespace, config: Any) -> int:
         guide.say("\n" + summary(calibration, config))
         path = args.out or files.default_path(config.name, port, virtual=args.demo)
         files.save(calibration, path)
-        backend = "virtual" if args.demo else "dynamixel"
+        backend = "virtual" if args.demo else HARDWARE
         guide.say(
             f"\nCalibration written to {path}\nhilbot run {config.name} --backend {backend} "
             "applies it" + ("" if args.out is None else f" with --calibration {path}")

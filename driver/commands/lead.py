@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Any
 
+from hilbot.driver.backend_names import HARDWARE, backend_name
 from hilbot.driver.bench.progress import Progress
 from hilbot.driver.commands.failures import EXIT_BAD_INPUT, positive_hz, positive_seconds
 
@@ -35,13 +36,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--backend",
-        choices=("dynamixel", "virtual"),
-        default="dynamixel",
-        help="the leader's bus: dynamixel (default) or a virtual bus (with --demo)",
+        type=backend_name,
+        choices=(HARDWARE, "virtual"),
+        default=HARDWARE,
+        help="the leader's bus: hardware (default: the real bus; `dynamixel` is its old name) "
+        "or a virtual bus (with --demo)",
     )
     parser.add_argument(
         "--follower-backend",
-        choices=("sim", "virtual", "dynamixel"),
+        type=backend_name,
+        choices=("sim", "virtual", HARDWARE),
         help="the follower's backend when it runs here (default: the same as --backend)",
     )
     parser.add_argument(

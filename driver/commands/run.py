@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hilbot.driver.backend_names import HARDWARE, backend_name, hardware_help
 from hilbot.driver.bench.progress import Progress
 from hilbot.driver.commands.failures import (
     EXIT_BAD_INPUT,
@@ -54,11 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--backend",
-        choices=("sim", "mujoco", "virtual", "dynamixel"),
+        type=backend_name,
+        choices=("sim", "mujoco", "virtual", HARDWARE),
         default="sim",
         help="sim: in-process simulator (default); mujoco: the servo model driving a MuJoCo "
-        "body (the mujoco extra); virtual: the virtual Dynamixel bus on a "
-        "pty, driven by the real Dynamixel backend; dynamixel: the real bus",
+        "body (the mujoco extra); virtual: virtual buses on pseudo-terminals (Dynamixel or "
+        "Feetech, as the config's buses say), driven by the real backends; " + hardware_help(),
     )
     parser.add_argument(
         "--scene",
@@ -76,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--port",
-        help="--backend dynamixel: serial port, overriding the config (single-bus robots)",
+        help="--backend hardware: serial port, overriding the config (single-bus robots)",
     )
     parser.add_argument(
         "--virtual-return-delay",
@@ -207,10 +209,10 @@ def option_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with a combination of options (one they ignore), if anything."""
     if getattr(args, "demo", None) is not None and args.no_mqtt:
         return "--demo publishes through MQTT; drop --no-mqtt"
-    if args.port is not None and args.backend != "dynamixel":
+    if args.port is not None and args.backend != HARDWARE:
         return (
-            f"--port is for --backend dynamixel; the {args.backend} backend opens no serial "
-            "port of yours (drop --port, or add --backend dynamixel)"
+            f"--port is for --backend hardware; the {args.backend} backend opens no serial "
+            "port of yours (drop --port, or add --backend hardware)"
         )
     if args.virtual_return_delay is not None and args.backend != "virtual":
         return f"--virtual-return-delay is for --backend virtual, not {args.backend}"

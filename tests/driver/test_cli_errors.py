@@ -39,9 +39,10 @@ def missing_port(tmp_path) -> str:
     return str(tmp_path / "ttyUSB-not-there")
 
 
-def test_a_missing_port_from_the_command_line_says_so_and_lists_the_ports(tmp_path):
+@pytest.mark.parametrize("name", ["hardware", "dynamixel"])  # dynamixel: the old name
+def test_a_missing_port_from_the_command_line_says_so_and_lists_the_ports(name, tmp_path):
     port = missing_port(tmp_path)
-    result = hilbot("run", "--backend", "dynamixel", "--port", port, "--no-mqtt")
+    result = hilbot("run", "--backend", name, "--port", port, "--no-mqtt")
     line = one_line(result, "run")
     assert result.returncode == 2
     assert f"cannot open the serial port {port} (from --port): No such file or directory" in line
@@ -53,7 +54,7 @@ def test_a_missing_port_from_the_config_names_the_field(tmp_path, config_data_of
     data = config_data_of("openmanipulator_x")
     data["buses"][0]["port"] = port = missing_port(tmp_path)
     path = write_yaml(data)
-    result = hilbot("run", str(path), "--backend", "dynamixel", "--no-mqtt")
+    result = hilbot("run", str(path), "--backend", "hardware", "--no-mqtt")
     line = one_line(result, "run")
     assert result.returncode == 2
     assert f"{port} (from buses[0].port of the config {path})" in line
@@ -64,7 +65,7 @@ def test_port_with_a_backend_that_opens_none_is_refused(backend, tmp_path):
     result = hilbot("run", "--backend", backend, "--port", missing_port(tmp_path), "--no-mqtt")
     line = one_line(result, "run")
     assert result.returncode == 2
-    assert f"--port is for --backend dynamixel; the {backend} backend" in line
+    assert f"--port is for --backend hardware; the {backend} backend" in line
 
 
 def test_virtual_return_delay_outside_the_virtual_backend_is_refused():
@@ -157,7 +158,7 @@ def test_bench_refuses_port_without_the_dynamixel_backend_and_a_bad_rate(tmp_pat
     args = ["bench", "openmanipulator_x", "--scenario", "openmanipulator_circle"]
     result = hilbot(*args, "--port", missing_port(tmp_path))
     assert result.returncode == 2
-    assert "--port is for the dynamixel backend" in one_line(result, "bench")
+    assert "--port is for the hardware backend" in one_line(result, "bench")
     result = hilbot(*args, "--rate", "-3")
     assert result.returncode == 2
     assert "argument --rate: must be a finite number above 0" in one_line(result, "bench")

@@ -70,7 +70,7 @@ def test_bad_config_exits_2_with_the_field(tmp_path, capsys, config_data_of):
 
 
 def test_rate_the_bus_cannot_carry_is_refused_on_a_bus_but_not_in_sim(capsys):
-    code = main(["run", "--backend", "dynamixel", "--rate", "5000", "--no-mqtt"])
+    code = main(["run", "--backend", "hardware", "--rate", "5000", "--no-mqtt"])
     assert code == 2
     assert "rate_hz" in capsys.readouterr().err
     assert main(["run", "--rate", "1000", "--duration", "0.3", "--no-mqtt"]) == 0

@@ -56,7 +56,7 @@ def test_a_signal_stops_the_run_with_torque_off(sig, make_config, config_data_of
         data["buses"][0]["reply_margin_ms"] = virtual_margin_ms(config.safety.bus_watchdog)
         path = tmp_path / "robot.yaml"
         path.write_text(yaml.safe_dump(data))
-        args = [sys.executable, "-m", "hilbot", "-v", "run", str(path), "--backend", "dynamixel"]
+        args = [sys.executable, "-m", "hilbot", "-v", "run", str(path), "--backend", "hardware"]
         with log.open("wb") as err:
             proc = subprocess.Popen(
                 [*args, "--enable", "--no-mqtt", "--no-status"],

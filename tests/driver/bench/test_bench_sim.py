@@ -209,11 +209,12 @@ async def test_a_crash_below_the_runtime_mid_scenario_faults_and_the_run_goes_on
     )
 
 
-def test_fault_steps_are_refused_on_hardware_before_a_port_opens(tmp_path, capsys):
+@pytest.mark.parametrize("name", ["hardware", "dynamixel"])  # dynamixel: the old name
+def test_fault_steps_are_refused_on_hardware_before_a_port_opens(name, tmp_path, capsys):
     args = ["bench", "openmanipulator_x", "--scenario", "openmanipulator_faults"]
-    code = main([*args, "--backend", "dynamixel", "--out", str(tmp_path / "out"), "--quiet"])
+    code = main([*args, "--backend", name, "--out", str(tmp_path / "out"), "--quiet"])
     assert code == 2
-    assert "step 2 (fault) cannot run on the dynamixel backend" in capsys.readouterr().err
+    assert "step 2 (fault) cannot run on the hardware backend" in capsys.readouterr().err
 
 
 def test_a_teleop_file_that_cannot_be_read_is_refused_before_the_run(tmp_path, capsys):
@@ -233,7 +234,7 @@ def test_a_teleop_file_that_cannot_be_read_is_refused_before_the_run(tmp_path, c
 def test_a_real_arm_whose_port_does_not_open_is_a_clear_failure(tmp_path, capsys):
     args = ["bench", "openmanipulator_x", "--scenario", "openmanipulator_circle", "--quiet"]
     port = str(tmp_path / "ttyUSB9")
-    code = main([*args, "--backend", "dynamixel", "--port", port, "--out", str(tmp_path / "o")])
+    code = main([*args, "--backend", "hardware", "--port", port, "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 3
     assert f"cannot open the serial port {port}: " in err
