@@ -132,9 +132,14 @@ async def test_step_2_ends_only_after_its_last_reading(arm: Arm) -> None:
         await asyncio.to_thread(access.reading.wait, 30.0)  # Enter during a reading
 
     guide.full_range = full_range  # type: ignore[method-assign]
-    _, seen = await measure(arm.config, access, guide)  # type: ignore[arg-type]
+    joints, seen = await measure(arm.config, access, guide)  # type: ignore[arg-type]
     assert access.overlaps == 0
-    assert set(seen.direction.values()) <= {-1, 1}
+    # and step 3 still measured every joint's direction, the reversed elbow included
+    calibration = result(arm.config, joints, seen, "virtual", None)
+    assert {s.joint: calibration.joints[s.joint].direction for s in arm.true} == {
+        s.joint: s.direction for s in arm.true
+    }
+    assert calibration.joints["elbow_flex"].direction == -1
 
 
 async def test_the_hand_calibration_finds_the_assembly_errors(arm: Arm) -> None:

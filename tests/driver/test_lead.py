@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import subprocess
 import sys
@@ -133,6 +134,7 @@ async def test_lead_moves_the_follower_and_it_holds_when_the_leader_stops(kind: 
             assert pub.state is not None
             joints = pub.state["joints"]
             assert len(joints["effort"]) == len(joints["names"])
+            assert all(isinstance(e, float) and math.isfinite(e) for e in joints["effort"])
             if kind == "virtual":
                 assert joints["effort_unit"][joints["names"].index("gripper")] == "A"
             task.cancel()
@@ -145,10 +147,17 @@ async def test_lead_moves_the_follower_and_it_holds_when_the_leader_stops(kind: 
                 await asyncio.sleep(0.02)
             assert runtime.state().watchdog_tripped
             held = dict(runtime.state().command)
+            # It holds the last pose the leader sent, not another one the trip chose.
+            for joint, value in POSE.items():
+                assert held[joint] == pytest.approx(value, abs=0.03), joint
             # The leader's arm moves on, but nothing reaches the follower: it holds.
             await asyncio.to_thread(hand.perform, move_to({"shoulder_pan": -0.5}, 0.3))
             await asyncio.sleep(0.5)
             assert runtime.state().command == pytest.approx(held)
+            still = runtime.state().joints
+            assert still is not None
+            for joint, value in POSE.items():
+                assert still.positions()[joint] == pytest.approx(value, abs=0.03), joint
             assert runtime.state().faults == ()
 
 
@@ -168,9 +177,14 @@ async def test_a_leader_read_that_fails_for_a_moment_skips_cycles_not_the_lead()
                 lead(lbackend, mapping, pub, 50.0, on_publish=lambda t, _: sent.append(t))
             )
             await asyncio.sleep(0.5)
+            healthy = len(sent)
+            assert healthy > 5  # it was publishing before the outage
             buses[0].faults(1).drop_rate = 1.0  # servo 1 stops answering
+            await asyncio.sleep(0.2)  # reads in flight when it stopped may still end well
+            before = len(sent)
             await asyncio.sleep(0.5)
             count = len(sent)
+            assert count - before <= 2  # the outage was real: cycles were skipped
             buses[0].faults(1).drop_rate = 0.0
             await asyncio.sleep(1.0)
             assert not task.done()  # before: the first timeout ended the lead

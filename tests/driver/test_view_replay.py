@@ -32,10 +32,11 @@ async def test_the_slider_shows_the_recorded_pose():
         centers = []
         q = recording["q_measured"]
         farthest = int(np.argmax(np.abs(q - q[0]).sum(axis=1)))  # mid-step
-        for when in (0.0, float(t[farthest])):
-            view.slider.value = float(when)  # as a user dragging it: the callback draws
-            view.show_time(float(when))
-            row = view.row_at(float(when))
+        # Mid-step first: the slider starts at 0, and setting the value it has draws nothing.
+        for wanted in (float(t[farthest]), 0.0):
+            view.slider.value = wanted  # as a user dragging it: only its callback draws
+            when = float(view.slider.value)  # where the slider really is (its step)
+            row = view.row_at(when)
             assert t[row] <= when < (t[row + 1] if row + 1 < len(t) else np.inf)
             row_q = dict(zip(names, q[row].tolist(), strict=True))
             pose = robot.fk({j: v for j, v in row_q.items() if j != "gripper"})
