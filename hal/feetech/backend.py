@@ -163,7 +163,7 @@ class FeetechBackend:
         self._require_open()
         streaming, self._streaming = self._streaming, False
         if not (self.pipeline and streaming and self._worker is not None):
-            await self._drop_ahead()
+            self._drop_ahead()
             return await self._call(self._session.read_state)
         # Streaming: queue the next read behind the goal just posted and hand over the one
         # queued a call earlier (or, on the first streamed cycle, the one queued now).
@@ -202,14 +202,14 @@ class FeetechBackend:
         """
         self._require_open()
         ids = self._servo_ids(joints)
-        await self._drop_ahead()
+        self._drop_ahead()
         await self._call(lambda: self._session.set_torque(ids, enabled))
 
     async def reboot(self, joints: Iterable[str]) -> None:
         """Restart the servos of ``joints``: clears a latched error; torque comes back off."""
         self._require_open()
         ids = self._servo_ids(joints)
-        await self._drop_ahead()
+        self._drop_ahead()
         await self._call(lambda: self._session.reboot(ids), timeout=self.io_timeout + 1.0)
 
     async def close(self) -> None:
@@ -221,7 +221,7 @@ class FeetechBackend:
         if self._worker is None:
             return
         torque_off = was_open and self.torque_off_on_exit
-        await self._drop_ahead()
+        self._drop_ahead()
         try:
             await self._call(lambda: self._session.close(torque_off))
         except TorqueNotConfirmed as exc:
@@ -268,16 +268,17 @@ class FeetechBackend:
         self._raise_pending()
         return result
 
-    async def _drop_ahead(self) -> None:
-        """Wait out a read queued in advance and drop its state: the next read is fresh."""
+    def _drop_ahead(self) -> None:
+        """Drop a read queued in advance: the next read is fresh.
+
+        Nothing waits for it: the bus thread runs jobs in order, so what is queued next
+        goes on the wire after it, and its outcome, which nobody asks for, is dropped. A
+        shutdown or a torque-off never waits behind it (a wait that a Ctrl-C cancels
+        would leave torque on).
+        """
         ahead, self._ahead = self._ahead, None
-        if ahead is None:
-            return
-        try:
-            async with asyncio.timeout(self.io_timeout):
-                await ahead
-        except (HalError, TimeoutError):  # a state nobody asks for; the next read retries
-            pass
+        if ahead is not None:
+            ahead.cancel()
 
     def _stop_worker(self) -> None:
         worker, self._worker = self._worker, None
