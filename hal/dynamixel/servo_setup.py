@@ -44,9 +44,14 @@ def _refuse(slot: ServoSlot, message: str, expected: object = None) -> StartupEr
     )
 
 
-def _write(bus: DynamixelBus, slot: ServoSlot, name: RegisterName, value: int) -> None:
+def _require(slot: ServoSlot, name: RegisterName) -> None:
+    """Refuse a config setting for a register the servo's model does not have."""
     if name not in slot.model.table:
         raise _refuse(slot, f"this model has no {name.value} register for the config's setting")
+
+
+def _write(bus: DynamixelBus, slot: ServoSlot, name: RegisterName, value: int) -> None:
+    _require(slot, name)
     reg = slot.model.register(name)
     if not reg.min <= value <= reg.max:
         raise _refuse(slot, f"{name.value} {value} is outside {reg.min}..{reg.max}")
@@ -58,6 +63,7 @@ def _write(bus: DynamixelBus, slot: ServoSlot, name: RegisterName, value: int) -
 
 def _eeprom(bus: DynamixelBus, slot: ServoSlot, name: RegisterName, value: int) -> None:
     """Write an EEPROM setting if it differs; that needs torque off."""
+    _require(slot, name)  # before reading it
     if _read(bus, slot, name) == value:
         return
     if _read(bus, slot, N.TORQUE_ENABLE):
@@ -86,6 +92,7 @@ def configure(bus: DynamixelBus, slot: ServoSlot, log: logging.Logger) -> None:
             raise _refuse(slot, f"this model has no {spec.mode} mode", mode)
         _eeprom(bus, slot, N.OPERATING_MODE, int(mode))
     if spec.current_limit is not None:
+        _require(slot, N.CURRENT_LIMIT)  # before converting amps with the model's unit
         ticks = round(spec.current_limit / model.effort_per_tick)
         _eeprom(bus, slot, N.CURRENT_LIMIT, ticks)
         if N.GOAL_CURRENT in model.table:
