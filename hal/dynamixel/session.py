@@ -446,12 +446,19 @@ class BusSession:
             )
 
     def reboot(self, slots: Sequence[ServoSlot]) -> None:
-        """Reboot ``slots``, wait until they answer, refresh their faults and hold them."""
+        """Reboot ``slots``, wait until they answer, set them up again and hold them.
+
+        Their faults are read anew, and the config's profiles and Goal Current, which a
+        reboot resets with the rest of RAM, are written again.
+        """
         for slot in slots:
             self.bus.reboot(slot.id)
         for slot in slots:
             self._wait_back(slot)
             self._faults[slot.id] = hardware_status(self.bus, slot)
+        # A reboot resets RAM: profiles and Goal Current are back to the firmware's
+        # defaults (no profile: full speed). Write the config's settings again.
+        configure_all(self.bus, slots, self._log)
         self.hold(slots)
 
     def _wait_back(self, slot: ServoSlot, timeout: float = 3.0) -> None:

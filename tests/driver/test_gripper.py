@@ -72,11 +72,35 @@ async def test_without_a_current_limit_the_squeeze_overloads() -> None:
     assert registers[N.TORQUE_ENABLE] == 0  # the firmware's shutdown
 
 
+async def test_a_reboot_writes_the_profiles_and_goal_current_again() -> None:
+    # A reboot resets RAM (the virtual servo too, as the firmware): profile 0 is full speed.
+    settings = (N.GOAL_CURRENT, N.PROFILE_VELOCITY, N.PROFILE_ACCELERATION)
+    with running_virtual_bus([GRIPPER], return_delay_time=0) as bus:
+        backend = DynamixelBackend(BusSpec(bus.port), [GRIPPER], margin_ms=virtual_margin_ms())
+        async with backend as be:
+            configured = {name: bus.register(6, name) for name in settings}
+            assert all(configured.values())
+            await be.reboot(["gripper"])
+            assert {name: bus.register(6, name) for name in settings} == configured
+            assert bus.register(6, N.TORQUE_ENABLE) == 0  # a reboot leaves torque off
+
+
 async def test_a_mode_the_model_lacks_is_refused_at_start_up() -> None:
     spec = ServoSpec(1, "XL430-W250", "gripper", mode="current_position")
     with (
         running_virtual_bus([spec], return_delay_time=0) as bus,
         pytest.raises(StartupError, match="no current_position mode"),
+    ):
+        async with DynamixelBackend(BusSpec(bus.port), [spec], margin_ms=virtual_margin_ms()):
+            pass
+
+
+async def test_a_current_limit_on_a_model_without_the_register_is_refused_naming_it() -> None:
+    # The XL430 has no Current Limit register: a start-up error, not a KeyError traceback.
+    spec = ServoSpec(1, "XL430-W250", "gripper", current_limit=0.5)
+    with (
+        running_virtual_bus([spec], return_delay_time=0) as bus,
+        pytest.raises(StartupError, match=r"servo 1 .*this model has no Current Limit register"),
     ):
         async with DynamixelBackend(BusSpec(bus.port), [spec], margin_ms=virtual_margin_ms()):
             pass
