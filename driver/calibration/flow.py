@@ -112,6 +112,24 @@ def plan(config: RobotConfig) -> tuple[ServoSpec, ...]:
     return specs
 
 
+async def _whole(fn: Callable[..., T], *args: object) -> T:
+    """``fn(*args)`` in a thread; a cancelled wait still waits for the call to end.
+
+    Every bus call of the flow goes through here.
+
+    Cancelling an ``asyncio.to_thread`` wait does not stop its thread: a bus read would
+    go on while the next step's read starts in another thread, two threads on one port
+    (one of them then finds the port readable and empty, and reports it closed), and a
+    Ctrl-C would close the port under an EEPROM write still running.
+    """
+    job = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        await asyncio.gather(job, return_exceptions=True)  # the bus is free again
+        raise
+
+
 async def check_servos(access: ServoAccess, specs: Sequence[ServoSpec]) -> list[Geometry]:
     """Step 1: each id answers with its configured model; their encoder geometry.
 
@@ -120,7 +138,7 @@ async def check_servos(access: ServoAccess, specs: Sequence[ServoSpec]) -> list[
     """
     problems = []
     for spec in specs:
-        found = await asyncio.to_thread(access.model_of, spec.id)
+        found = await _whole(access.model_of, spec.id)
         if found is None:
             problems.append(f"servo {spec.id} ({spec.joint}) does not answer")
         elif spec.model.upper() not in found.upper().split("/"):  # "A/B": one number, two
@@ -129,29 +147,14 @@ async def check_servos(access: ServoAccess, specs: Sequence[ServoSpec]) -> list[
         raise CalibrationError(
             "; ".join(problems) + " (hilbot scan lists what is on the bus; hilbot servo sets ids)"
         )
-    return [await asyncio.to_thread(access.geometry, s.id) for s in specs]
-
-
-async def _whole(call: Callable[[], T]) -> T:
-    """``call()`` in a thread; a cancelled wait still waits for the call to end.
-
-    Cancelling an ``asyncio.to_thread`` wait does not stop its thread: a bus read would
-    go on while the next step's read starts in another thread, two threads on one port
-    (one of them then finds the port readable and empty, and reports it closed).
-    """
-    job = asyncio.ensure_future(asyncio.to_thread(call))
-    try:
-        return await asyncio.shield(job)
-    except asyncio.CancelledError:
-        await asyncio.gather(job, return_exceptions=True)  # the bus is free again
-        raise
+    return [await _whole(access.geometry, s.id) for s in specs]
 
 
 async def _ticks(access: ServoAccess, ids: Sequence[int]) -> dict[int, int]:
     """One reading of ``ids``; a lost reply is asked again, up to ``READ_ATTEMPTS`` times."""
     for attempt in range(READ_ATTEMPTS):
         try:
-            return await _whole(lambda: access.present_ticks(ids))
+            return await _whole(access.present_ticks, ids)
         except CommError:
             if attempt == READ_ATTEMPTS - 1:
                 raise
@@ -216,7 +219,7 @@ async def measure(
     ids = [s.id for s in specs]
     guide.say(f"All {len(ids)} servos answer with the configured models; torque goes off.")
     for i in ids:
-        await asyncio.to_thread(access.set_torque, i, False)
+        await _whole(access.set_torque, i, False)
     pose = {j: config.calibration.middle_pose.get(j, 0.0) for j in config.joint_names}
     await guide.middle_pose(config.calibration.middle_pose_text, pose)
     middle = await _ticks(access, ids)
@@ -282,12 +285,12 @@ async def write_servos(
     written = {}
     for joint in joints:
         i, g = joint.spec.id, joint.geometry
-        old = await asyncio.to_thread(access.homing_offset, i)
+        old = await _whole(access.homing_offset, i)
         shift = g.center - seen.middle[i]
         homing = old + access.homing_sign * shift
         lower = min(max(seen.low[i] + shift, g.min_tick), g.max_tick)
         upper = min(max(seen.high[i] + shift, g.min_tick), g.max_tick)
-        await asyncio.to_thread(access.write_calibration, i, homing, lower, upper)
+        await _whole(access.write_calibration, i, homing, lower, upper)
         written[i] = homing
     return written
 
