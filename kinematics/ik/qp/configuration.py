@@ -8,7 +8,8 @@ import numpy as np
 import numpy.typing as npt
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.core.chain_info import ChainInfo
+from hilbot.kinematics.ik.core.chain_info import ChainInfo, check_positions
+from hilbot.kinematics.ik.qp.limits.limit import check_positive
 
 Array = NDArray[np.float64]
 
@@ -23,8 +24,8 @@ class Configuration:
             order; ``None``: every joint at 0 clipped into its limits (one world).
 
     Raises:
-        ValueError: ``q`` has the wrong shape or is not finite, or the chain has no
-            movable joint.
+        ValueError: ``q`` has the wrong shape, is not finite or beyond ``MAX_POSITION``
+            (``InvalidPositions``), or the chain has no movable joint.
 
     Attributes:
         chain: the chain.
@@ -50,6 +51,7 @@ class Configuration:
             raise ValueError(f"q must have shape ({dof},) or (B, {dof}), got {array.shape}")
         if not array.size or not np.isfinite(array).all():
             raise ValueError("q must be finite and not empty")
+        check_positions(array, self.info.names)  # finite but absurd (beyond 1e9 rad or m)
         self.q = array
         self.batched = array.ndim == 2
 
@@ -62,8 +64,10 @@ class Configuration:
         """The configuration after moving at ``velocity`` [rad/s or m/s] for ``dt`` [s].
 
         Raises:
-            ValueError: ``velocity`` does not have ``q``'s shape or is not finite.
+            ValueError: ``velocity`` does not have ``q``'s shape or is not finite, ``dt``
+                is not finite and positive, or the result is beyond ``MAX_POSITION``.
         """
+        dt = check_positive("dt", dt)
         v = np.asarray(velocity, dtype=np.float64)
         if v.shape != self.q.shape or not np.isfinite(v).all():
             raise ValueError(f"velocity must be finite with shape {self.q.shape}, got {v.shape}")

@@ -185,6 +185,12 @@ def test_bad_calls_raise_one_clear_error(panda):
         Configuration(panda, np.zeros(6))
     with pytest.raises(ValueError, match="finite"):
         Configuration(panda, np.full(7, np.nan))
+    with pytest.raises(ValueError, match=r"within ±1e\+09 .*panda_joint1"):
+        Configuration(panda, np.full(7, 1e300))  # finite, but no arm is there
+    with pytest.raises(ValueError, match="dt must be finite and > 0"):
+        config.integrate(np.zeros((2, 7)), -1.0)
+    with pytest.raises(ValueError, match="dt must be finite and > 0"):
+        config.integrate(np.zeros((2, 7)), float("nan"))
 
 
 @pytest.mark.parametrize(
