@@ -48,6 +48,8 @@ def describe(exc: BaseException) -> Failure | None:
         return Failure(message, EXIT_BAD_INPUT)
     if isinstance(exc, DriverError | HalError | OSError | TimeoutError):
         return Failure(message, EXIT_FAILED)
+    if type(exc).__module__.split(".")[0] == "aiomqtt":  # MqttError: the broker, not a bug
+        return Failure(f"MQTT broker: {message}", EXIT_FAILED)
     return None
 
 

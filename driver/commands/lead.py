@@ -107,11 +107,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         return asyncio.run(_lead(args, leader, follower, mapping))
-    except (DriverError, HalError) as exc:
-        print(f"hilbot lead: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
+    # any other expected error (a port, the broker, a bus) is one line from hilbot's main
 
 
 async def _lead(args: argparse.Namespace, leader: Any, follower: Any, mapping: Any) -> int:

@@ -162,3 +162,14 @@ def test_bench_refuses_port_without_the_dynamixel_backend_and_a_bad_rate(tmp_pat
     result = hilbot(*args, "--rate", "-3")
     assert result.returncode == 2
     assert "argument --rate: must be a finite number above 0" in one_line(result, "bench")
+
+
+def test_lead_to_a_broker_that_is_not_there_is_one_line():
+    # a real refused TCP connection (nothing listens on port 1), not a patched client
+    result = hilbot(
+        "lead", "koch_v1_1_leader", "--backend", "virtual", "--demo", "wave",
+        "--mqtt", "mqtt://127.0.0.1:1",
+    )  # fmt: skip
+    line = one_line(result, "lead")
+    assert result.returncode == 1
+    assert "MQTT broker:" in line and "refused" in line.lower()
