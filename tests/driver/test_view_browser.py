@@ -24,9 +24,22 @@ WIDTH, HEIGHT = 800, 600
 
 
 def screenshot(url: str, out: Path, budget_ms: int = 8000) -> np.ndarray:
-    """Render ``url`` in headless Chromium (software WebGL) and return the RGB pixels."""
+    """Render ``url`` in headless Chromium (software WebGL) and return the RGB pixels.
+
+    A Chromium that hangs (seen once in many runs with two CPU hogs: its virtual time
+    stopped advancing on the live page) is killed and started once more with a fresh
+    profile; the pixels are judged the same either way.
+    """
     import matplotlib.image
 
+    try:
+        _render(url, out, budget_ms)
+    except subprocess.TimeoutExpired:
+        _render(url, out, budget_ms)
+    return np.asarray(matplotlib.image.imread(out))[..., :3]
+
+
+def _render(url: str, out: Path, budget_ms: int) -> None:
     with tempfile.TemporaryDirectory(prefix="hilbot-chromium-") as profile:
         subprocess.run(
             [
@@ -51,9 +64,8 @@ def screenshot(url: str, out: Path, budget_ms: int = 8000) -> np.ndarray:
             ],
             check=True,
             capture_output=True,
-            timeout=180,
+            timeout=180,  # a render took 5 s idle; a hung one never ends
         )
-    return np.asarray(matplotlib.image.imread(out))[..., :3]
 
 
 def scene_region(pixels: np.ndarray) -> np.ndarray:
@@ -130,6 +142,7 @@ def running_view():
         proc.stderr.close()
 
 
+@pytest.mark.timeout(1200)  # up to three renders, each possibly started twice
 def test_the_robot_is_drawn_in_a_real_browser(running_view, empty_page, tmp_path):
     url, proc = running_view
     empty = scene_region(screenshot(empty_page, tmp_path / "empty.png"))
