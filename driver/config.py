@@ -329,22 +329,21 @@ def _check_buses(cfg: RobotConfig) -> None:
             raise ConfigError(None, ("buses", i, "name"), f"duplicate bus name {name!r}")
 
 
-#: Servo settings only the Dynamixel start-up writes (the Feetech one would ignore them).
-DYNAMIXEL_SETTINGS = ("mode", "current_limit", "profile_velocity", "profile_acceleration")
-
-
 def _check_settings(cfg: RobotConfig, i: int, servo: ServoConfig) -> None:
+    """Refuse the settings only the Dynamixel start-up writes on another family's bus."""
     if servo.bus is not None and servo.bus not in [b.name for b in cfg.buses]:
         return  # reported as an unknown bus
     if cfg.bus_named(servo.bus).family == "dynamixel":
         return
-    for name in DYNAMIXEL_SETTINGS:
-        if getattr(servo, name) is not None:
-            raise ConfigError(
-                None,
-                ("servos", i, name),
-                "is written to Dynamixel servos at start-up; a Feetech servo would ignore it",
-            )
+    from hilbot.hal.feetech.session import dynamixel_only_settings  # a Feetech bus: its HAL
+
+    given = dynamixel_only_settings(servo)
+    if given:
+        raise ConfigError(
+            None,
+            ("servos", i, given[0]),
+            "is written to Dynamixel servos at start-up; a Feetech servo would ignore it",
+        )
 
 
 def _check_servos(cfg: RobotConfig) -> None:

@@ -82,20 +82,29 @@ RETURN_DELAY_UNIT = 2e-6  # [s] per Return Delay Time unit (STS/SCS memory table
 DYNAMIXEL_ONLY = ("mode", "current_limit", "profile_velocity", "profile_acceleration")
 
 
+def dynamixel_only_settings(servo: object) -> list[str]:
+    """The :data:`DYNAMIXEL_ONLY` settings ``servo`` gives (not ``None``), in that order.
+
+    ``servo`` is a :class:`~hilbot.hal.mapping.ServoSpec` or anything with its fields
+    (the driver's servo config): one check for both, so they refuse the same settings.
+    """
+    return [name for name in DYNAMIXEL_ONLY if getattr(servo, name, None) is not None]
+
+
 def check_settings(spec: ServoSpec) -> None:
     """Refuse the Dynamixel-only settings on a Feetech servo, rather than ignore them.
 
     Raises:
         ConfigError: naming the servo and the setting.
     """
-    for name in DYNAMIXEL_ONLY:
-        if getattr(spec, name, None) is not None:
-            raise ConfigError(
-                f"servo {spec.id} ({spec.model}): {name} is a Dynamixel setting; Feetech "
-                "servos run in position mode with their own torque limit (drop it)",
-                servo_id=spec.id,
-                field=name,
-            )
+    given = dynamixel_only_settings(spec)
+    if given:
+        raise ConfigError(
+            f"servo {spec.id} ({spec.model}): {given[0]} is a Dynamixel setting; Feetech "
+            "servos run in position mode with their own torque limit (drop it)",
+            servo_id=spec.id,
+            field=given[0],
+        )
 
 
 @dataclass(frozen=True, slots=True)

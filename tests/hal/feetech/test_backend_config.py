@@ -10,6 +10,7 @@ from hilbot.driver.config import load_config, parse_config
 from hilbot.driver.errors import ConfigError
 from hilbot.driver.validation import check_config
 from hilbot.hal.errors import CommandError
+from hilbot.hal.feetech.session import DYNAMIXEL_ONLY
 from hilbot.hal.feetech.tables import model
 from hilbot.hal.feetech.timing import feetech_budget, max_cycle_rate
 from hilbot.hal.feetech.units import FeetechUnits, state_block
@@ -127,7 +128,7 @@ def test_units_round_trip_and_refuse_what_the_servo_cannot_reach():
         assert info.value.joint == "j"
 
 
-@pytest.mark.parametrize("field", ["mode", "current_limit", "profile_velocity"])
+@pytest.mark.parametrize("field", DYNAMIXEL_ONLY)
 def test_dynamixel_only_servo_settings_are_refused_on_a_feetech_bus(field):
     data = _data()
     data["servos"][5][field] = "current_position" if field == "mode" else 0.3
@@ -137,12 +138,12 @@ def test_dynamixel_only_servo_settings_are_refused_on_a_feetech_bus(field):
     assert "is written to Dynamixel servos" in str(info.value)
 
 
-def test_the_backend_refuses_them_too():
+@pytest.mark.parametrize("field", DYNAMIXEL_ONLY)
+def test_the_backend_refuses_them_too(field):
     from hilbot.hal.errors import ConfigError as HalConfigError
     from hilbot.hal.feetech.backend import FeetechBackend
 
+    spec = ServoSpec(1, "STS3215", "j", **{field: "position" if field == "mode" else 0.3})
     with pytest.raises(HalConfigError) as info:
-        FeetechBackend(
-            BusSpec("x", family="feetech"), [ServoSpec(1, "STS3215", "j", mode="position")]
-        )
-    assert info.value.field == "mode"
+        FeetechBackend(BusSpec("x", family="feetech"), [spec])
+    assert info.value.field == field
