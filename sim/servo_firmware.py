@@ -4,19 +4,21 @@ Both firmwares (``hilbot.sim.virtual_servo`` for Dynamixel, ``hilbot.sim.feetech
 for Feetech) power up the same way (memory at its defaults with the bus's Baud Rate and
 Return Delay Time, settings loaded, EEPROM limits applied, goal := present position)
 and refresh their present-value registers from the dynamics model before a read.
-:class:`ServoFirmware` does that; a subclass brings its memory, its own state, its live
-registers and how it applies its EEPROM and resets its goal.
+Both answer every packet by their ID, bit rate, return delay and status level; reads are
+hot, so those are cached and reloaded only after the memory's ``generation`` moved on
+(a write, a reset). :class:`ServoFirmware` does that; a subclass brings its memory, its
+own state, its live registers and how it applies its EEPROM and resets its goal.
 """
 
 from __future__ import annotations
 
 import enum
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
+from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.registers import Register
-from hilbot.sim.cached_settings import CachedSettings, GenerationalMemory
 from hilbot.sim.servo_model import ServoModel
 
 
@@ -45,8 +47,13 @@ RegT_contra = TypeVar("RegT_contra", bound=Register, contravariant=True)
 LiveSource = Callable[[float], int]
 
 
-class LiveMemory(GenerationalMemory, Protocol[RegT_contra]):
+class LiveMemory(Protocol[RegT_contra]):
     """A servo memory the model's present values are copied into."""
+
+    @property
+    def generation(self) -> int:
+        """Moves on whenever a register changes."""
+        ...
 
     def get(self, name: Any) -> int:
         """The value of the register ``name`` (one of the family's register names)."""
@@ -57,7 +64,7 @@ class LiveMemory(GenerationalMemory, Protocol[RegT_contra]):
         ...
 
 
-class ServoFirmware(CachedSettings, Generic[SpecT, RegT]):
+class ServoFirmware(ABC, Generic[SpecT, RegT]):
     """One simulated servo's firmware, from power-up on.
 
     A subclass sets ``settings`` and implements :meth:`_new_memory`,
@@ -77,6 +84,11 @@ class ServoFirmware(CachedSettings, Generic[SpecT, RegT]):
     #: The family's names of the ID, Baud Rate, Return Delay Time and status level registers.
     settings: ClassVar[SettingNames]
     memory: LiveMemory[RegT]
+    _generation: int  # the memory's generation when the settings below were cached
+    _id: int
+    _baudrate: int | None
+    _return_delay: float
+    _status_return_level: int
 
     def __init__(
         self,
@@ -119,6 +131,39 @@ class ServoFirmware(CachedSettings, Generic[SpecT, RegT]):
         self._return_delay = mem.get(names.return_delay_time) * 2e-6
         self._status_return_level = mem.get(names.status_level)
         self._load_own_config()
+
+    def _check_config(self) -> None:
+        if self.memory.generation != self._generation:
+            self._load_config()
+
+    @property
+    def id(self) -> int:
+        """The ID register."""
+        self._check_config()
+        return self._id
+
+    @property
+    def baudrate(self) -> int | None:
+        """Bit rate the servo listens at [bit/s], ``None`` for an unlisted register value."""
+        self._check_config()
+        return self._baudrate
+
+    @property
+    def return_delay(self) -> float:
+        """Return Delay Time [s] (register value × 2 µs)."""
+        self._check_config()
+        return self._return_delay
+
+    @property
+    def status_return_level(self) -> int:
+        """Which instructions are answered; the levels are the protocol's (see subclass)."""
+        self._check_config()
+        return self._status_return_level
+
+    @property
+    def hardware_error(self) -> HardwareErrorFlags:
+        """The latched hardware errors."""
+        return HardwareErrorFlags(int(self.model.hardware_error[self.index]))
 
     @abstractmethod
     def _load_own_config(self) -> None:
