@@ -26,6 +26,7 @@ from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.feetech.protocol import hardware_flags, status_error
 from hilbot.hal.feetech.register_names import FeetechRegister
 from hilbot.hal.feetech.tables import POSITION_MODE, TORQUE_CALIBRATE, FeetechModel
+from hilbot.hal.feetech.timing import RETURN_DELAY_UNIT
 from hilbot.hal.registers import Register
 from hilbot.sim.feetech_memory import FeetechMemory, Written
 from hilbot.sim.servo_firmware import LiveSource, ServoFirmware, SettingNames
@@ -60,6 +61,7 @@ class FeetechServo(ServoFirmware[FeetechModel, Register]):
 
     #: Response Status Level: 0 answers only PING and READ, 1 every instruction.
     settings = SettingNames(N.ID, N.BAUD_RATE, N.RETURN_DELAY_TIME, N.RESPONSE_STATUS_LEVEL)
+    return_delay_unit = RETURN_DELAY_UNIT
     memory: FeetechMemory
 
     def _new_memory(self, servo_id: int, baud_value: int | None) -> FeetechMemory:

@@ -67,9 +67,10 @@ class LiveMemory(Protocol[RegT_contra]):
 class ServoFirmware(ABC, Generic[SpecT, RegT]):
     """One simulated servo's firmware, from power-up on.
 
-    A subclass sets ``settings`` and implements :meth:`_new_memory`,
-    :meth:`_power_up_return_delay`, :meth:`_set_up`, :meth:`_load_own_config`,
-    :meth:`_live_registers`, :meth:`_apply_eeprom` and :meth:`_reset_goal`.
+    A subclass sets ``settings`` and ``return_delay_unit`` and implements
+    :meth:`_new_memory`, :meth:`_power_up_return_delay`, :meth:`_set_up`,
+    :meth:`_load_own_config`, :meth:`_live_registers`, :meth:`_apply_eeprom` and
+    :meth:`_reset_goal`.
 
     Args:
         spec: the model.
@@ -83,6 +84,8 @@ class ServoFirmware(ABC, Generic[SpecT, RegT]):
 
     #: The family's names of the ID, Baud Rate, Return Delay Time and status level registers.
     settings: ClassVar[SettingNames]
+    #: The family's Return Delay Time unit [s] (its HAL's ``timing.RETURN_DELAY_UNIT``).
+    return_delay_unit: ClassVar[float]
     memory: LiveMemory[RegT]
     _generation: int  # the memory's generation when the settings below were cached
     _id: int
@@ -128,7 +131,7 @@ class ServoFirmware(ABC, Generic[SpecT, RegT]):
         self._generation = mem.generation
         self._id = mem.get(names.id)
         self._baudrate = self.spec.baud_rates.get(mem.get(names.baud_rate))
-        self._return_delay = mem.get(names.return_delay_time) * 2e-6
+        self._return_delay = mem.get(names.return_delay_time) * self.return_delay_unit
         self._status_return_level = mem.get(names.status_level)
         self._load_own_config()
 

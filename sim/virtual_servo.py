@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from hilbot.hal.backend import HardwareErrorFlags
+from hilbot.hal.dynamixel.backend import WATCHDOG_UNIT
 from hilbot.hal.dynamixel.protocol import (
     ALERT_BIT,
     Protocol1Error,
@@ -19,7 +20,10 @@ from hilbot.hal.dynamixel.protocol import (
     hardware_flags_from_protocol1,
     hardware_flags_to_protocol1,
 )
+from hilbot.hal.dynamixel.series_tables import OperatingMode
+from hilbot.hal.dynamixel.servo_setup import ACCELERATION_UNIT
 from hilbot.hal.dynamixel.tables import ModelSpec, Register, RegisterName
+from hilbot.hal.dynamixel.timing import RETURN_DELAY_UNIT
 from hilbot.sim.control_table_memory import (
     CheckedWrite,
     ControlTableMemory,
@@ -29,21 +33,11 @@ from hilbot.sim.control_table_memory import (
 from hilbot.sim.servo_firmware import LiveSource, ServoFirmware, SettingNames
 
 N = RegisterName
-RPM = 2.0 * math.pi / 60.0  # [rad/s] per rev/min
-#: X-series Profile Acceleration unit, 214.577 rev/min² (e-manual, address 108).
-X_ACCELERATION_UNIT = 214.577 * 2.0 * math.pi / 3600.0  # [rad/s²]
 #: MX(1.0) Goal Acceleration unit, 8.583 °/s² (e-manual, address 73).
 MX1_ACCELERATION_UNIT = math.radians(8.583)  # [rad/s²]
 #: MX-64/106 (1.0) Current register: I = 4.5 mA * (value - 2048) (e-manual, address 68).
 MX1_CURRENT_UNIT = 0.0045  # [A]
-#: Present PWM full scale on the X series (e-manual, PWM Limit 885 = 100 %).
-PWM_FULL_SCALE = 885
 
-#: Operating Mode value of current-based position control (e-manual, address 11).
-CURRENT_BASED_POSITION = 5
-
-#: Bus Watchdog unit (X series, address 98; e-manual "Bus Watchdog(98)").
-WATCHDOG_UNIT = 0.02  # [s]
 #: The "Goal Value" registers a tripped Bus Watchdog makes read-only (e-manual, same section).
 _GOALS = (N.GOAL_PWM, N.GOAL_CURRENT, N.GOAL_VELOCITY, N.GOAL_POSITION)
 #: What a write refused by a tripped Bus Watchdog answers: the Data Range Error.
@@ -80,6 +74,7 @@ class VirtualServo(ServoFirmware[ModelSpec, Register]):
 
     #: Status Return Level: 0 answers PING only; 1 PING and READ; 2 every instruction.
     settings = SettingNames(N.ID, N.BAUD_RATE, N.RETURN_DELAY_TIME, N.STATUS_RETURN_LEVEL)
+    return_delay_unit = RETURN_DELAY_UNIT
     memory: ControlTableMemory
 
     def _new_memory(self, servo_id: int, baud_value: int | None) -> ControlTableMemory:
@@ -263,6 +258,8 @@ class VirtualServo(ServoFirmware[ModelSpec, Register]):
         stall = m.physics[i].stall_torque
         quantum = float(m.quantum[i])
         current_scale = m.physics[i].stall_current / stall  # [A per N·m]
+        # Present PWM: PWM Limit's maximum is 100 % (e-manual, PWM Limit(36): 885 = 100 %)
+        pwm_full_scale = spec.table[N.PWM_LIMIT].max if N.PWM_LIMIT in spec.table else 0
 
         def ticks(now: float) -> int:
             raw = round(float(m.position[i]) / quantum) + spec.center_tick
@@ -283,7 +280,7 @@ class VirtualServo(ServoFirmware[ModelSpec, Register]):
             N.PRESENT_SPEED: lambda now: round(float(m.velocity[i]) / self._velocity_unit),
             N.PRESENT_CURRENT: current,
             N.PRESENT_LOAD: lambda now: round(1000.0 * float(m.motor_torque[i]) / stall),  # 0.1 %
-            N.PRESENT_PWM: lambda now: round(PWM_FULL_SCALE * float(m.motor_torque[i]) / stall),
+            N.PRESENT_PWM: lambda now: round(pwm_full_scale * float(m.motor_torque[i]) / stall),
             N.HARDWARE_ERROR_STATUS: lambda now: int(m.hardware_error[i]),
             N.REALTIME_TICK: lambda now: int(now * 1000.0) % 32768,
             N.MOVING: moving,
@@ -317,7 +314,7 @@ class VirtualServo(ServoFirmware[ModelSpec, Register]):
         elif name is N.PROFILE_VELOCITY:
             m.set_profile([i], velocity=value * self._velocity_unit)
         elif name is N.PROFILE_ACCELERATION:
-            m.set_profile([i], acceleration=value * X_ACCELERATION_UNIT)
+            m.set_profile([i], acceleration=value * ACCELERATION_UNIT)  # X series
         elif name is N.MOVING_SPEED:
             # 1.0 joint mode: 0 means "as fast as the motor can", else 0.111 rpm units.
             m.set_profile([i], velocity=(value & 0x3FF) * self._velocity_unit)
@@ -374,7 +371,7 @@ class VirtualServo(ServoFirmware[ModelSpec, Register]):
         mem, m, i = self.memory, self.model, self.index
         if self.protocol != 2 or not (mem.has(N.OPERATING_MODE) and mem.has(N.GOAL_CURRENT)):
             return
-        if mem.get(N.OPERATING_MODE) != CURRENT_BASED_POSITION:
+        if mem.get(N.OPERATING_MODE) != OperatingMode.CURRENT_BASED_POSITION:
             m.set_torque_limit(i, None)
             return
         ticks = abs(mem.get(N.GOAL_CURRENT))

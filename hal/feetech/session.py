@@ -41,6 +41,8 @@ from hilbot.hal.errors import (
 from hilbot.hal.feetech import protocol
 from hilbot.hal.feetech.bus import FeetechBus
 from hilbot.hal.feetech.register_names import FeetechRegister as N
+from hilbot.hal.feetech.tables import POSITION_MODE  # STS only: SCS servos have no mode
+from hilbot.hal.feetech.timing import RETURN_DELAY_UNIT
 from hilbot.hal.feetech.units import FeetechUnits, state_block
 from hilbot.hal.mapping import ServoSpec
 from hilbot.hal.registers import Encoding, Register
@@ -71,11 +73,6 @@ def _signed(raw: int, bit: int) -> int:
         return raw
     magnitude = raw & ((1 << bit) - 1)
     return -magnitude if raw >> bit & 1 else magnitude
-
-
-#: Operating Mode 0 is position (servo) mode on STS; SCS servos have no mode register.
-POSITION_MODE = 0
-RETURN_DELAY_UNIT = 2e-6  # [s] per Return Delay Time unit (STS/SCS memory table, address 7)
 
 
 #: ``ServoSpec`` settings of Dynamixel start-up that Feetech servos have no register for.

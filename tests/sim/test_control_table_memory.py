@@ -91,3 +91,13 @@ def test_protocol_1_error_bits():
     assert ax.error_byte() == Protocol1Error.OVERLOAD | Protocol1Error.OVERHEATING
     assert ax.read(36, 2, 0.0)[0] == Protocol1Error.OVERLOAD | Protocol1Error.OVERHEATING
     assert servo(XM).read(900, 2, 0.0) == (StatusErrorCode.ACCESS_ERROR, b"")
+
+
+def test_present_pwm_is_the_motor_torque_on_the_pwm_limit_scale():
+    xm = servo(XM)
+    reg, stall = XM.register(N.PRESENT_PWM), xm.model.physics[0].stall_torque
+    assert XM.register(N.PWM_LIMIT).max == 885  # 100 % (e-manual, PWM Limit(36))
+    for share, pwm in ((0.4, 354), (-1.0, -885), (0.0, 0)):
+        xm.model.motor_torque[0] = share * stall
+        err, data = xm.read(reg.address, reg.size, 0.0)
+        assert (err, reg.decode(data)) == (0, pwm)
