@@ -53,8 +53,6 @@ def batch_call(
     targets: Any,
     respect_limits: bool,
     max_delta: float | None,
-    *,
-    writable: bool = False,
 ) -> BatchCall:
     """Parse the targets, read the seeds, build the boxes and move each seed into its box.
 
@@ -65,7 +63,7 @@ def batch_call(
     """
     parsed = parse_targets(targets)
     q0, bases = seeds(info, initial, parsed.point.shape[0])
-    lo, hi = boxes(info, q0, respect_limits, max_delta, writable=writable)
+    lo, hi = boxes(info, q0, respect_limits, max_delta)
     return BatchCall(parsed, np.minimum(np.maximum(q0, lo), hi), bases, lo, hi)
 
 
@@ -182,21 +180,16 @@ def boxes(
     q0: Array,
     respect_limits: bool,
     max_delta: float | None,
-    *,
-    writable: bool = False,
 ) -> tuple[Array, Array]:
     """Per-item call boxes (B, dof) each, as ``ChainInfo.box`` builds one.
 
     Without ``max_delta`` every item has the same box: read-only rows broadcast from
-    the limits (stride 0, which a solver may use to skip per-item gathers), or, with
-    ``writable``, (B, dof) copies.
+    the limits (stride 0, which a solver may use to skip per-item gathers); a solver
+    that changes a box works on its own copy.
     """
     lower = info.lower if respect_limits else np.full(info.dof, -np.inf)
     upper = info.upper if respect_limits else np.full(info.dof, np.inf)
     if max_delta is None:
-        if writable:
-            size = q0.shape[0]
-            return np.tile(lower, (size, 1)), np.tile(upper, (size, 1))
         return np.broadcast_to(lower, q0.shape), np.broadcast_to(upper, q0.shape)
     return delta_bounds(q0, max_delta, (lower, upper) if respect_limits else None)
 

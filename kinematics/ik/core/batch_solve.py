@@ -71,9 +71,6 @@ R = TypeVar("R", bound=BatchArrays)
 class BatchSolve(abc.ABC, Generic[R]):
     """Base of the batch solvers; see the module docstring for the subclass contract."""
 
-    #: Whether ``_batch`` is given boxes it may write to (``batch_call``'s ``writable``).
-    _writable_boxes = False
-
     def solve_batch(
         self,
         robot: Any,
@@ -133,9 +130,7 @@ class BatchSolve(abc.ABC, Generic[R]):
             respect_limits,
             max_delta,
         )
-        call = batch_call(
-            info, initial, targets, respect_limits, max_delta, writable=self._writable_boxes
-        )
+        call = batch_call(info, initial, targets, respect_limits, max_delta)
         result = self._batch(chain, info, call, options)
         if as_arrays:
             return result

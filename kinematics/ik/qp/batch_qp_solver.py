@@ -81,8 +81,6 @@ class QPBatchSolver(BatchSolve[QPBatchResult]):
         >>> out = solver.solve_batch(robot, seeds, "base_link", "tool0", poses)  # doctest: +SKIP
     """
 
-    _writable_boxes = True  # (B, dof) copies, not read-only broadcast rows
-
     def __init__(
         self,
         limits: Sequence[Limit] = (),

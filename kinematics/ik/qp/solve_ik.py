@@ -39,6 +39,7 @@ null space of the frame rows, under the same limits (``batch_priority``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -308,7 +309,14 @@ def _posture_rows(configuration: Configuration, task: Any, q: Array) -> tuple[Ar
     if unknown:
         raise ValueError(f"PostureTask joints not on the chain: {unknown}; its joints: {names}")
     cols = [i for i, name in enumerate(names) if name in task.pose]
+    # A task of another kind than PostureTask (which checks itself) is checked here: a
+    # non-finite home or weight would make every world's step NaN.
     weight = float(task.weight)
+    if not (math.isfinite(weight) and weight > 0.0):
+        raise ValueError(f"a posture task's weight must be finite and > 0, got {task.weight!r}")
+    bad = [names[i] for i in cols if not math.isfinite(float(task.pose[names[i]]))]
+    if bad:
+        raise ValueError(f"a posture task's home positions must be finite: {bad}")
     a = np.zeros((q.shape[0], len(cols), q.shape[1]))
     a[:, np.arange(len(cols)), cols] = weight
     home = np.array([task.pose[names[i]] for i in cols])

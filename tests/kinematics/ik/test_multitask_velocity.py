@@ -9,6 +9,7 @@ orientation up to 0.59 rad off. A step a limit held is no trade-off.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from hilbot.kinematics.ik import MultiTaskSolver, Status, VelocityLimit
@@ -24,12 +25,25 @@ def test_velocity_limited_multitask_solves_meet_the_orientation(name, poses):
 
 
 def test_velocity_limited_steps_keep_the_limit_and_the_posture_task(poses):
-    """With a secondary task the primary step is still the capped one, within the limit."""
+    """With a secondary task the primary step is still the capped one, within the limit.
+
+    Each iteration's step stays within ``v_max dt`` (one iteration from the seed), the
+    solves still converge on position and orientation, and the posture task pulls the
+    redundant Panda's solutions towards home in the primary task's null space.
+    """
     robot, source, tip, seeds, targets = poses("panda", 20)
     chain = robot.path_between(source, tip)
     home = {j.name: 0.0 for j in chain.joints}
+    cap = chain.velocity_limit * 0.01
     solver = MultiTaskSolver([VelocityLimit(dt=0.01)], posture=home, posture_weight=0.05)
+    plain = MultiTaskSolver([VelocityLimit(dt=0.01)])
+    closer = 0
     for seed, target in zip(seeds, targets, strict=True):
+        first = solver.solve(robot, seed, source, tip, target, max_iterations=1)
+        assert (np.abs(first.q - seed) <= cap + 1e-12).all()  # the capped step
         solution = solver.solve(robot, seed, source, tip, target)
         assert solution.status is Status.CONVERGED
         assert solution.orientation_residual <= 0.01
+        without = plain.solve(robot, seed, source, tip, target)
+        closer += np.linalg.norm(solution.q) < np.linalg.norm(without.q)  # home is 0
+    assert closer >= 15  # of 20: the posture task acts (not every seed has room to)

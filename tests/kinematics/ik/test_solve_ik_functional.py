@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -179,6 +180,13 @@ def test_bad_calls_raise_one_clear_error(panda):
         solve_ik(config, [PostureTask({"elbow": 0.0})], DT)
     with pytest.raises(TypeError, match="FrameTask"):
         solve_ik(config, ["reach"], DT)  # type: ignore[list-item]
+    # a posture-like task of the caller's own kind (PostureTask checks itself)
+    home = SimpleNamespace(pose={"panda_joint2": float("nan")}, weight=1.0)
+    with pytest.raises(ValueError, match=r"home positions must be finite: \['panda_joint2'\]"):
+        solve_ik(config, [home], DT)  # type: ignore[list-item]
+    heavy = SimpleNamespace(pose={"panda_joint2": 0.0}, weight=float("inf"))
+    with pytest.raises(ValueError, match="weight must be finite and > 0, got inf"):
+        solve_ik(config, [heavy], DT)  # type: ignore[list-item]
     with pytest.raises(TypeError, match="Limit"):
         solve_ik(config, [FrameTask("panda_hand_tcp", target)], DT, limits=["fast"])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="shape"):
