@@ -271,19 +271,7 @@ def sync_write_packet(address: int, length: int, data: Mapping[int, bytes]) -> b
     Raises:
         ValueError: no servo, an entry of another length, an id or address out of range.
     """
-    params = bytearray((address, length))
-    for servo_id, value in data.items():
-        if len(value) != length or not 0 <= servo_id <= protocol.MAX_ID:
-            # the builder names what is wrong
-            protocol.sync_write(address, length, data.items())
-        params.append(servo_id)
-        params += value
-    if not data:
-        raise ValueError("a sync write needs at least one servo")
-    packet = protocol.InstructionPacket(
-        protocol.BROADCAST_ID, protocol.Instruction.SYNC_WRITE, bytes(params)
-    )
-    return protocol.encode_instruction(packet)
+    return protocol.encode_instruction(protocol.sync_write(address, length, data.items()))
 
 
 __all__ = ["DEFAULT_MARGIN_MS", "CommResult", "FeetechBus", "sync_write_packet"]

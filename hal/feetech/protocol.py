@@ -222,16 +222,19 @@ def sync_read(address: int, length: int, ids: Sequence[int]) -> InstructionPacke
 def sync_write(
     address: int, length: int, entries: Iterable[tuple[int, bytes]]
 ) -> InstructionPacket:
-    """SYNC WRITE ``length`` bytes at ``address``: ``(id, data)`` per servo."""
+    """SYNC WRITE ``length`` bytes at ``address``: ``(id, data)`` per servo.
+
+    Built once a cycle for the goals, so the checks are inline.
+    """
     params = bytearray((_byte("address", address), _byte("length", length)))
-    count = 0
     for servo_id, data in entries:
         if len(data) != length:
             raise ValueError(f"servo {servo_id}: {len(data)} data bytes, expected {length}")
-        params.append(_ids((servo_id,))[0])
+        if not 0 <= servo_id <= MAX_ID:
+            raise ValueError(f"servo id must be 0 ~ {MAX_ID}, got {servo_id}")
+        params.append(servo_id)
         params += data
-        count += 1
-    if not count:
+    if len(params) == 2:
         raise ValueError("a sync write needs at least one servo")
     return InstructionPacket(BROADCAST_ID, Instruction.SYNC_WRITE, bytes(params))
 

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.feetech import protocol as p
+from hilbot.hal.feetech.bus import sync_write_packet
 
 
 def _hex(text: str) -> bytes:
@@ -104,6 +105,29 @@ def test_builders_refuse_bad_fields() -> None:
         p.read(1, 256, 2)
     with pytest.raises(ValueError, match="longer than"):
         p.encode_instruction(p.write(1, 0, bytes(250)))
+
+
+def test_the_bus_sync_write_packet_is_the_manual_packet() -> None:
+    goals = {i: _hex("00 08 00 00 E8 03") for i in (1, 2, 3, 4)}
+    assert sync_write_packet(0x2A, 6, goals) == _hex(
+        "FF FF FE 20 83 2A 06 01 00 08 00 00 E8 03 02 00 08 00 00 E8 03"
+        " 03 00 08 00 00 E8 03 04 00 08 00 00 E8 03 58"
+    )
+
+
+@pytest.mark.parametrize(
+    ("address", "goals", "match"),
+    [
+        (42, {}, "at least one servo"),
+        (42, {1: b"\x00"}, "expected 2"),
+        (42, {254: b"\x00\x00"}, "servo id"),
+        (256, {1: b"\x00\x00"}, "address"),
+    ],
+    ids=["no servo", "short entry", "broadcast id", "address"],
+)
+def test_the_bus_sync_write_packet_names_a_bad_field(address, goals, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        sync_write_packet(address, 2, goals)
 
 
 def test_decoder_checksum_error_and_resync() -> None:
