@@ -42,8 +42,8 @@ import serial
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import write_section
-from _sim_process import process_cpu, sim_bus_process
+from _report import load_note, write_section
+from _sim_process import raise_priority, scheduling, sim_bus, sim_cpu
 
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.bus import DynamixelBus
@@ -61,56 +61,9 @@ from hilbot.hal.errors import CommTimeout, CrcError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
 IDS = list(range(1, 7))
-SIM_PID = 0  # the virtual bus process, whose CPU time is reported beside ours
-
-
-def sim_cpu() -> float:
-    """CPU time [s] the virtual bus process has used so far (Linux /proc)."""
-    return process_cpu(SIM_PID)
-
-
 SIM_CPU: dict[str, float] = {}  # row name -> virtual bus CPU per cycle [ms]
 BAUD = 1_000_000
 POSITION, GOAL = 132, 116
-
-
-PRIORITY = -10  # nice value for both processes, as a robot would run its bus driver
-SCHED = "fifo"  # --sched: "fifo" (SCHED_FIFO 10, needs root), "nice" or "none"
-
-
-def _raise_priority() -> None:
-    """Run ahead of the other jobs on the shared machine (needs root; ignored otherwise).
-
-    SCHED_FIFO is how a robot's bus driver runs; the kernel's RT throttling (95 % by
-    default) keeps the rest of the machine alive. Both processes block while they wait.
-    """
-    if SCHED == "none":
-        return
-    if SCHED == "fifo":
-        with suppress(OSError, AttributeError):
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
-            return
-    with suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, 0, PRIORITY)
-
-
-def scheduling() -> str:
-    """How this process is scheduled, for the report."""
-    with suppress(OSError, AttributeError):
-        if os.sched_getscheduler(0) == os.SCHED_FIFO:
-            return "SCHED_FIFO priority 10"
-    return f"nice {os.getpriority(os.PRIO_PROCESS, 0)}"
-
-
-@contextmanager
-def sim_bus() -> Iterator[str]:
-    options = ["--return-delay", "0", "--baud", str(BAUD)]
-    for i in IDS:
-        options += ["--servo", f"{i}:XM430-W350"]
-    with sim_bus_process(options, preexec_fn=_raise_priority) as (port, pid):
-        global SIM_PID
-        SIM_PID = pid
-        yield port
 
 
 class Row:
@@ -367,9 +320,7 @@ def main() -> None:
     args = parser.parse_args()
     n, reps = args.cycles, args.reps
     SYNC, FAST = ReadMethod.SYNC_READ, ReadMethod.FAST_SYNC_READ
-    global SCHED
-    SCHED = args.sched
-    _raise_priority()
+    raise_priority(args.sched)
     load = os.getloadavg()[0]
 
     wire4 = cycle_budget(servos=6, read_length=4, write_length=4, baudrate=BAUD)
@@ -379,7 +330,7 @@ def main() -> None:
     wire4_fast = cycle_budget(
         servos=6, read_length=4, write_length=4, baudrate=BAUD, method=ReadMethod.FAST_SYNC_READ
     )
-    with sim_bus() as port:
+    with sim_bus(IDS, "XM430-W350", BAUD, sched=args.sched) as (port, _pid):
         rows = [
             Row(
                 "hilbot bus: sync read 4 B + sync write",
@@ -421,6 +372,7 @@ def main() -> None:
         v_pipe = SIM_CPU["last"]
         ok_ours, miss_ours = stall_ours(port, max(reps * 4, 20))
         ok_sdk, miss_sdk = stall_sdk(port, max(reps, 5))
+    load_end = os.getloadavg()[0]
 
     floor = plain.rate / plain.limit  # the floor's share of its wire limit
 
@@ -498,9 +450,8 @@ def main() -> None:
         return f"| {name} | {ok:.2f} | {missing:.2f} | {missing - ok:.2f} |"
 
     sim_cpu = "bus sim CPU/cycle [ms]"
-    body = f"""A 2-core virtual machine on a shared host: medians of {reps} runs of {n} cycles.
-Both processes ran at {scheduling()} (a robot gives its bus driver priority too); load
-average {load:.1f} on 2 cores when the run started.
+    body = f"""Medians of {reps} runs of {n} cycles. {load_note(load, load_end)}
+Both processes ran at {scheduling()} (a robot gives its bus driver priority too).
 The virtual bus runs in its own process (`hilbot sim-bus`, 6 x XM430-W350, Return Delay
 Time 0) and delays each reply by its wire time at 10 bits per byte.
 

@@ -30,11 +30,10 @@ import asyncio
 import os
 import statistics
 import struct
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +43,7 @@ import serial
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import load_note, write_section
+from _sim_process import process_cpu, raise_priority, scheduling, sim_bus
 
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.packets import Instruction, InstructionPacket, encode_instruction
@@ -54,46 +54,6 @@ from hilbot.hal.errors import CommTimeout, CrcError, HalError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
 BAUD = 1_000_000
-
-
-def _raise_priority() -> None:
-    """SCHED_FIFO 10 where allowed (root), as a robot runs its bus driver; else nice -10."""
-    with suppress(OSError, AttributeError):
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
-        return
-    with suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, 0, -10)
-
-
-def scheduling() -> str:
-    with suppress(OSError, AttributeError):
-        if os.sched_getscheduler(0) == os.SCHED_FIFO:
-            return "SCHED_FIFO priority 10"
-    return f"nice {os.getpriority(os.PRIO_PROCESS, 0)}"
-
-
-@contextmanager
-def sim_bus(ids: list[int], model_name: str, protocol: int) -> Iterator[tuple[str, int]]:
-    args = [sys.executable, "-m", "hilbot", "sim-bus", "--return-delay", "0", "--baud", str(BAUD)]
-    if protocol == 1:
-        args += ["--protocol", "1"]
-    for i in ids:
-        args += ["--servo", f"{i}:{model_name}"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, preexec_fn=_raise_priority)
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().split()[1], proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def proc_cpu(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wire_limit(model_name: str, n: int, read: ReadSet, fast: bool) -> float:
@@ -264,7 +224,7 @@ def measure(rows: list[Row], cycles: int, reps: int, sim_pid: int) -> dict[str, 
     sims: dict[str, list[float]] = {r.name: [] for r in rows}
     for _ in range(reps):
         for row in rows:
-            s0 = proc_cpu(sim_pid)
+            s0 = process_cpu(sim_pid)
             try:
                 wall, cpu = row.run(cycles)
             except (HalError, RuntimeError) as exc:  # the loaded machine stalled the bus
@@ -272,7 +232,7 @@ def measure(rows: list[Row], cycles: int, reps: int, sim_pid: int) -> dict[str, 
                 row.lost += 1
                 time.sleep(0.5)
                 continue
-            s1 = proc_cpu(sim_pid)
+            s1 = process_cpu(sim_pid)
             row.rates.append(cycles / wall)
             row.cpus.append(cpu / cycles * 1e3)
             sims[row.name].append((s1 - s0) / cycles * 1e3)  # includes the row's start-up
@@ -362,7 +322,7 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print, do not write")
     parser.add_argument("--skip-p1", action="store_true")
     args = parser.parse_args()
-    _raise_priority()
+    raise_priority("fifo")
     load = os.getloadavg()
     counts = [int(c) for c in args.counts.split(",") if c]
     head = (
@@ -371,7 +331,7 @@ def main() -> None:
     )
     growth = []
     for n in counts:
-        with sim_bus(list(range(1, n + 1)), "XM430-W350", 2) as (port, pid):
+        with sim_bus(range(1, n + 1), "XM430-W350", BAUD, sched="fifo") as (port, pid):
             rows = rows_for(port, n, "XM430-W350", 2)
             sims = measure(rows, args.cycles, args.reps, pid)
         growth += table(rows, sims, n)
@@ -399,7 +359,7 @@ def main() -> None:
 {chr(10).join(growth)}
 """
     if not args.skip_p1:
-        with sim_bus(list(range(1, 7)), "AX-12A", 1) as (port, pid):
+        with sim_bus(range(1, 7), "AX-12A", BAUD, protocol=1, sched="fifo") as (port, pid):
             rows = rows_for(port, 6, "AX-12A", 1)
             sims = measure(rows, args.cycles, args.reps, pid)
         p1 = table(rows, sims, 6)

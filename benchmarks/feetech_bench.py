@@ -40,7 +40,7 @@ import serial
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import load_note, write_section
-from _sim_process import process_cpu, sim_bus_process
+from _sim_process import sim_bus, sim_cpu
 
 from hilbot.hal.errors import CommTimeout, CrcError
 from hilbot.hal.feetech import protocol
@@ -53,25 +53,8 @@ IDS = list(range(1, 7))
 BAUD = 1_000_000
 STATE, LENGTH, GOAL = 56, 8, 42
 SERVOS = [ServoSpec(i, "STS3215", f"j{i}") for i in IDS]
-SIM_PID = 0
 Run = Callable[[int], None]  # runs n cycles
 LOAD: list[float] = []  # 1-minute load average at the start and the end of the run
-
-
-def sim_cpu() -> float:
-    """CPU time [s] the virtual bus process has used so far (Linux /proc)."""
-    return process_cpu(SIM_PID)
-
-
-@contextmanager
-def sim_bus() -> Iterator[str]:
-    options = ["--family", "feetech", "--return-delay", "0", "--baud", str(BAUD)]
-    for i in IDS:
-        options += ["--servo", f"{i}:STS3215"]
-    with sim_bus_process(options) as (port, pid):
-        global SIM_PID
-        SIM_PID = pid
-        yield port
 
 
 class Row:
@@ -246,7 +229,7 @@ def main() -> None:
     budget = feetech_budget(BusSpec("-", BAUD, family="feetech"), SERVOS)
     limit = budget.max_rate
     LOAD.append(os.getloadavg()[0])
-    with sim_bus() as port:
+    with sim_bus(IDS, "STS3215", BAUD, family="feetech") as (port, _pid):
         rows = [
             Row("hilbot FeetechBus: sync read 8 B + sync write", ours(port)),
             Row("hilbot FeetechBackend: read() + write()", backend(port)),

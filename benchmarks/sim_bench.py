@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import time
 import timeit
@@ -29,6 +28,7 @@ import serial
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section
+from _sim_process import process_cpu, sim_bus
 
 from hilbot.hal.dynamixel.protocol import (
     Instruction,
@@ -95,19 +95,8 @@ def bench_sim_backend(cycles: int) -> dict[str, float]:
     return out
 
 
-def _server_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def bench_virtual_bus(cycles: int) -> dict[str, float]:
-    command = [sys.executable, "-m", "hilbot", "sim-bus", "--return-delay", "0"]
-    for i in IDS:
-        command += ["--servo", f"{i}:XM430-W350"]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        port_path = server.stdout.readline().split()[1]
+    with sim_bus(IDS, "XM430-W350", BAUD) as (port_path, pid):
         port = serial.Serial(port_path, BAUD, timeout=0.1)
         read = encode_instruction(
             InstructionPacket(2, 0xFE, Instruction.SYNC_READ, sync_read_params(132, 4, IDS))
@@ -124,7 +113,7 @@ def bench_virtual_bus(cycles: int) -> dict[str, float]:
             port.write(read)
             port.read(reply_size)
             port.write(write)
-        cpu0, t0 = _server_cpu(server.pid), time.perf_counter()
+        cpu0, t0 = process_cpu(pid), time.perf_counter()
         for _ in range(cycles):
             start = time.perf_counter()
             port.write(read)
@@ -137,11 +126,8 @@ def bench_virtual_bus(cycles: int) -> dict[str, float]:
             late.append(end - start - wire_cycle)
             cycle_times.append(time.perf_counter() - start)
         wall = time.perf_counter() - t0
-        cpu = _server_cpu(server.pid) - cpu0
+        cpu = process_cpu(pid) - cpu0
         port.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     return {
         "wire_cycle_ms": wire_cycle * 1e3,
         "wire_rate": 1 / wire_cycle,
