@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -24,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import write_section
+from _report import load_note, write_section
 
 from hilbot.driver.backends import (
     dynamixel_backend,
@@ -89,6 +90,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--no-report", action="store_true")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     robots = {"openmanipulator_x (5 servos)": "openmanipulator_x", "bimanual (12)": "bimanual"}
     configs = {label: load_config(name) for label, name in robots.items()}
     costs: dict[tuple[str, str], list[float]] = {}
@@ -110,8 +112,7 @@ def main() -> None:
         for physics in (False, True):
             rates[physics].append(asyncio.run(wire_rate(omx, physics, args.seconds)))
     plain, phys = statistics.median(rates[False]), statistics.median(rates[True])
-    body = f"""Machine shared with other jobs (2 cores, loaded): figures are medians of interleaved
-rounds; compare the ratios.
+    body = f"""Figures are medians of interleaved rounds. {load_note(load, os.getloadavg()[0])}
 
 **Backend cost per cycle** (in process, fake clock 1 ms per cycle = one 1 ms body step;
 `await read()` + `await write()`, joint1 moving), median of {args.rounds} rounds of

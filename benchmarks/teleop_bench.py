@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _broker import free_port, mosquitto
-from _report import write_section
+from _report import load_note, write_section
 
 from hilbot.driver.backends import build_backend
 from hilbot.driver.config import load_config
@@ -285,9 +285,8 @@ async def main(args: argparse.Namespace) -> None:
         "to the loop). Latency: from just before `publish` to the end of the cycle that "
         "wrote that goal (sim) or queued its sync write on the bus thread (virtual bus, "
         "real Dynamixel backend). Target: p99 <= one period + 1 ms = 6 ms. Times in ms. "
-        f"**The machine was shared with other busy jobs** (1-minute load average {load[0]:.1f} "
-        f"at the start, {os.getloadavg()[0]:.1f} at the end, on 2 cores): the tails measure "
-        "the neighbours as much as hilbot.\n\n"
+        f"{load_note(load[0], os.getloadavg()[0])} On a busy machine the tails measure the "
+        "neighbours as much as hilbot.\n\n"
         "| path | period | p50 | p99 | max | missed |\n|---|---|---|---|---|---|\n"
         + "\n".join(rows)
         + "\n\nThe teleop part of the latency is the p50 difference to the plain round trip; "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import shutil
 import statistics
 import subprocess
@@ -31,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import write_section
+from _report import load_note, write_section
 
 from hilbot.driver.config import load_config
 from hilbot.driver.runtime import Runtime
@@ -152,6 +153,7 @@ def main() -> None:
     parser.add_argument("--no-browser", action="store_true")
     parser.add_argument("--no-report", action="store_true")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     names = ["closed", "open, no client"] + ([] if args.no_browser else ["open + Chromium"])
     rows: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     for _ in range(args.rounds):
@@ -169,8 +171,8 @@ def main() -> None:
         f"{med(name, 'frames_per_s'):.0f} |"
         for name in names
     ]
-    body = f"""Machine shared with other jobs (2 cores, loaded; the browser and viser share
-them with the loop): medians of {args.rounds} interleaved rounds of {args.seconds:g} s.
+    body = f"""{load_note(load, os.getloadavg()[0])} The browser and viser share the cores
+with the loop. Medians of {args.rounds} interleaved rounds of {args.seconds:g} s.
 The runtime drives the OpenManipulator-X on the in-process simulator at 1 kHz, joint1
 tracking a sweep. "open, no client" serves the view (listener in the loop, 30 Hz drawing
 thread); "open + Chromium" also has headless Chromium rendering the page with software
