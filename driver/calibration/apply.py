@@ -6,12 +6,16 @@ each calibrated servo with its measured offset and direction (the backend's
 joint's limits tightened to the range it was seen to move through. :func:`stale_joints`
 compares the first reading with the recorded ranges: a joint far outside (a multi-turn
 wrap, a horn put back on another spline) means the calibration is stale, and the run is
-refused before anything moves.
+refused before anything moves. :func:`load_calibrated` and :class:`Calibrated` put the
+two together for a command (``hilbot run``, ``hilbot lead``): find and apply the file,
+then check the first reading before anything is enabled.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hilbot.driver.calibration import files
 from hilbot.driver.config import RobotConfig
@@ -141,3 +145,47 @@ def check_fresh(
             f"re-assembled?): {'; '.join(stale)}. Nothing was enabled; run "
             f"`{calibrate_command(config, backend)}` again"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Calibrated:
+    """A robot config as a command drives it: with its calibration applied, if it has one.
+
+    Attributes:
+        config: the config with the calibration applied (``bus_config`` when there is none).
+        calibration: the calibration applied, or ``None``.
+        bus_config: the uncalibrated config (virtual buses are built from it).
+        backend: the backend kind the calibration was found for.
+    """
+
+    config: RobotConfig
+    calibration: Calibration | None
+    bus_config: RobotConfig
+    backend: str
+
+    def backend_options(self) -> dict[str, Any]:
+        """The ``build_backend`` options that go with it: the buses' uncalibrated config."""
+        return {} if self.calibration is None else {"bus_config": self.bus_config}
+
+    def check_fresh(self, state: JointState) -> None:
+        """Refuse a stale calibration, given the first reading, before anything is enabled.
+
+        Raises:
+            CalibrationMismatch: naming each joint out of range and the command to run.
+        """
+        if self.calibration is not None:
+            check_fresh(state, self.calibration, self.config, self.backend)
+
+
+def load_calibrated(config: RobotConfig, backend: str, explicit: Path | None = None) -> Calibrated:
+    """``config`` with the calibration :func:`find` gives (``explicit``, or the robot's file).
+
+    Raises:
+        CalibrationRequired: none found and the config requires one.
+        CalibrationFileError: the file is unreadable or malformed.
+        CalibrationMismatch: the calibration does not fit the config.
+    """
+    calibration = find(config, backend, explicit)
+    if calibration is None:
+        return Calibrated(config, None, config, backend)
+    return Calibrated(calibrated_config(config, calibration), calibration, config, backend)

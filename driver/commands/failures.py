@@ -53,6 +53,16 @@ def describe(exc: BaseException) -> Failure | None:
     return None
 
 
+def message_of(exc: BaseException) -> str:
+    """The one line :func:`describe` gives ``exc``; its own text, on one line, for others.
+
+    For a command's own ``except`` clauses, which choose the exit status themselves (one
+    that catches ``ValueError`` from option parsing knows it is no bug).
+    """
+    failure = describe(exc)
+    return failure.message if failure is not None else _one_line(str(exc) or type(exc).__name__)
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 

@@ -19,11 +19,20 @@ import asyncio
 import contextlib
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hilbot.driver.backend_names import HARDWARE, backend_name
 from hilbot.driver.bench.progress import Progress
-from hilbot.driver.commands.failures import EXIT_BAD_INPUT, positive_hz, positive_seconds
+from hilbot.driver.commands.failures import (
+    EXIT_BAD_INPUT,
+    message_of,
+    positive_hz,
+    positive_seconds,
+)
+
+if TYPE_CHECKING:
+    from hilbot.driver.calibration.apply import Calibrated
+    from hilbot.driver.config import RobotConfig
 
 STATUS_PERIOD = 0.25  # [s]
 
@@ -80,6 +89,7 @@ def _problem(args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Lead until Ctrl+C or ``--duration``; returns the exit code."""
+    from hilbot.driver.calibration.apply import load_calibrated
     from hilbot.driver.config import load_config
     from hilbot.driver.errors import DriverError
     from hilbot.driver.lead.mapping import LeadMap
@@ -102,22 +112,41 @@ def run(args: argparse.Namespace) -> int:
             from hilbot.driver.teleop.url import parse_broker_url
 
             parse_broker_url(args.mqtt)
+        arms = _Arms(
+            load_calibrated(leader, args.backend),
+            follower,
+            None if args.mqtt is not None else load_calibrated(follower, _follower_kind(args)),
+        )
     except (DriverError, HalError, ValueError) as exc:
-        print(f"hilbot lead: {exc}", file=sys.stderr)
+        print(f"hilbot lead: {message_of(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        return asyncio.run(_lead(args, leader, follower, mapping))
+        return asyncio.run(_lead(args, arms, mapping))
     except KeyboardInterrupt:
         return 130
     # any other expected error (a port, the broker, a bus) is one line from hilbot's main
 
 
-async def _lead(args: argparse.Namespace, leader: Any, follower: Any, mapping: Any) -> int:
+def _follower_kind(args: argparse.Namespace) -> str:
+    return str(args.follower_backend or args.backend)
+
+
+class _Arms(NamedTuple):
+    """The leader with its calibration, the follower's config, and the follower run here."""
+
+    leader: Calibrated
+    follower: RobotConfig
+    local: Calibrated | None  # the follower with its calibration; None: elsewhere (--mqtt)
+
+
+async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any) -> int:
     from hilbot.driver.backends import build_backend
+    from hilbot.driver.calibration.apply import CalibrationMismatch
     from hilbot.driver.lead.leader import lead, prepare_leader
     from hilbot.driver.lead.session import follower as follower_session
     from hilbot.driver.teleop.publisher import TeleopPublisher
 
+    leader, follower = arms.leader.bus_config, arms.follower
     hand = ["--hand", args.demo] if args.demo is not None else []
     rate = args.rate or (
         leader.lead.rate_hz if leader.lead and leader.lead.rate_hz else leader.rate_hz
@@ -125,18 +154,33 @@ async def _lead(args: argparse.Namespace, leader: Any, follower: Any, mapping: A
     stack = contextlib.AsyncExitStack()
     async with stack:
         runtime = None
-        if args.mqtt is None:
-            kind = args.follower_backend or args.backend
-            fconfig, fbus = _calibrated(follower, kind)
-            fbackend = await stack.enter_async_context(build_backend(fconfig, kind, **fbus))
-            runtime, url = await stack.enter_async_context(follower_session(fconfig, fbackend))
-        else:
-            url = args.mqtt
-        lconfig, lbus = _calibrated(leader, args.backend)
-        lbackend = await stack.enter_async_context(
-            build_backend(lconfig, args.backend, sim_bus_args=hand, **lbus)
-        )
-        await stack.enter_async_context(lbackend)
+        try:
+            # Each arm's calibration is checked on its first reading before anything is
+            # enabled: the leader's, then the follower's while it is disarmed (as run does).
+            lbackend = await stack.enter_async_context(
+                build_backend(
+                    arms.leader.config,
+                    args.backend,
+                    sim_bus_args=hand,
+                    **arms.leader.backend_options(),
+                )
+            )
+            await stack.enter_async_context(lbackend)
+            if arms.leader.calibration is not None:
+                arms.leader.check_fresh(await lbackend.read())
+            if arms.local is None:
+                url = args.mqtt
+            else:
+                kind = _follower_kind(args)
+                fbackend = await stack.enter_async_context(
+                    build_backend(arms.local.config, kind, **arms.local.backend_options())
+                )
+                runtime, url = await stack.enter_async_context(
+                    follower_session(arms.local.config, fbackend, check=arms.local.check_fresh)
+                )
+        except CalibrationMismatch as exc:  # stale: nothing enabled, torque off on the way out
+            print(f"hilbot lead: {message_of(exc)}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         await prepare_leader(lbackend, mapping)
         prefix = follower.teleop.topic_prefix(follower.name)
         publisher = await stack.enter_async_context(
@@ -164,16 +208,6 @@ async def _lead(args: argparse.Namespace, leader: Any, follower: Any, mapping: A
                 raise result
         print(_summary(sent[0], time.monotonic() - started, runtime, mapping))
     return 0
-
-
-def _calibrated(config: Any, kind: str) -> tuple[Any, dict[str, Any]]:
-    """The config with its calibration, and the backend options that go with it."""
-    from hilbot.driver.calibration.apply import calibrated_config, find
-
-    calibration = find(config, kind)
-    if calibration is None:
-        return config, {}
-    return calibrated_config(config, calibration), {"bus_config": config}
 
 
 def tracking_error(runtime: Any, mapping: Any) -> float | None:

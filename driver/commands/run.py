@@ -237,18 +237,18 @@ def option_problem(args: argparse.Namespace) -> str | None:
 def _calibrated(args: argparse.Namespace, config: Any) -> Any:
     """``config`` with the robot's calibration applied, if it has one (or ``--calibration``).
 
-    Sets ``args.calibration_data`` (the calibration or ``None``) and ``args.bus_config``
-    (the uncalibrated config, which virtual buses are built from).
+    Sets ``args.calibrated`` (a :class:`~hilbot.driver.calibration.apply.Calibrated`: the
+    calibration, if any, the uncalibrated config the virtual buses are built from, and the
+    check of the first reading).
     """
-    from hilbot.driver.calibration.apply import calibrated_config, find
+    from hilbot.driver.calibration.apply import load_calibrated
 
-    args.bus_config = config
-    calibration = find(config, args.backend, getattr(args, "calibration", None))
-    args.calibration_data = calibration
-    if calibration is None:
-        return config
-    log.info("applying the calibration of %s on %s", calibration.robot, calibration.port)
-    return calibrated_config(config, calibration)
+    calibrated = load_calibrated(config, args.backend, getattr(args, "calibration", None))
+    args.calibrated = calibrated
+    calibration = calibrated.calibration
+    if calibration is not None:
+        log.info("applying the calibration of %s on %s", calibration.robot, calibration.port)
+    return calibrated.config
 
 
 def sim_bus_options(args: argparse.Namespace) -> list[str]:
@@ -334,9 +334,9 @@ async def _main(
     sim_bus_args = sim_bus_options(args)
     if sim_bus_args:
         backend_options["sim_bus_args"] = sim_bus_args
-    calibration = getattr(args, "calibration_data", None)
-    if calibration is not None and args.backend == "virtual":
-        backend_options["bus_config"] = args.bus_config
+    calibrated = getattr(args, "calibrated", None)
+    if calibrated is not None:
+        backend_options.update(calibrated.backend_options())
     if getattr(args, "scene", None) is not None:
         from hilbot.sim.mujoco_scene import load_scene
 
@@ -347,13 +347,10 @@ async def _main(
         Runtime(config, watch := TorqueWatch(built)) as runtime,
         LocalStop(runtime) as local_stop,
     ):
-        if calibration is not None:
-            from hilbot.driver.calibration.apply import check_fresh
-
-            first = runtime.state().joints
+        first = runtime.state().joints
+        if calibrated is not None and first is not None:
             try:
-                if first is not None:
-                    check_fresh(first, calibration, config, args.backend)
+                calibrated.check_fresh(first)  # before anything is enabled
             except DriverError as exc:
                 print(f"hilbot run: {exc}", file=sys.stderr)
                 return EXIT_BAD_INPUT

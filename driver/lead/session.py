@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from hilbot.driver.config import RobotConfig
@@ -12,6 +12,7 @@ from hilbot.driver.runtime import Runtime
 from hilbot.driver.state import Command
 from hilbot.driver.teleop import serve
 from hilbot.driver.teleop.url import BrokerUrl
+from hilbot.hal.backend import JointState
 
 
 @contextlib.asynccontextmanager
@@ -21,6 +22,7 @@ async def follower(
     *,
     port: int = 0,
     enable: bool = True,
+    check: Callable[[JointState], None] | None = None,
     timeout: float = 30.0,
 ) -> AsyncIterator[tuple[Runtime, BrokerUrl]]:
     """Run ``config`` on ``backend`` with MQTT teleop on an embedded broker.
@@ -28,9 +30,16 @@ async def follower(
     Yields the runtime and the broker's URL, once connected (and armed with ``enable``).
     The follower's safety layer, watchdog included, applies to every target as it
     does under ``hilbot run``.
+
+    ``check`` is given the first reading while the runtime is disarmed, before the
+    broker starts (the stale-calibration check): if it raises, nothing is enabled, the
+    runtime stops (torque off) and the error passes on.
     """
     settings = config.teleop.model_copy(update={"embedded_port": port})
     async with Runtime(config, backend) as runtime:
+        first = runtime.state().joints
+        if check is not None and first is not None:
+            check(first)
         ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(
             serve(runtime, settings, None, robot_name=config.name, ready=ready), name="teleop"
