@@ -190,15 +190,17 @@ def _active_sets(
         add_lo, add_hi = free & (x < lo), free & (x > hi)
         drop_lo, drop_hi = lower & (grad < -tol), upper & (grad > tol)
         keep = (add_lo | add_hi | drop_lo | drop_hi).any(axis=1)
-        ok = ~keep
-        done = todo[ok]
-        if done.size:
-            out_lo[done], out_hi[done], out_x[done] = lower[ok], upper[ok], x[ok]
-        if done.size == todo.size:
+        # Every problem's sets and point as they stand; later rounds overwrite the
+        # unsettled ones (whole arrays in the first round: no gather).
+        if todo.size == size:
+            out_lo[:], out_hi[:], out_x[:] = lower, upper, x
+        else:
+            out_lo[todo], out_hi[todo], out_x[todo] = lower, upper, x
+        if not keep.any():
             return out_lo, out_hi, out_x, np.zeros(0, dtype=np.intp)
         lower = add_lo | (lower & ~drop_lo)
         upper = add_hi | (upper & ~drop_hi)
-        if done.size:
+        if not keep.all():
             todo, h_mat, f, lo, hi = todo[keep], h_mat[keep], f[keep], lo[keep], hi[keep]
             lower, upper, fixed, x = lower[keep], upper[keep], fixed[keep], x[keep]
     # Not settled yet: a primal active set from the last round's sets and point, stacked

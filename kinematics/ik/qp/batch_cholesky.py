@@ -45,9 +45,10 @@ def pinned_cholesky(h_mat: Array, f: Array, pinned: Array, held: Mask) -> Array:
     rhs = np.where(held, pinned, -f - np.einsum("bij,bj->bi", h_mat, p))
     free = (~held).T.astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        x = _kernel(n)(h_mat.transpose(1, 2, 0).copy(), free, rhs.T.copy()).T
-    x = np.where(held, pinned, x)
-    broken = np.flatnonzero(~np.isfinite(x).all(axis=1))
+        out = _kernel(n)(h_mat.transpose(1, 2, 0).copy(), free, rhs.T.copy())
+    # A held variable comes out as given: its pivot is 1 and its row and column of L 0.
+    x: Array = np.ascontiguousarray(out.T)
+    broken = np.flatnonzero(~np.isfinite(out).all(axis=0))
     if broken.size:  # a pivot lost to rounding: LAPACK's pivoted LU for those
         b = broken
         m = np.where(held[b][:, :, None], np.eye(n), h_mat[b])
