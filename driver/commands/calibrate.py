@@ -17,13 +17,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from hilbot.driver.backend_names import HARDWARE, backend_name
-from hilbot.driver.commands.failures import EXIT_BAD_INPUT
+from hilbot.driver.commands.failures import EXIT_BAD_INPUT, message_of
 
 #: The assembly errors of ``--demo`` when no ``--mount`` is given: a horn one spline
 #: off on the shoulder, and an elbow servo put in turned around and off.
@@ -100,12 +101,12 @@ def run(args: argparse.Namespace) -> int:
 
             mounted_servos(config.servo_specs(), args.mount)  # a bad --mount, before any bus
     except (DriverError, HalError, ValueError) as exc:
-        print(f"hilbot calibrate: {exc}", file=sys.stderr)
+        print(f"hilbot calibrate: {message_of(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         return asyncio.run(_calibrate(args, config))
     except (DriverError, HalError, ValueError) as exc:
-        print(f"hilbot calibrate: {exc}", file=sys.stderr)
+        print(f"hilbot calibrate: {message_of(exc)}", file=sys.stderr)
         return 1
     except EOFError:  # Ctrl-D at a prompt, or a stdin that is no terminal and ran out
         print(
@@ -164,73 +165,87 @@ def _session(args: argparse.Namespace, config: Any, port: str) -> Iterator[tuple
 
 
 def _real_access(config: Any, port: str) -> contextlib.AbstractContextManager[Any]:
-    from hilbot.driver.errors import DriverError
-
     bus = config.buses[0]
-    spec = bus.bus_spec()
-    spec = type(spec)(port, spec.baudrate, spec.protocol, *_family(spec))
-    family = getattr(bus, "family", "dynamixel")
     margin = getattr(bus, "reply_margin_ms", None)  # the config's; unset, the bus's default
     options = {} if margin is None else {"margin_ms": margin}
-    if family == "feetech":
-        from hilbot.driver.calibration.feetech_access import feetech_access
+    return _family(bus).access(port, config.servo_specs(), options)
 
-        models = {s.id: s.model for s in config.servo_specs()}
-        return feetech_access(port, bus.baudrate, models, **options)
+
+class _Family(NamedTuple):
+    """What calibrate needs of a bus's servo family: its register access, its virtual bus."""
+
+    #: ``(port, servos, {"margin_ms": ...} or {})``: the access, the port closed on exit.
+    access: Callable[[str, Sequence[Any], dict[str, float]], contextlib.AbstractContextManager[Any]]
+    #: ``(servos, initial positions)``: a virtual bus of the family (``--demo``).
+    virtual_bus: Callable[[Sequence[Any], dict[str, float] | None], Any]
+
+
+def _family(bus: Any) -> _Family:
+    """The one switch on ``bus``'s family: Dynamixel or Feetech.
+
+    Raises:
+        DriverError: a family calibrate does not handle.
+    """
+    from hilbot.driver.errors import DriverError
+
+    family = getattr(bus, "family", "dynamixel")
+    if family == "feetech":
+
+        def feetech(
+            port: str, servos: Sequence[Any], options: dict[str, float]
+        ) -> contextlib.AbstractContextManager[Any]:
+            from hilbot.driver.calibration.feetech_access import feetech_access
+
+            models = {s.id: s.model for s in servos}
+            return feetech_access(port, bus.baudrate, models, **options)
+
+        def feetech_bus(servos: Sequence[Any], home: dict[str, float] | None) -> Any:
+            from hilbot.sim.feetech_bus_runner import running_feetech_bus
+
+            return running_feetech_bus(
+                servos, baudrate=bus.baudrate, initial_positions=home, return_delay_time=0
+            )
+
+        return _Family(feetech, feetech_bus)
     if family != "dynamixel":
         raise DriverError(f"calibrating a {family} bus is not supported")
-    from hilbot.driver.calibration.dynamixel_access import dynamixel_access
 
-    return dynamixel_access(spec, **options)
+    def dynamixel(
+        port: str, servos: Sequence[Any], options: dict[str, float]
+    ) -> contextlib.AbstractContextManager[Any]:
+        from hilbot.driver.calibration.dynamixel_access import dynamixel_access
 
+        return dynamixel_access(dataclasses.replace(bus.bus_spec(), port=port), **options)
 
-def _family(spec: Any) -> tuple[str, ...]:
-    family = getattr(spec, "family", None)
-    return () if family is None else (family,)
+    def dynamixel_bus(servos: Sequence[Any], home: dict[str, float] | None) -> Any:
+        from hilbot.sim.virtual_bus_runner import running_virtual_bus
 
-
-@contextlib.contextmanager
-def _demo(config: Any, mounts: list[str]) -> Iterator[tuple[Any, Any]]:
-    from hilbot.driver.calibration.dynamixel_access import dynamixel_access
-    from hilbot.driver.calibration.guides import HandGuide
-    from hilbot.driver.commands.sim_bus import joint_ranges
-    from hilbot.sim.hand import Hand
-    from hilbot.sim.hand_runner import mounted_servos
-    from hilbot.sim.virtual_bus_runner import running_virtual_bus
-
-    bus = config.buses[0]
-    servos = mounted_servos(config.servo_specs(), mounts)
-    home = dict(config.home) or None
-    feetech = getattr(bus, "family", "dynamixel") == "feetech"
-    if feetech:
-        from hilbot.sim.feetech_bus_runner import running_feetech_bus
-
-        vbus: Any = running_feetech_bus(
-            servos, baudrate=bus.baudrate, initial_positions=home, return_delay_time=0
-        )
-    else:
-        vbus = running_virtual_bus(
+        return running_virtual_bus(
             servos,
             protocol=bus.protocol,
             baudrate=bus.baudrate,
             initial_positions=home,
             return_delay_time=0,
         )
-    from hilbot.driver.virtual_margin import virtual_margin_ms
 
+    return _Family(dynamixel, dynamixel_bus)
+
+
+@contextlib.contextmanager
+def _demo(config: Any, mounts: list[str]) -> Iterator[tuple[Any, Any]]:
+    from hilbot.driver.calibration.guides import HandGuide
+    from hilbot.driver.commands.sim_bus import joint_ranges
+    from hilbot.driver.virtual_margin import virtual_margin_ms
+    from hilbot.sim.hand import Hand
+    from hilbot.sim.hand_runner import mounted_servos
+
+    family = _family(config.buses[0])
+    servos = mounted_servos(config.servo_specs(), mounts)
+    vbus = family.virtual_bus(servos, dict(config.home) or None)
     margin = virtual_margin_ms(config.safety.bus_watchdog)  # the host's stalls, measured now
     with vbus, Hand(vbus, servos) as hand:
         ranges = demo_ranges(joint_ranges(config))
-        if feetech:
-            from hilbot.driver.calibration.feetech_access import feetech_access
-
-            models = {s.id: s.model for s in servos}
-            opened: Any = feetech_access(vbus.port, bus.baudrate, models, margin_ms=margin)
-        else:
-            spec = bus.bus_spec()
-            spec = type(spec)(vbus.port, spec.baudrate, spec.protocol, *_family(spec))
-            opened = dynamixel_access(spec, margin_ms=margin)
-        with opened as access:
+        with family.access(vbus.port, servos, {"margin_ms": margin}) as access:
             yield access, HandGuide(hand, ranges)
 
 

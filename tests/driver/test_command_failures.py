@@ -1,0 +1,47 @@
+"""hilbot lead and hilbot calibrate tell expected errors as every command does (describe)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+WAIT = 120.0  # [s] start-up imports on a busy machine
+
+
+def _hilbot(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hilbot", *args],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _line(result: subprocess.CompletedProcess[str], command: str) -> str:
+    err = result.stderr
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"hilbot {command}: "), err
+    return lines[0]
+
+
+def test_lead_and_calibrate_say_bad_config_as_run_does() -> None:
+    for command, args in (("lead", ["koch_v1_1_leader", "--to", "nosuch"]), ("calibrate", [])):
+        result = _hilbot(command, *(args or ["nosuch"]))
+        line = _line(result, command)
+        assert result.returncode == 2
+        assert line.startswith(f"hilbot {command}: bad config: "), line
+        assert "no shipped robot of that name" in line
+
+
+def test_calibrate_on_a_missing_port_says_which_ports_there_are(tmp_path: Path) -> None:
+    port = str(tmp_path / "ttyUSB-not-there")
+    result = _hilbot("calibrate", "koch_v1_1_follower", "--port", port, "--yes")
+    line = _line(result, "calibrate")
+    assert result.returncode == 1  # as before: the flow started, then failed
+    assert f"cannot open the serial port {port}: No such file or directory" in line
+    assert "serial ports here:" in line or "no serial port found" in line
+    assert "[Errno" not in line  # the SDK's repetitions are gone
