@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -27,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import write_section
+from _report import load_note, write_section
 
 from hilbot.driver.bench.backends import BackendKind, ClockKind
 from hilbot.driver.bench.compare import compare_commands
@@ -60,6 +61,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.8, help="scenario length [s]")
     parser.add_argument("--no-report", action="store_true")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
 
     config = load_config("openmanipulator_x")
     scenario = load_scenario("openmanipulator_circle")
@@ -130,8 +132,8 @@ def main() -> None:
     ]
     body = (
         "OpenManipulator-X on the simulator under a fake clock, shipped `openmanipulator_circle` "
-        f"scenario ({args.seconds:g} s at {config.rate_hz:g} Hz, DLS IK every cycle). The machine "
-        "was shared with other busy jobs (2 cores): read the ratio, not the absolute times.\n\n"
+        f"scenario ({args.seconds:g} s at {config.rate_hz:g} Hz, DLS IK every cycle). "
+        f"{load_note(load, os.getloadavg()[0])}\n\n"
         "| measure | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
     )
     print(body)

@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _broker import free_port, mosquitto
-from _report import git_rev, write_section
+from _report import git_rev, load_note, write_section
 
 from hilbot.driver.config import load_config
 from hilbot.driver.runtime import Runtime
@@ -226,8 +226,11 @@ def cpu_hogs(count: int) -> Iterator[None]:
 async def main(args: argparse.Namespace) -> None:
     rows = []
     load = os.getloadavg()[0]
+    load_end: float | None = None  # read before this script's own CPU hogs start
     commit = git_rev()  # once: other work lands in this checkout during a long run
     for hogs in (int(h) for h in args.hogs.split(",")):
+        if hogs and load_end is None:
+            load_end = os.getloadavg()[0]
         for broker in args.brokers.split(","):
             for payload in args.floods_of.split(","):
                 for sender in args.senders.split(","):
@@ -241,6 +244,8 @@ async def main(args: argparse.Namespace) -> None:
                     rows.append(row)
                 if args.save:  # after each row: a long run that fails keeps what it measured
                     Path(args.save).write_text(json.dumps(rows, indent=1))
+    if load_end is None:
+        load_end = os.getloadavg()[0]
     if args.save:
         Path(args.save).write_text(json.dumps(rows, indent=1))
     before = json.loads(Path(args.before).read_text()) if args.before else []
@@ -255,8 +260,8 @@ async def main(args: argparse.Namespace) -> None:
     if args.no_report:
         return
     body = [
-        f"Load average when the run started: {load:.1f} on {os.cpu_count()} cores (a shared "
-        "machine: other agents' jobs ran meanwhile).",
+        f"{load_note(load, load_end)} (The end figure is read before the first pass with "
+        "this script's own CPU hogs.)",
         "A raw-socket client floods `hilbot/omx/target/arm` at "
         f"{args.rate:.0f} msg/s for {args.seconds:.0f} s ({args.floods} flood(s) per row): "
         "*garbage* payloads (no JSON) or valid pose targets 1 mm apart. Meanwhile an `estop` "

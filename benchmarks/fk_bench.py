@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from _report import write_section  # benchmarks/ is on sys.path when this script runs
+from _report import load_note, write_section  # benchmarks/ is on sys.path when this script runs
 
 from hilbot.kinematics import Chain, JointType, load_urdf
 
@@ -167,18 +167,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     rows = []
     for name, source, target in CHAINS:
         rows += bench_chain(name, source, target, args.repeats)
     body = "\n".join(
         [
             f"Per-call time in µs: median of {args.repeats} blocks of {BLOCK} calls, contenders",
-            f"interleaved. Load average when the run started: {os.getloadavg()[0]:.1f} on "
-            f"{os.cpu_count()} cores.",
-            "The machine is shared with other busy processes: wall-clock times move several",
-            "times over from run to run, CPU time (time.process_time, which leaves out the",
-            "waits for a core) much less; the ratio of CPU-time medians (hilbot / pinocchio,",
-            "same run) is the figure to compare. pinocchio is compiled C++ called through its",
+            f"interleaved. {load_note(load, os.getloadavg()[0])}",
+            "On a busy machine wall-clock times move several times over from run to run, CPU",
+            "time (time.process_time, which leaves out the waits for a core) much less; the",
+            "ratio of CPU-time medians (hilbot / pinocchio, same run) is the figure to compare.",
+            "pinocchio is compiled C++ called through its",
             "Python bindings (the figures include that overhead and the conversion of the",
             "results to numpy arrays); hilbot is pure Python + numpy: single calls run code",
             "generated per chain (straight-line float arithmetic with the constant transforms",

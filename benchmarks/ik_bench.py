@@ -11,11 +11,11 @@ Regimes:
 - cold start: the seed is a random configuration within the limits; restarts allowed.
 
 Reported per solver: success %, median and p95 µs per call, wall clock and CPU time of
-the calling thread (the CPU time leaves out the time the shared machine's scheduler
-took the process off the CPU, which dominates the wall-clock p95 here), and the share
-of solutions more than 0.25 rad (any joint) from the seed (a branch jump when
-tracking). Every case runs all solvers back to back (interleaved), so the noise of the
-shared machine hits them alike: compare ratios.
+the calling thread (the CPU time leaves out the time the scheduler took the process
+off the CPU, which dominates the wall-clock p95 on a busy machine), and the share of
+solutions more than 0.25 rad (any joint) from the seed (a branch jump when tracking).
+Every case runs all solvers back to back (interleaved), so load from other processes
+hits them alike: compare ratios.
 
 Peers (the ``bench`` extra; a missing one is reported and skipped): ikpy,
 roboticstoolbox-python's ``ik_LM`` on the chain's ETS, TRAC-IK through the
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import write_section
+from _report import load_note, write_section
 
 from hilbot.kinematics import Chain, Robot, load_urdf
 from hilbot.kinematics.ik import BatchSolver, DLSSolver, IKError, MultiStartSolver
@@ -190,7 +190,7 @@ def rtb_solver(arm: Arm, cold: bool) -> Solve:
 def trac_ik_solver(arm: Arm, cold: bool) -> Solve:
     import pytracik
 
-    # TRAC-IK's timeout is wall clock and it runs two threads: on the shared 2-core
+    # TRAC-IK's timeout is wall clock and it runs two threads: on a busy 2-core
     # machine 2-5 ms timeouts starve it (about 40 % success), so it gets generous ones.
     timeout = 0.05 if cold else 0.02
     solver = pytracik.TRAC_IK(
@@ -360,7 +360,7 @@ def run_regime(arm: Arm, cold: bool, cases: int, rng: np.random.Generator) -> di
 
 def run_batches(arms: list[Arm], batch: int, rounds: int = 25) -> list[str]:
     """Batched tracking throughput per arm: ``rounds`` rounds, each solving one batch per arm
-    in turn (interleaved, so a burst of load on the shared host hits every arm alike), and
+    in turn (interleaved, so a burst of load from other processes hits every arm alike), and
     the median time per arm."""
     solver = BatchSolver()
     cases = []
@@ -421,7 +421,7 @@ def main() -> int:
     )
     sections = []
     started = time.perf_counter()
-    load_start = os.getloadavg()[0]
+    load = os.getloadavg()[0]
     for cold, title in ((False, "Tracking (seed = truth + ≤ 0.05 rad)"), (True, "Cold start")):
         for arm in arms:
             rng = np.random.default_rng(7 + cold)
@@ -441,11 +441,10 @@ def main() -> int:
     elapsed = time.perf_counter() - started
     body = (
         f"{__doc__.split('Usage:')[0].strip()}\n\n"
-        f"Run time {elapsed:.0f} s; 1-minute load average {load_start:.1f} at the start, "
-        f"{os.getloadavg()[0]:.1f} at the end, on a 2-core virtual machine whose host is "
-        "shared: absolute times move by several times from run to run (rtb's `ik_LM`, "
-        "about 10 µs in the issue's anchors, takes what the table says here), so the "
-        "ratios between solvers in one table are the meaningful figures.\n\n" + "\n".join(sections)
+        f"Run time {elapsed:.0f} s. {load_note(load, os.getloadavg()[0])} On a busy "
+        "machine absolute times move by several times from run to run (rtb's `ik_LM`, "
+        "about 10 µs in the issue's anchors, takes what the table says here).\n\n"
+        + "\n".join(sections)
     )
     if not args.no_write:
         write_section("ik", "IK: DLS, multi-start and batched solvers vs peers", body)

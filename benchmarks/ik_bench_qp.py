@@ -5,7 +5,8 @@ Cases (as in ik_bench.py): the 6-DoF UR5, the 7-DoF Panda and the 6-DoF WidowX-2
 to 0.05 rad per joint, the target its full pose. Success: position error < 1e-4 m and
 orientation error < 1e-3 rad with the limits respected. A jump is a solution more than
 0.25 rad (any joint) from its seed. DLSSolver runs in the same loop, interleaved, as the
-in-run reference: the machine is shared, so compare ratios, not absolute times.
+in-run reference: load from other processes hits both alike, so compare ratios, not
+absolute times.
 A last row times ``MultiTaskSolver.solve_tasks`` with both arms of the bimanual rig in
 one call.
 
@@ -14,7 +15,7 @@ Two hooks for ``ik_bench.py``: ``tracking_solvers(arm)`` returns these solvers a
 ``run_regime`` table; ``qp_rows(cases)`` computes this file's own rows. ``main()``
 writes the section "ik-qp" of BENCHMARKS.md. Solvers stop at 0.9 x the success
 thresholds, as in ``ik_bench.py``; CPU time is the calling thread's (it leaves out the
-time the shared machine's scheduler took the process off the CPU).
+time the scheduler took the process off the CPU).
 
 Usage: python benchmarks/ik_bench_qp.py [--cases N] [--no-write]
 """
@@ -22,6 +23,7 @@ Usage: python benchmarks/ik_bench_qp.py [--cases N] [--no-write]
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import write_section
+from _report import load_note, write_section
 
 from hilbot.kinematics import load_urdf
 from hilbot.kinematics.ik import DLSSolver, MultiStartSolver, MultiTaskSolver, QPSolver
@@ -261,14 +263,16 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=300, help="cases per arm")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     rows = qp_rows(tracking_cases(args.cases))
     reference = {arm: cpu for arm, name, _, _, _, cpu, _ in rows if name.startswith("DLS")}
-    lines = [
+    intro = (
         "Tracking regime (seed = truth + up to 0.05 rad per joint, full-pose targets), "
         f"{args.cases} seeded cases per arm; success = position < 1e-4 m and orientation "
         "< 1e-3 rad within limits; jumps = solutions > 0.25 rad from the seed. The solvers "
-        "run interleaved in one loop on a machine shared with other busy jobs: read the "
-        "ratio to DLSSolver (same run, thread CPU time), not the absolute times.",
+        "run interleaved in one loop; the peer is DLSSolver (same run, thread CPU time). "
+    )
+    lines = [
         "",
         "| arm | solver | success % | median µs | p95 µs | median CPU µs | × DLS CPU | jumps % |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
@@ -294,7 +298,7 @@ def main() -> int:
     ]
     for arm, name, success, med, cpu in cold_rows(cold):
         lines.append(f"| {arm} | {name} | {success:.1f} | {med:.0f} | {cpu:.0f} |")
-    body = "\n".join(lines)
+    body = "\n".join([intro + load_note(load, os.getloadavg()[0]), *lines])
     if args.no_write:
         print(body)
     else:

@@ -31,8 +31,9 @@ Also measured: ``QPBatchSolver`` (the iterative solver whose worlds equal
 and a posture task per world, weighted and prioritized); and the statuses of
 velocity-limited ``MultiTaskSolver`` solves.
 
-Rows are interleaved (peer, hilbot, peer, hilbot, ...) and medians are quoted; the
-machine is shared, so compare the ratios in one run. numpy runs with one BLAS thread.
+Rows are interleaved (peer, hilbot, peer, hilbot, ...) so that load from other processes
+hits both alike, and medians are quoted: compare the ratios in one run. numpy runs with one
+BLAS thread.
 
 Usage: python benchmarks/ik_bench_qp_batch.py [--repeats N] [--no-write]
 """

@@ -33,6 +33,7 @@ from typing import Any, Self
 
 import aiomqtt
 import numpy as np
+from _report import load_note  # benchmarks/ is on sys.path when this script runs
 
 from hilbot.driver.backends import VIRTUAL_MARGIN_MS, build_backend
 from hilbot.driver.commands.calibrate import demo_ranges
@@ -174,6 +175,7 @@ async def main(args: argparse.Namespace) -> None:
     mapping = LeadMap(leader, fconfig)
     ranges = demo_ranges(joint_ranges(leader))
     rows: dict[str, list[tuple[float, float, int]]] = {"lead": [], "hop": []}
+    load = os.getloadavg()[0]
     async with build_backend(fconfig, args.follower) as inner:
         recorder = RecordingBackend(inner)
         async with (
@@ -203,10 +205,12 @@ async def main(args: argparse.Namespace) -> None:
                         rows[name].append((p50, p99, len(lat)))
                         print(f"{name}: p50 {p50 * 1e3:.2f} ms p99 {p99 * 1e3:.2f} ms n={len(lat)}")
             mode = runtime.state().mode.value
-    _report(args, rows, fconfig.rate_hz, mode)
+    _report(args, rows, fconfig.rate_hz, mode, load)
 
 
-def _report(args: argparse.Namespace, rows: dict[str, Any], rate: float, mode: str) -> None:
+def _report(
+    args: argparse.Namespace, rows: dict[str, Any], rate: float, mode: str, load: float
+) -> None:
     def med(name: str, k: int) -> float:
         return float(np.median([r[k] for r in rows[name]]))
 
@@ -221,12 +225,12 @@ def _report(args: argparse.Namespace, rows: dict[str, Any], rate: float, mode: s
     verdict = "met" if lead99 <= target else "not met"
     lines = [
         f"- command: `python benchmarks/lead_bench.py {options}`",
-        f"- machine: {machine}, Python {platform.python_version()}, load average "
-        f"{os.getloadavg()[0]:.1f} at the end (shared with other jobs)",
+        f"- machine: {machine}, Python {platform.python_version()}",
         f"- commit: {commit}",
         "",
         f"Medians over {args.rounds} interleaved rounds of {args.seconds:g} s; follower "
-        f"{args.follower} at {rate:g} Hz (period {period:.1f} ms), ended {mode}.",
+        f"{args.follower} at {rate:g} Hz (period {period:.1f} ms), ended {mode}. "
+        + load_note(load, os.getloadavg()[0]),
         "",
         "| path | p50 | p99 | samples per round |",
         "|---|---|---|---|",

@@ -26,7 +26,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from _report import ROOT, write_section  # benchmarks/ is on sys.path when this script runs
+# benchmarks/ is on sys.path when this script runs
+from _report import ROOT, load_note, write_section
 
 from hilbot.driver.teleop import messages as new_messages
 
@@ -203,9 +204,8 @@ def main() -> None:
         f"`driver/teleop/messages.py` at `{rev}`, read from git). Both decode with Python's "
         "`json` (which finds duplicate fields); the new one validates with the pydantic "
         "models of `driver/teleop/payloads.py` (pydantic-core, strict mode) and builds the "
-        "same `PoseTarget` / `JointTarget` / `CommandMessage`. 1-minute load average "
-        f"{load_before:.1f} at the start, {load_after:.1f} at the end, on "
-        f"{os.cpu_count()} cores shared with other jobs.\n\n" + "\n".join(lines) + "\n\n"
+        "same `PoseTarget` / `JointTarget` / `CommandMessage`. "
+        f"{load_note(load_before, load_after)}\n\n" + "\n".join(lines) + "\n\n"
         "Targets and commands parse faster or as fast. A payload that is JSON but fails "
         "validation costs more than before: pydantic-core raises, `ValidationError.errors()` "
         "builds the error list, and the detail is formatted from its first entry. Bytes "

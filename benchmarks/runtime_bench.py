@@ -29,7 +29,7 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import write_section
+from _report import load_note, write_section
 
 SIM_ROBOT = "widowx_250s"
 VIRTUAL_ROBOT = "koch_v1_1_follower"
@@ -248,10 +248,9 @@ def main() -> None:
     load_end = os.getloadavg()[0]
     lines = [
         f"`hilbot run {SIM_ROBOT} --backend sim` with IK (DLS) on the 6-DoF arm chain tracking a "
-        f"3 cm circle (looping pose trajectory), {d:.0f} s per run. 1-minute load average "
-        f"{load_start:.1f} when the run started and {load_end:.1f} at its end, on 2 cores of a "
-        "virtual machine whose host is shared: `--realtime` (SCHED_FIFO) orders this machine's "
-        "threads, not the host's.",
+        f"3 cm circle (looping pose trajectory), {d:.0f} s per run. "
+        f"{load_note(load_start, load_end)} `--realtime` (SCHED_FIFO) orders this machine's "
+        "threads; on a virtual machine it does not order the host's.",
         "",
         "| rate | realtime | achieved | ≥ 99.5 % | lateness p50 / p99 [µs] | p99 ≤ 200 µs "
         "| overhead median [µs] | ≤ 150 µs | IK median [µs] | overruns |",

@@ -4,7 +4,7 @@ Run: python benchmarks/sim_bench.py [--cycles N] [--no-report]
 
 1. SimBackend (in process): the cost of one ``await read()`` + ``await write()`` of a
    6-joint arm, holding still and moving, next to a trivial numpy call measured in the
-   same run (the machine is shared; the ratio is the portable figure).
+   same run (load from other processes moves both; the ratio is the portable figure).
 2. Virtual bus (``hilbot sim-bus`` in its own process, 6 x XM430-W350, 1 Mbps, Return
    Delay Time 0): a minimal blocking pyserial client sends a 4-byte sync read plus a
    sync write of 6 goals per cycle. Reported: the cycle rate against the wire limit,
@@ -27,7 +27,7 @@ import numpy as np
 import serial
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import write_section
+from _report import load_note, write_section
 from _sim_process import process_cpu, sim_bus
 
 from hilbot.hal.dynamixel.protocol import (
@@ -145,15 +145,15 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=1000)
     parser.add_argument("--no-report", action="store_true")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     sim = bench_sim_backend(300)
     bus = [bench_virtual_bus(args.cycles) for _ in range(3)]
     med = {k: statistics.median(b[k] for b in bus) for k in bus[0]}
     wire = f"{med['wire_cycle_ms']:.2f} ms -> {med['wire_rate']:.0f} Hz"
     rate = f"{med['rate']:.0f} Hz ({100 * med['rate'] / med['wire_rate']:.0f} % of the wire limit)"
     late = f"{med['late_ms']:.3f} ms median, {med['late_p90_ms']:.3f} ms p90"
-    body = f"""A 2-core virtual machine on a shared host (load average {os.getloadavg()[0]:.1f}
-at the start of the run): medians; the numpy no-op gives the scale of this machine's
-slowness at the time (about 0.5-1 µs on an idle one).
+    body = f"""Medians. {load_note(load, os.getloadavg()[0])} The numpy no-op gives
+the scale of this machine's slowness at the time (about 0.5-1 µs on an idle one).
 
 **SimBackend** (in process, 6 x XM430-W350, one `read()` + one `write()` of all joints,
 2 ms of fake clock per cycle), medians of 9 interleaved runs of 300 cycles:
@@ -178,7 +178,7 @@ goals per cycle), median of 3 runs of {args.cycles} cycles:
 
 The bus never answers early: a transaction ends no sooner than its bytes would take on
 the wire (the sleep-then-spin wait learns the scheduler's wake-up slack). What it adds
-on top is the server's own reaction time on a shared machine; the client's deadline
+on top is the server's own reaction time, which grows with the machine's load; the client's deadline
 should allow for it (`DynamixelBackend(margin_ms=...)` in the tests).
 """
     if args.no_report:
