@@ -429,7 +429,7 @@ def main() -> None:
             "The >= 90 % of the wire limit target is **not met on this machine**: the fast-read "
             f"cycle reached {r_fast / wire10.max_rate * 100:.0f} %. The floor reached "
             f"{floor * 100:.0f} %, so the wake-ups alone (each cycle wakes each process through "
-            "the pty, on a virtual machine whose host is shared) cost "
+            "the pty, which costs more on a loaded or virtual machine) cost "
             f"{100 - floor * 100:.0f} % of the wire limit, and hilbot's own work between a "
             "reply's arrival and the next packet (decoding the reply, encoding the sync write) "
             f"the remaining {floor * 100 - r_fast / wire10.max_rate * 100:.0f} %. A cycle took "
