@@ -13,8 +13,11 @@ Bus Watchdog errors of every joint state, and puts the robot in its safe state:
   ``torque_off`` turns torque off.
 
 Either is retried every cycle until the backend takes it. The runtime's control loop
-writes the hold goal and calls :meth:`FaultHandler.torque_off` when
-``torque_off_pending`` says so; the handler never touches the bus otherwise.
+writes the hold goal (telling :meth:`FaultHandler.hold_written`) and calls
+:meth:`FaultHandler.torque_off` when ``torque_off_pending`` says so; its commands tell
+the handler what they did (:meth:`~FaultHandler.estop`, :meth:`~FaultHandler.torque_is_off`,
+:meth:`~FaultHandler.reset`, ...) and never set its fields. The handler touches the bus
+only to turn torque off.
 """
 
 from __future__ import annotations
@@ -98,13 +101,28 @@ class FaultHandler:
         self.active: dict[FaultKey, Fault] = {}
         self.fault_log: deque[Fault] = deque(maxlen=64)
         self._bus_failing_since: float | None = None
-        self.torque_off_pending = False  # a fault disarmed the robot: torque off next cycle
+        self._torque_off_pending = False  # a fault disarmed the robot: torque off next cycle
         self._torque_off_failing = False  # that torque-off failed (logged once)
-        self.hold_pending = False  # an internal fault (estop_action hold): write the hold goal
-        self.hold: NDArray[np.float64] | None = None  # e-stop or fault hold pose
+        self._hold_pending = False  # an internal fault (estop_action hold): write the hold goal
+        self._hold: NDArray[np.float64] | None = None  # e-stop or fault hold pose
         self._internal = InternalErrors()
         self._hardware_faulted = False  # some joint reported a hardware error last read
         self.bus_watchdog_faulted = False  # some joint's Bus Watchdog read tripped last read
+
+    @property
+    def hold(self) -> NDArray[np.float64] | None:
+        """The hold goal of the e-stop or of a fault [rad or m], ``None`` when none."""
+        return self._hold
+
+    @property
+    def hold_pending(self) -> bool:
+        """The fault hold goal has yet to be written."""
+        return self._hold_pending
+
+    @property
+    def torque_off_pending(self) -> bool:
+        """Torque is to go off (retried every cycle until it does)."""
+        return self._torque_off_pending
 
     # -- reporting ----------------------------------------------------------------------------
     def report(
@@ -235,10 +253,10 @@ class FaultHandler:
         """Disarm after a fault: mode faulted, targets dropped, torque off at the next cycle."""
         self._modes.fault()
         self._drop_targets()
-        self.torque_off_pending = self._modes.mode is Mode.FAULTED
-        if self.torque_off_pending:
-            self.hold_pending = False
-            self.hold = None
+        self._torque_off_pending = self._modes.mode is Mode.FAULTED
+        if self._torque_off_pending:
+            self._hold_pending = False
+            self._hold = None
 
     def enter_safe_state(self) -> None:
         """Fault into ``safety.estop_action``'s safe state: the hold goal, or torque off."""
@@ -249,12 +267,62 @@ class FaultHandler:
         self._modes.fault()
         self._drop_targets()
         if self._safety.estop_action is EstopAction.TORQUE_OFF:
-            self.torque_off_pending = True
+            self._torque_off_pending = True
             return
-        self.hold = np.clip(
+        self._hold = self._hold_goal()
+        self._hold_pending = True
+
+    async def estop(self) -> None:
+        """The e-stop's safe state (the mode machine latched it): the hold goal, or torque off.
+
+        ``safety.estop_action`` ``hold``: goal := present, clipped to the limits, which the
+        runtime writes every cycle while e-stopped. ``torque_off``: torque goes off now; if
+        the backend refuses it, it is retried every cycle (nothing more is written).
+        """
+        self._hold_pending = False
+        if self._safety.estop_action is EstopAction.TORQUE_OFF:
+            self._hold = None
+            self._torque_off_pending = True  # latched first, then torque off
+            await self.torque_off()
+            return
+        self._hold = self._hold_goal()
+
+    def torque_is_off(self) -> None:
+        """Torque went off another way (``disable``, ``reset``): no torque off is pending."""
+        self._torque_off_pending = False
+
+    def torque_must_go_off(self) -> None:
+        """Torque is to go off at the next cycle (an ``enable`` that failed part way)."""
+        self._torque_off_pending = True
+
+    def enabling(self) -> None:
+        """An explicit ``enable`` overrides a pending torque off."""
+        self._torque_off_pending = False
+
+    def hold_written(self, command: NDArray[np.float64]) -> None:
+        """The fault hold went through the safety layer as ``command``; done once it is all there.
+
+        A hold more than one step away is written a step at a time; once the goal is the
+        hold, the servos keep it without being told again.
+        """
+        if self._hold is not None:
+            self._hold_pending = not np.array_equal(command, self._hold)
+
+    def clear_active(self) -> None:
+        """``reset`` from faulted: no fault is active any more."""
+        self.active.clear()
+
+    def reset(self) -> None:
+        """After ``reset``: no hold goal, and each internal fault is reported again."""
+        self._hold = None
+        self._hold_pending = False
+        self.clear_internal()
+
+    def _hold_goal(self) -> NDArray[np.float64]:
+        """Goal := present, clipped to the limits [rad or m]."""
+        return np.clip(
             np.asarray(self._present(), dtype=np.float64), self._limits.lower, self._limits.upper
         )
-        self.hold_pending = True
 
     async def torque_off(self) -> None:
         """Turn torque off after a fault; retried every cycle until the backend takes it."""
@@ -277,6 +345,6 @@ class FaultHandler:
             self._torque_off_failing = True
             self.internal_fault("torque off", err)
             return
-        self.torque_off_pending = False
+        self._torque_off_pending = False
         self._torque_off_failing = False
         self._log.info("fault: torque off")

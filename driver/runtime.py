@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.driver.chains import ChainRunner, limited_robot
-from hilbot.driver.config import EstopAction, RobotConfig
+from hilbot.driver.config import RobotConfig
 from hilbot.driver.errors import DriverError, LimitViolation, RuntimeStateError, UnknownChain
 from hilbot.driver.fault_handling import BUS_ERRORS as BUS_ERRORS  # re-exported
 from hilbot.driver.fault_handling import BUS_FAULT_TIME as BUS_FAULT_TIME  # re-exported
@@ -447,9 +447,7 @@ class Runtime:
             await self._write_safe(faults.hold, rec)
         elif mode is Mode.FAULTED and faults.hold_pending and faults.hold is not None:
             if await self._write_safe(faults.hold, rec):
-                # Written once: goal := present (a step at a time if it is more than one
-                # step away); the servos then keep it without being told again.
-                faults.hold_pending = not np.array_equal(self._command, faults.hold)
+                faults.hold_written(self._command)
         else:
             if state is not None and mode is not Mode.ESTOPPED and faults.hold is None:
                 self._command = state.position.astype(np.float64).copy()  # follows the hand
@@ -661,7 +659,7 @@ class Runtime:
             )
         self._targets.clear()  # a target sent before enabling must not make the arm jump
         self._home = None
-        self._faults.torque_off_pending = False  # an explicit enable overrides a pending torque off
+        self._faults.enabling()  # an explicit enable overrides a pending torque off
         try:
             await self._arm_bus_watchdog()  # first: a tripped watchdog refuses the entry goal
             await self._backend.write(dict(zip(self.joint_names, entry.tolist(), strict=True)))
@@ -671,7 +669,7 @@ class Runtime:
         except BaseException:
             # Torque may have come on before the failure: make sure it goes off (retried
             # every cycle), so a failed enable leaves the robot disarmed and limp.
-            self._faults.torque_off_pending = True
+            self._faults.torque_must_go_off()
             raise
         self._modes.enable()
 
@@ -697,7 +695,7 @@ class Runtime:
 
     async def _disable(self) -> None:
         await self._backend.set_torque(False)
-        self._faults.torque_off_pending = False
+        self._faults.torque_is_off()
         self._modes.disable()
         self._targets.clear()
         self._home = None
@@ -706,18 +704,9 @@ class Runtime:
         self._modes.estop()
         self._targets.clear()
         self._home = None
-        self._faults.hold_pending = False
-        if self.config.safety.estop_action is EstopAction.TORQUE_OFF:
-            self._faults.hold = None
-            # Latched first, then torque off; if the backend refuses it, the loop retries
-            # every cycle (the e-stop itself is in effect: nothing more is written).
-            self._faults.torque_off_pending = True
-            await self._faults.torque_off()
-            return
-        present = self._present()
-        self._faults.hold = np.clip(
-            present.astype(np.float64), self.limits.lower, self.limits.upper
-        )
+        # hold: goal := present from now on; torque_off: latched first, then torque off,
+        # retried every cycle if the backend refuses it (nothing more is written).
+        await self._faults.estop()
 
     async def _reset(self) -> None:
         mode = self._modes.mode
@@ -733,15 +722,13 @@ class Runtime:
                     mode.value,
                     f"joint {joint!r} still reports {flags.describe()}; reboot it",
                 )
-            self._faults.active.clear()
+            self._faults.clear_active()
         if mode in (Mode.ESTOPPED, Mode.FAULTED):
             await self._backend.set_torque(False)
-            self._faults.torque_off_pending = False
+            self._faults.torque_is_off()
             await self._clear_bus_watchdog()
         self._modes.reset()
-        self._faults.hold = None
-        self._faults.hold_pending = False
-        self._faults.clear_internal()
+        self._faults.reset()
 
     async def _start_home(self) -> None:
         self._modes.require("home", Mode.ARMED)

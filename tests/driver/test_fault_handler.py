@@ -1,0 +1,114 @@
+"""FaultHandler's safe state is changed through its methods; its flags are read-only."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hilbot.driver.config import EstopAction, RobotConfig
+from hilbot.driver.fault_handling import FaultHandler
+from hilbot.driver.safety import JointLimits, Mode, ModeMachine
+from hilbot.driver.stats import StatsRecorder
+from hilbot.driver.ticker import ManualClock
+from hilbot.sim.sim_backend import SimBackend
+
+PRESENT = 2.0  # [rad] every joint reads this: beyond the test's limits of +-1
+
+
+class Kit:
+    def __init__(self, config: RobotConfig, backend: SimBackend, action: EstopAction) -> None:
+        n = len(config.joint_names)
+        self.backend = backend
+        self.modes = ModeMachine()
+        self.dropped = 0
+        self.limits = JointLimits(config.joint_names, -np.ones(n), np.ones(n), np.ones(n))
+        self.handler = FaultHandler(
+            backend=backend,
+            modes=self.modes,
+            stats=StatsRecorder(config.rate_hz),
+            limits=self.limits,
+            safety=config.safety.model_copy(update={"estop_action": action}),
+            clock=ManualClock(0.0),
+            log=logging.getLogger("test.fault_handler"),
+            present=lambda: np.full(n, PRESENT),
+            drop_targets=self._drop,
+        )
+
+    def _drop(self) -> None:
+        self.dropped += 1
+
+    def torque(self) -> list[bool]:
+        return [bool(t) for t in self.backend.model.torque_enabled]
+
+
+@pytest.fixture
+async def kit(
+    make_config: Callable[..., RobotConfig], sim_factory: Callable[..., SimBackend]
+) -> AsyncIterator[Callable[[EstopAction], Any]]:
+    config = make_config("openmanipulator_x")
+    backends: list[SimBackend] = []
+
+    async def make(action: EstopAction) -> Kit:
+        backend = sim_factory(config)
+        await backend.__aenter__()
+        backends.append(backend)
+        await backend.set_torque(True)
+        return Kit(config, backend, action)
+
+    yield make
+    for backend in backends:
+        await backend.__aexit__(None, None, None)
+
+
+async def test_estop_hold_keeps_goal_at_present_within_the_limits(kit: Any) -> None:
+    k = await kit(EstopAction.HOLD)
+    k.modes.estop()
+    await k.handler.estop()
+    assert k.handler.hold is not None
+    assert k.handler.hold.tolist() == k.limits.upper.tolist()  # present, clipped
+    assert not k.handler.hold_pending and not k.handler.torque_off_pending
+    assert all(k.torque())  # holding: torque stays on
+
+
+async def test_estop_torque_off_cuts_torque_now(kit: Any) -> None:
+    k = await kit(EstopAction.TORQUE_OFF)
+    k.modes.estop()
+    await k.handler.estop()
+    assert k.handler.hold is None
+    assert not k.handler.torque_off_pending  # the backend took it
+    assert not any(k.torque())
+
+
+async def test_torque_is_off_ends_a_pending_torque_off(kit: Any) -> None:
+    k = await kit(EstopAction.TORQUE_OFF)
+    k.handler.enter_safe_state()  # an internal fault: torque is to go off next cycle
+    assert k.modes.mode is Mode.FAULTED and k.handler.torque_off_pending
+    await k.backend.set_torque(False)  # a reset or disable did it
+    k.handler.torque_is_off()
+    assert not k.handler.torque_off_pending
+    k.handler.torque_must_go_off()  # an enable that failed part way
+    assert k.handler.torque_off_pending
+
+
+async def test_the_fault_hold_is_done_once_written_and_reset_clears_it(kit: Any) -> None:
+    k = await kit(EstopAction.HOLD)
+    k.handler.enter_safe_state()
+    hold = k.handler.hold
+    assert hold is not None and k.handler.hold_pending
+    k.handler.hold_written(np.zeros_like(hold))  # one step of the way there
+    assert k.handler.hold_pending
+    k.handler.hold_written(hold.copy())
+    assert not k.handler.hold_pending
+    k.handler.reset()
+    assert k.handler.hold is None and not k.handler.hold_pending
+
+
+@pytest.mark.parametrize("field", ["hold", "hold_pending", "torque_off_pending"])
+async def test_the_safe_state_flags_cannot_be_set_from_outside(kit: Any, field: str) -> None:
+    k = await kit(EstopAction.HOLD)
+    with pytest.raises(AttributeError):
+        setattr(k.handler, field, None)
