@@ -5,6 +5,10 @@ packets then go straight to the file descriptor. ``os.write`` of a few dozen byt
 the kernel buffer, and a read waits in ``select`` until the reply is in or its deadline
 passes, so a missing servo costs its deadline of wall time and no CPU (the vendor SDK's
 ``PortHandler`` polls ``read`` in a loop with ``timeout=0``, as dynamixel-sdk's does).
+
+Where ``select`` takes sockets only (Windows), or with ``HILBOT_PORT_WAIT=pyserial``, the
+port waits through pyserial instead: ``Serial.timeout`` is set to the time left to the
+deadline and ``Serial.read(n)`` waits (:class:`~hilbot.hal.dynamixel.port.PortWait`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,13 @@ import time
 
 import serial
 
+from hilbot.hal.dynamixel.port import (
+    PYSERIAL_WRITE_TIMEOUT,
+    PortWait,
+    port_wait,
+    pyserial_timeout,
+    serial_errors,
+)
 from hilbot.hal.errors import PortError
 
 
@@ -22,13 +33,18 @@ class FeetechPort:
     """One open serial device. Not thread-safe: the bus thread owns it.
 
     Args:
-        port: device path, e.g. ``/dev/ttyACM0`` or a virtual bus's pty.
+        port: device path, e.g. ``/dev/ttyACM0``, ``COM3`` or a virtual bus's pty.
         baudrate: [bit/s].
+        wait: how reads wait for bytes; ``port_wait()`` (``HILBOT_PORT_WAIT``, else by
+            platform) when ``None``.
     """
 
-    def __init__(self, port: str, baudrate: int) -> None:
+    def __init__(self, port: str, baudrate: int, *, wait: PortWait | None = None) -> None:
         self.name = port
         self.baudrate = baudrate
+        self.wait = port_wait() if wait is None else wait
+        self._pyserial = self.wait is PortWait.PYSERIAL
+        self._errors = serial_errors()
         self._serial: serial.Serial | None = None
         self._fd = -1
 
@@ -43,11 +59,17 @@ class FeetechPort:
         Raises:
             PortError: it cannot be opened or the baud rate set.
         """
+        # The pyserial wait writes through pyserial, blocking up to a bound; the select
+        # wait writes to the file descriptor itself.
+        write_timeout = PYSERIAL_WRITE_TIMEOUT if self._pyserial else 0
         try:
-            self._serial = serial.Serial(self.name, self.baudrate, timeout=0, write_timeout=0)
+            self._serial = serial.Serial(
+                self.name, self.baudrate, timeout=0, write_timeout=write_timeout
+            )
         except (serial.SerialException, OSError, ValueError) as exc:
             raise PortError(f"cannot open {self.name}: {exc}", port=self.name) from exc
-        self._fd = self._serial.fileno()
+        if not self._pyserial:  # Windows' pyserial has no file descriptor
+            self._fd = self._serial.fileno()
 
     def close(self) -> None:
         """Close the device (idempotent)."""
@@ -72,6 +94,9 @@ class FeetechPort:
         Raises:
             PortError: the device failed or is closed.
         """
+        if self._pyserial:
+            self._write_pyserial(data)
+            return
         fd, written = self._fd, 0
         try:
             while written < len(data):
@@ -88,6 +113,8 @@ class FeetechPort:
         Raises:
             PortError: the device failed or its other end closed.
         """
+        if self._pyserial:
+            return self._read_pyserial(length, deadline)
         out = bytearray()
         fd = self._fd
         while len(out) < length:
@@ -111,6 +138,8 @@ class FeetechPort:
         One ``select`` with no timeout when nothing waits, the usual case: a late reply
         left in the buffer would be read as the start of the next one.
         """
+        if self._pyserial:
+            return self._drain_pyserial(0.0)
         fd, dropped = self._fd, 0
         try:
             while select.select([fd], [], [], 0.0)[0]:
@@ -130,6 +159,8 @@ class FeetechPort:
         Raises:
             PortError: the device failed or its other end closed.
         """
+        if self._pyserial:
+            return self._drain_pyserial(quiet)
         dropped = 0
         fd = self._fd
         try:
@@ -143,3 +174,51 @@ class FeetechPort:
         except OSError as exc:
             raise PortError(f"read from {self.name} failed: {exc}", port=self.name) from exc
         return dropped
+
+    # --- the pyserial wait (Windows; HILBOT_PORT_WAIT=pyserial) ------------------------
+
+    def _open_serial(self) -> serial.Serial:
+        if self._serial is None:
+            raise PortError(f"{self.name} is not open", port=self.name)
+        return self._serial
+
+    def _write_pyserial(self, data: bytes) -> None:
+        ser = self._open_serial()
+        try:
+            ser.write(data)
+        except self._errors as exc:
+            raise PortError(f"write to {self.name} failed: {exc}", port=self.name) from exc
+
+    def _read_pyserial(self, length: int, deadline: float) -> bytes:
+        ser, out = self._open_serial(), bytearray()
+        try:
+            while len(out) < length:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                # Windows may end the wait a fraction of a millisecond early (whole ms):
+                # the loop then waits out the rest instead of returning before the deadline.
+                ser.timeout = pyserial_timeout(remaining)
+                out += ser.read(length - len(out))
+        except self._errors as exc:
+            raise PortError(f"read from {self.name} failed: {exc}", port=self.name) from exc
+        return bytes(out)
+
+    def _drain_pyserial(self, quiet: float) -> int:
+        """Drop what is waiting, then anything more that comes within ``quiet`` [s] of it."""
+        ser, dropped = self._open_serial(), 0
+        try:
+            while True:
+                waiting = ser.in_waiting
+                if waiting:
+                    dropped += len(ser.read(waiting))
+                    continue
+                if quiet <= 0:
+                    return dropped
+                ser.timeout = pyserial_timeout(quiet)
+                chunk = ser.read(1)
+                if not chunk:
+                    return dropped
+                dropped += len(chunk)
+        except self._errors as exc:
+            raise PortError(f"read from {self.name} failed: {exc}", port=self.name) from exc
