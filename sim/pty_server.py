@@ -8,25 +8,29 @@ own wire time, then per reply its servo's Return Delay Time and its bytes at 10 
 a byte. The server thread blocks in ``poll`` between packets and sleeps until just
 before each deadline (spinning only the last few microseconds), so an idle bus costs
 no CPU.
+
+Pseudo-terminals are POSIX: ``termios`` and ``tty`` are imported where a bus starts (and
+where it reads the host's bit rate), not at module level, so the module imports on
+Windows, where starting a bus raises :class:`~hilbot.hal.errors.HalError` in one line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import select
-import termios
+import sys
 import threading
 import time
-import tty
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import ClassVar, Generic, Protocol, Self, TypedDict, TypeGuard, TypeVar
 
 from hilbot.hal.backend import HardwareErrorFlags
-from hilbot.hal.errors import ConfigError, PortError
+from hilbot.hal.errors import ConfigError, HalError, PortError
 from hilbot.sim.bus_replies import Reply
 from hilbot.sim.faults import FaultTable, ServoFaults
 from hilbot.sim.server_timing import GilTuning, Sleeper, raise_priority
@@ -35,28 +39,54 @@ from hilbot.sim.servo_physics import ServoPhysics
 
 BITS_PER_BYTE = 10  # 8N1: start bit, 8 data bits, stop bit
 BACKGROUND_STEP_MS = 5  # model update period while servos move, when no packet comes
-TERMIOS_RATES = {
-    getattr(termios, f"B{rate}"): rate
-    for rate in (
-        9600,
-        19200,
-        57600,
-        115200,
-        200000,
-        230400,
-        250000,
-        400000,
-        460800,
-        500000,
-        921600,
-        1000000,
-        2000000,
-        2500000,
-        3000000,
-        4000000,
+#: The bit rates a pty can be set to, where termios names them (``termios.B<rate>``).
+_PTY_RATES = (
+    9600,
+    19200,
+    57600,
+    115200,
+    200000,
+    230400,
+    250000,
+    400000,
+    460800,
+    500000,
+    921600,
+    1000000,
+    2000000,
+    2500000,
+    3000000,
+    4000000,
+)
+
+
+@functools.cache
+def termios_rates() -> dict[int, int]:
+    """``{termios speed constant: bit rate}`` of this platform (POSIX only)."""
+    import termios
+
+    return {
+        getattr(termios, f"B{rate}"): rate for rate in _PTY_RATES if hasattr(termios, f"B{rate}")
+    }
+
+
+def require_ptys() -> None:
+    """Check that this platform has pseudo-terminals, for a virtual bus to serve on.
+
+    Raises:
+        HalError: it has not (Windows), in one line (no port is involved to name).
+    """
+    try:
+        import termios  # noqa: F401  # the pty's settings (host_baudrate)
+        import tty  # noqa: F401  # raw mode
+    except ImportError:
+        pass
+    else:
+        if hasattr(os, "openpty"):
+            return
+    raise HalError(
+        f"the virtual buses need pseudo-terminals (POSIX); not available on {sys.platform}"
     )
-    if hasattr(termios, f"B{rate}")
-}
 
 
 class ServedServo(Protocol):
@@ -294,6 +324,9 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
         """Open the pty and start serving it."""
         if self._thread is not None:
             raise RuntimeError("the virtual bus is already running")
+        require_ptys()
+        import tty
+
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)
         self._port = os.ttyname(self._slave)
@@ -363,11 +396,13 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
         """The bit rate the host set on the pty, or the bus's rate if it cannot be read."""
         if self._slave < 0:
             return self.baudrate
+        import termios  # there since start() opened the pty
+
         try:
             speed = termios.tcgetattr(self._slave)[5]
         except termios.error:
             return self.baudrate
-        return TERMIOS_RATES.get(speed, self.baudrate)
+        return termios_rates().get(speed, self.baudrate)
 
     # ------------------------------------------------------------------ server
 

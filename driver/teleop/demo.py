@@ -119,8 +119,13 @@ async def jog(
     ``step`` [m]. It is re-published at ``rate_hz`` so the watchdog stays fed
     while a key is held or not.
     """
-    import termios
-    import tty
+    try:
+        import termios
+        import tty
+    except ImportError:
+        raise RuntimeError(
+            f"keyboard jogging needs a POSIX terminal (termios); not available on {sys.platform}"
+        ) from None
 
     stream = stdin if stdin is not None else sys.stdin
     console = out if out is not None else sys.stderr
