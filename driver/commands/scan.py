@@ -4,6 +4,10 @@ Protocol 2.0 is scanned with one broadcast ping per baud rate; Protocol 1.0 has 
 broadcast ping, so each id is pinged (a second or two per baud rate).
 
 Example: hilbot scan --port /dev/ttyUSB0 --baud 57600,1000000 --protocol 2
+
+Without ``--port``, or with one that cannot be opened, it names the serial ports this
+machine has (pyserial's ``list_ports``: ``COM3`` on Windows, ``/dev/tty.usbserial-*``
+on macOS, ``/dev/ttyUSB0`` on Linux) in one line.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hilbot.driver.commands.failures import port_problem, reason_of
+from hilbot.driver.commands.failures import candidate_ports, port_problem, reason_of
 from hilbot.hal.dynamixel.tools import COMMON_BAUD_RATES, scan
 from hilbot.hal.errors import HalError, PortError
 
@@ -45,7 +49,11 @@ def parse_id_range(text: str) -> list[int]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``hilbot scan`` options."""
-    parser.add_argument("--port", required=True, help="serial device, e.g. /dev/ttyUSB0")
+    parser.add_argument(
+        "--port",
+        help="serial device, e.g. /dev/ttyUSB0, COM3 or /dev/tty.usbserial-A1B2 "
+        "(without it: the serial ports here are listed)",
+    )
     parser.add_argument(
         "--baud",
         type=parse_baud_list,
@@ -74,6 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Scan and print a table; exit 1 when nothing answers, 2 on a port error."""
+    if args.port is None:
+        print(f"hilbot scan: {no_port_given()}", file=sys.stderr)
+        return 2
     if args.family == "feetech":
         return _run_feetech(args)
     protocols = (args.protocol,) if args.protocol else (2, 1)
@@ -98,6 +109,14 @@ def run(args: argparse.Namespace) -> int:
             f"{s.baudrate:>8}  {s.protocol}.0"
         )
     return 0
+
+
+def no_port_given() -> str:
+    """The one line for a scan without ``--port``: the candidate ports, or that there are none."""
+    found = candidate_ports()
+    if not found:
+        return "no --port given, and no serial port found: is the adapter plugged in and powered?"
+    return f"no --port given; serial ports here: {', '.join(found)}; scan one with --port PORT"
 
 
 def _run_feetech(args: argparse.Namespace) -> int:
