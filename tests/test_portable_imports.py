@@ -3,8 +3,9 @@
 A subprocess blocks ``termios``, ``tty``, ``pty``, ``fcntl``, ``resource``, ``grp`` and
 ``pwd`` (``sys.modules[name] = None``: ``import termios`` then raises ``ImportError``, as
 on Windows) before it imports anything of hilbot, then imports every module of the
-installed package, runs ``hilbot run --backend sim``, and checks that the POSIX-only
-features (``hilbot sim-bus``'s ptys, ``hilbot teleop``'s keyboard jog) say so in one line.
+installed package, runs ``hilbot run`` on the sim and MuJoCo backends, and checks that
+the POSIX-only features (``hilbot sim-bus``'s ptys, ``hilbot teleop``'s keyboard jog)
+say so in one line.
 
 One third-party module is imported before the block: pyserial. It picks its
 implementation by platform when it is imported (``serial.serialwin32`` on Windows,
@@ -27,7 +28,7 @@ SUBPACKAGES = ("kinematics", "hal", "sim", "driver", "configs")
 
 SCRIPT = textwrap.dedent(
     """
-    import contextlib, importlib, io, json, pkgutil, sys
+    import contextlib, importlib, importlib.util, io, json, pkgutil, sys
 
     import serial  # the platform's pyserial (see the test module's docstring)
 
@@ -68,6 +69,11 @@ SCRIPT = textwrap.dedent(
     from hilbot.driver.cli import main
 
     run_code = main(["run", "--backend", "sim", "--duration", "1", "--no-mqtt", "--no-status"])
+    mujoco_code = None  # the mujoco extra is optional
+    if importlib.util.find_spec("mujoco") is not None:
+        mujoco_code = main(
+            ["run", "--backend", "mujoco", "--duration", "1", "--no-mqtt", "--no-status"]
+        )
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         sim_bus_code = main(["sim-bus", "--servo", "1:XM430-W350", "--duration", "0.1"])
@@ -84,6 +90,7 @@ SCRIPT = textwrap.dedent(
         "imported": names,
         "failed": failed,
         "run": run_code,
+        "mujoco": mujoco_code,
         "sim_bus": [sim_bus_code, err.getvalue()],
         "jog": jog_error,
     }}))
@@ -110,6 +117,7 @@ def test_the_package_imports_and_runs_without_posix_only_modules():
     assert len(imported) > 150
     assert result["failed"] == {}
     assert result["run"] == 0
+    assert result["mujoco"] in (0, None)  # None: the mujoco extra is not installed
     code, err = result["sim_bus"]
     assert code == 2
     lines = err.strip().splitlines()
