@@ -52,6 +52,9 @@ class FeetechVirtualBus(PtyBusServer[FeetechServo, Instruction]):
             ``physics``, ``wire_timing``, ``seed``, ``model_factory``);
             ``return_delay_time`` ``None`` keeps the table's default (0), and
             ``initial_positions`` are ``{id: raw step}`` (default the center step).
+        models: memory tables by model name served instead of the shipped ones
+            (``hilbot.hal.feetech.tables``) for the servos that name them: a firmware
+            that differs from its table, e.g. one whose Torque Limit is read-only.
 
     Raises:
         ConfigError: unknown model, a bit rate a model cannot use, a duplicate id, or
@@ -66,11 +69,18 @@ class FeetechVirtualBus(PtyBusServer[FeetechServo, Instruction]):
         self,
         servos: FeetechServoList,
         baudrate: int = 1_000_000,
+        *,
+        models: Mapping[str, tables.FeetechModel] | None = None,
         **options: Unpack[BusOptions],
     ) -> None:
         pairs = list(servos.items()) if isinstance(servos, Mapping) else list(servos)
         check_unique_ids(pairs)
-        specs = [bus_model(i, name, baudrate, tables.model) for i, name in pairs]
+        variants = dict(models or {})
+
+        def lookup(name: str) -> tables.FeetechModel:
+            return variants[name] if name in variants else tables.model(name)
+
+        specs = [bus_model(i, name, baudrate, lookup) for i, name in pairs]
         super().__init__(pairs, specs, baudrate, FeetechServo, feetech_physics, **options)
         self.handler = FeetechInstructionHandler(self.servos, self.faults, self.host_baudrate)
 

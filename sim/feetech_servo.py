@@ -15,6 +15,11 @@ Firmware behaviour modelled (memory tables; docs/simulation.md says what is chos
 - Torque Enable 128 makes the present position read 2048 by setting Homing Offset
   (saved to EEPROM); 2 (damping) is modelled as torque off;
 - Goal Speed 0 and Acceleration 0 mean "as fast as the motor can";
+- Torque Limit (STS, RAM 48; loaded from Max Torque at power-up) caps the motor's torque
+  at its share of the stall torque (1000 = 100 %): Present Load, the output's share of
+  full scale, saturates there, and a goal beyond an obstacle (``ServoModel.set_obstacle``)
+  or a hand holding the joint away from its goal stalls at that load. The cap is on the
+  torque only: a duty-cycle limit would also lower the top speed, which is not modelled;
 - Unloading Condition bits turn torque off on the matching errors; errors stay
   latched until a reboot or power-up;
 - REG WRITE sets the Async Write Flag until ACTION.
@@ -25,7 +30,12 @@ from __future__ import annotations
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.feetech.protocol import hardware_flags, status_error
 from hilbot.hal.feetech.register_names import FeetechRegister
-from hilbot.hal.feetech.tables import POSITION_MODE, TORQUE_CALIBRATE, FeetechModel
+from hilbot.hal.feetech.tables import (
+    POSITION_MODE,
+    TORQUE_CALIBRATE,
+    TORQUE_FULL_SCALE,
+    FeetechModel,
+)
 from hilbot.hal.feetech.timing import RETURN_DELAY_UNIT
 from hilbot.hal.registers import Register
 from hilbot.sim.feetech_memory import FeetechMemory, Written
@@ -151,7 +161,7 @@ class FeetechServo(ServoFirmware[FeetechModel, Register]):
         sources: dict[FeetechRegister, LiveSource] = {
             N.PRESENT_POSITION: lambda now: self.raw_position() - self._offset,
             N.PRESENT_SPEED: lambda now: round(float(m.velocity[i]) / self._quantum),
-            N.PRESENT_LOAD: lambda now: round(1000.0 * float(m.motor_torque[i]) / stall),
+            N.PRESENT_LOAD: lambda now: round(TORQUE_FULL_SCALE * float(m.motor_torque[i]) / stall),
             N.PRESENT_VOLTAGE: lambda now: round(float(m.voltage[i]) * 10.0),
             N.PRESENT_TEMPERATURE: lambda now: round(float(m.temperature[i])),
             N.STATUS: lambda now: self.error_byte(),
@@ -174,6 +184,8 @@ class FeetechServo(ServoFirmware[FeetechModel, Register]):
             m.set_profile([i], velocity=abs(value) * self._quantum)
         elif name is N.ACCELERATION:
             m.set_profile([i], acceleration=value * ACCELERATION_UNIT * self._quantum)
+        elif name is N.TORQUE_LIMIT:
+            self._apply_torque_limit()
         elif name in _EEPROM_LIMITS:
             self._apply_eeprom()
 
@@ -211,7 +223,17 @@ class FeetechServo(ServoFirmware[FeetechModel, Register]):
         low[i] = mem.get(N.MIN_INPUT_VOLTAGE) / 10.0
         high[i] = mem.get(N.MAX_INPUT_VOLTAGE) / 10.0
         m.shutdown_mask[i] = int(hardware_flags(mem.get(N.UNLOADING_CONDITION)))
+        self._apply_torque_limit()  # power-up loaded it from Max Torque
         m.invalidate()
+
+    def _apply_torque_limit(self) -> None:
+        """Cap the model's torque at Torque Limit's share of the stall torque (STS only)."""
+        m, i = self.model, self.index
+        if N.TORQUE_LIMIT not in self.spec.table:
+            m.set_torque_limit(i, None)
+            return
+        share = self.memory.get(N.TORQUE_LIMIT) / TORQUE_FULL_SCALE
+        m.set_torque_limit(i, share * m.physics[i].stall_torque)
 
     def _reset_goal(self) -> None:
         """Goal Position := Present Position, as at power-up."""

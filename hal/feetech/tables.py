@@ -24,7 +24,10 @@ Firmware facts the tables carry as data, for the virtual bus and the backend:
 - EEPROM writes are gated by Lock (55 on STS, 48 on SCS): with Lock 1 a write to an
   EEPROM register takes effect but is not saved (lost at power-off); with Lock 0 it
   is saved (memory table, "Lock flag");
-- Torque Limit (48, STS) is loaded from Max Torque (16) at power-up.
+- Torque Limit (48, STS; RAM, 0 ~ 1000 = 0 ~ 100 % of the maximum torque) is loaded from
+  Max Torque (16, EEPROM) at power-up; a write to it takes effect at once ("can be
+  modified by the user to control the output of the maximum torque") and is lost at the
+  next power-up. The SCS table has no Torque Limit (its Lock is at 48).
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ POSITION_MODE, SPEED_MODE, PWM_MODE, STEP_MODE = 0, 1, 2, 3
 #: Torque Enable values: off, on, damping; 128 sets the present position to 2048.
 TORQUE_VALUES = frozenset({0, 1, 2, 128})
 TORQUE_CALIBRATE = 128
+#: Max Torque and Torque Limit value of 100 % of the maximum torque ("1000 = 100% * locked
+#: torque", memory table, address 16); Present Load counts in the same 0.1 % steps.
+TORQUE_FULL_SCALE = 1000
 
 #: Baud Rate register value -> bit/s (STS and SCS memory tables; FTServo ``INST.h``).
 #: LeRobot's table lists 5: 57600, 6: 38400, 7: 19200 instead; Feetech's own tables
