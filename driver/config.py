@@ -91,6 +91,9 @@ class ServoConfig(_Frozen):
     ``mode``, ``current_limit`` [A], ``profile_velocity`` [rad/s] and
     ``profile_acceleration`` [rad/s²] are written to the servo at start-up and read back
     (a gripper in ``current_position`` mode closes on an object and holds at the limit).
+    They are Dynamixel settings. ``torque_limit``, a fraction (0, 1] of the servo's
+    maximum torque, is the Feetech one: written to Torque Limit at start-up and read
+    back (a Feetech gripper closing on an object pushes with at most that).
     """
 
     id: int = Field(ge=0, le=MAX_SERVO_ID)
@@ -107,6 +110,7 @@ class ServoConfig(_Frozen):
     profile_acceleration: (
         Annotated[float, Field(ge=0.0, le=10000.0, allow_inf_nan=False)] | None
     ) = None
+    torque_limit: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] | None = None
 
 
 class ChainConfig(_Frozen):
@@ -285,6 +289,7 @@ class RobotConfig(_Frozen):
                 s.current_limit,
                 s.profile_velocity,
                 s.profile_acceleration,
+                s.torque_limit,
             )
             for s in self.servos
             if bus is None or self.bus_named(s.bus).name == bus
@@ -330,13 +335,24 @@ def _check_buses(cfg: RobotConfig) -> None:
 
 
 def _check_settings(cfg: RobotConfig, i: int, servo: ServoConfig) -> None:
-    """Refuse the settings only the Dynamixel start-up writes on another family's bus."""
+    """Refuse the settings only one family's start-up writes on the other family's bus."""
     if servo.bus is not None and servo.bus not in [b.name for b in cfg.buses]:
         return  # reported as an unknown bus
-    if cfg.bus_named(servo.bus).family == "dynamixel":
-        return
-    from hilbot.hal.feetech.session import dynamixel_only_settings  # a Feetech bus: its HAL
+    from hilbot.hal.feetech.session import dynamixel_only_settings, feetech_only_settings
+    from hilbot.hal.feetech.tables import MODELS
 
+    if cfg.bus_named(servo.bus).family == "dynamixel":
+        feetech = feetech_only_settings(servo)
+        feetech_model = servo.model.strip().lower() in {m.lower() for m in MODELS}
+        if feetech and not feetech_model:  # a Feetech model there: the model check names it
+            raise ConfigError(
+                None,
+                ("servos", i, feetech[0]),
+                "is written to Feetech servos at start-up (Torque Limit); a Dynamixel servo "
+                "would ignore it (X series: cap the torque with mode: current_position and "
+                "current_limit)",
+            )
+        return
     given = dynamixel_only_settings(servo)
     if given:
         raise ConfigError(

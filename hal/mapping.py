@@ -63,6 +63,9 @@ class ServoSpec:
             Current in current-based position control).
         profile_velocity: [rad/s] of the servo's own motion profile (0: unlimited).
         profile_acceleration: [rad/s²] of it.
+        torque_limit: a fraction (0, 1] of the servo's maximum torque, written to a
+            Feetech servo's Torque Limit at start-up (a gripper that closes on an object
+            pushes with at most that); the Dynamixel counterpart is ``current_limit``.
     """
 
     id: int
@@ -76,6 +79,7 @@ class ServoSpec:
     current_limit: float | None = None
     profile_velocity: float | None = None
     profile_acceleration: float | None = None
+    torque_limit: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in SERVO_MODES:
@@ -85,6 +89,9 @@ class ServoSpec:
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0.0):
                 raise ValueError(f"servo {self.id}: {name} must be finite and >= 0, got {value!r}")
+        limit = self.torque_limit
+        if limit is not None and not (math.isfinite(limit) and 0.0 < limit <= 1.0):
+            raise ValueError(f"servo {self.id}: torque_limit must be in (0, 1], got {limit!r}")
         if not 0 <= self.id <= MAX_SERVO_ID:
             raise ValueError(f"servo id must be in 0..{MAX_SERVO_ID}, got {self.id!r}")
         if self.direction not in (1, -1):

@@ -6,7 +6,9 @@ runs each method as one job on its thread.
 Start-up (:meth:`FeetechSession.open`) pings every servo, reads its model number,
 firmware, operating mode, return delay and position limit registers, and refuses
 (:class:`~hilbot.hal.errors.StartupError`) a missing servo, a wrong model, a servo not
-in position mode, or joint limits beyond its Min/Max Position Limit. Then it copies
+in position mode, or joint limits beyond its Min/Max Position Limit. It writes each
+configured ``torque_limit`` to Torque Limit (RAM, so no Lock to open; the firmware loads
+it from Max Torque at power-up) and reads it back, again after a reboot. Then it copies
 Present Position into Goal Position so that enabling torque holds where it is.
 
 The cycle reads one block per servo: Present Position, Speed, Load, Voltage and
@@ -41,7 +43,10 @@ from hilbot.hal.errors import (
 from hilbot.hal.feetech import protocol
 from hilbot.hal.feetech.bus import FeetechBus
 from hilbot.hal.feetech.register_names import FeetechRegister as N
-from hilbot.hal.feetech.tables import POSITION_MODE  # STS only: SCS servos have no mode
+from hilbot.hal.feetech.tables import (
+    POSITION_MODE,  # STS only: SCS servos have no mode
+    TORQUE_FULL_SCALE,
+)
 from hilbot.hal.feetech.timing import RETURN_DELAY_UNIT
 from hilbot.hal.feetech.units import FeetechUnits, state_block
 from hilbot.hal.mapping import ServoSpec
@@ -77,6 +82,8 @@ def _signed(raw: int, bit: int) -> int:
 
 #: ``ServoSpec`` settings of Dynamixel start-up that Feetech servos have no register for.
 DYNAMIXEL_ONLY = ("mode", "current_limit", "profile_velocity", "profile_acceleration")
+#: ``ServoSpec`` settings of Feetech start-up that the Dynamixel start-up does not write.
+FEETECH_ONLY = ("torque_limit",)
 
 
 def dynamixel_only_settings(servo: object) -> list[str]:
@@ -86,6 +93,15 @@ def dynamixel_only_settings(servo: object) -> list[str]:
     (the driver's servo config): one check for both, so they refuse the same settings.
     """
     return [name for name in DYNAMIXEL_ONLY if getattr(servo, name, None) is not None]
+
+
+def feetech_only_settings(servo: object) -> list[str]:
+    """The :data:`FEETECH_ONLY` settings ``servo`` gives (not ``None``), in that order.
+
+    The config refuses them on a Dynamixel bus, as it refuses :func:`dynamixel_only_settings`
+    on a Feetech one.
+    """
+    return [name for name in FEETECH_ONLY if getattr(servo, name, None) is not None]
 
 
 def check_settings(spec: ServoSpec) -> None:
@@ -98,10 +114,38 @@ def check_settings(spec: ServoSpec) -> None:
     if given:
         raise ConfigError(
             f"servo {spec.id} ({spec.model}): {given[0]} is a Dynamixel setting; Feetech "
-            "servos run in position mode with their own torque limit (drop it)",
+            "servos run in position mode, their torque capped with torque_limit (drop it)",
             servo_id=spec.id,
             field=given[0],
         )
+
+
+def torque_limit_value(unit: FeetechUnits) -> int | None:
+    """The Torque Limit register value of the servo's ``torque_limit`` (``None``: none).
+
+    Raises:
+        ConfigError: the model has no Torque Limit (the SCS series), or the limit is
+            below one step (0.1 %) and would leave no torque.
+    """
+    spec, model = unit.spec, unit.model
+    if spec.torque_limit is None:
+        return None
+    if N.TORQUE_LIMIT not in model.table:
+        raise ConfigError(
+            f"servo {spec.id} ({spec.model}): torque_limit needs a Torque Limit register, "
+            f"which the {model.series.value} series lacks (drop it)",
+            servo_id=spec.id,
+            field="torque_limit",
+        )
+    value = round(spec.torque_limit * TORQUE_FULL_SCALE)
+    if value < 1:
+        raise ConfigError(
+            f"servo {spec.id} ({spec.model}): torque_limit {spec.torque_limit:g} is below "
+            f"Torque Limit's step of {1 / TORQUE_FULL_SCALE:g} and would leave no torque",
+            servo_id=spec.id,
+            field="torque_limit",
+        )
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +211,11 @@ class FeetechSession:
             self._goal_plans.setdefault(unit.spec.joint, []).append(unit)
         goal = self.units[0].model.register(N.GOAL_POSITION)
         self._goal_address, self._goal_size = goal.address, goal.size
+        self._torque_limits = {
+            u.spec.id: (u, value)
+            for u in self.units
+            if (value := torque_limit_value(u)) is not None
+        }  # servo id -> (its units, the Torque Limit to write)
         self.infos: tuple[ServoInfo, ...] = ()
         self.errors: dict[int, int] = {}  # servo id -> last ERROR byte seen
 
@@ -178,6 +227,7 @@ class FeetechSession:
         try:
             self.infos = tuple(self._check(u) for u in self.units)
             self.bus.return_delay = max(i.return_delay for i in self.infos)
+            self._write_torque_limits(self.ids)
             for unit in self.units:
                 self._goal_from_present(unit)
         except BaseException:
@@ -256,6 +306,44 @@ class FeetechSession:
                     found=found,
                     command=command,
                 )
+
+    def _write_torque_limits(self, ids: Sequence[int]) -> None:
+        """Write the configured Torque Limit of ``ids`` and read it back.
+
+        Torque Limit is RAM: the write needs no Lock opened and takes effect at once, with
+        torque on or off, and a power-up or reboot replaces it with Max Torque (EEPROM 16).
+
+        Raises:
+            StartupError: a servo reads back another value than the one written.
+        """
+        for servo_id in ids:
+            if servo_id not in self._torque_limits:
+                continue
+            unit, value = self._torque_limits[servo_id]
+            reg = unit.model.register(N.TORQUE_LIMIT)
+            self.bus.write(servo_id, reg.address, reg.encode(value))
+            back = self._read(unit, N.TORQUE_LIMIT)
+            if back != value:
+                raise self._not_taken(unit, reg, value, back)
+            self.log.info(
+                "servo %d: Torque Limit %d (%.1f %% of max torque) written and read back",
+                servo_id,
+                value,
+                100.0 * value / TORQUE_FULL_SCALE,
+            )
+
+    def _not_taken(self, unit: FeetechUnits, reg: Register, value: int, back: int) -> StartupError:
+        spec, ceiling = unit.spec, unit.model.register(N.MAX_TORQUE)
+        return StartupError(
+            f"servo {spec.id} ({spec.joint!r}, {spec.model}): {reg.label} ({reg.address}) "
+            f"reads {back} after writing {value} (torque_limit {spec.torque_limit:g}); the "
+            "servo did not take it, so its torque is not capped as configured (its "
+            f"{ceiling.label} ({ceiling.address}) reads {self._read(unit, N.MAX_TORQUE)})",
+            servo_id=spec.id,
+            problem=StartupProblem.WRONG_MODE,
+            expected=value,
+            found=back,
+        )
 
     def _read(self, unit: FeetechUnits, name: N) -> int:
         reg = unit.model.register(name)
@@ -366,7 +454,8 @@ class FeetechSession:
         """Restart ``ids`` (instruction 0x0A) and wait for them to answer again.
 
         Clears a latched overload; torque comes back off. Servos whose firmware has no
-        reboot instruction answer nothing: then torque off, then on again clears it.
+        reboot instruction answer nothing: then torque off, then on again clears it. A
+        restart loads Torque Limit from Max Torque: the configured one is written again.
         """
         for servo_id in ids:
             self.bus.send(protocol.encode_instruction(protocol.reboot(servo_id)))
@@ -376,6 +465,7 @@ class FeetechSession:
                 if time.monotonic() > deadline:
                     raise CommTimeout(servo_id, "REBOOT")
             self.errors[servo_id] = 0
+        self._write_torque_limits(ids)
 
     def close(self, torque_off: bool) -> None:
         """Turn torque off on every servo (when asked) and close the port."""
