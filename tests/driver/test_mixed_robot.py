@@ -51,6 +51,7 @@ def mixed_data() -> dict[str, Any]:
             servo["bus"] = "arm"
         else:
             servo.update(bus="wrist", id=servo["id"] + 6, model="XL330-M288")
+            servo.pop("torque_limit", None)  # the gripper's Feetech setting (refused here)
     data["safety"]["bus_watchdog"] = 0.5  # the Dynamixel bus has one
     return data
 
