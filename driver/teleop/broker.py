@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from hilbot.driver.teleop.errors import EmbeddedBrokerError
+from hilbot.driver.teleop.url import url_host
 
 LOCALHOST = "127.0.0.1"
 #: amqtt's own plugin that checks a file of ``user:hash`` lines (argon2, or sha512_crypt).
@@ -30,7 +31,7 @@ class EmbeddedBroker:
     of QoS 0 publishes conflated, so no flood delays an e-stop.
 
     Args:
-        host: address to bind.
+        host: address to bind (an IPv6 one with or without brackets: ``::1``, ``[::1]``).
         port: TCP port; 0 picks a free one (read it back from :attr:`port`).
         logger: where to log start and stop.
         users: accepted ``{user name: password}`` (held in memory only).
@@ -53,7 +54,7 @@ class EmbeddedBroker:
         users: Mapping[str, str] | None = None,
         password_file: Path | None = None,
     ) -> None:
-        self.host = host
+        self.host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
         self.port = port
         self._logger = logger if logger is not None else logging.getLogger(__name__)
         self._users = dict(users) if users else {}
@@ -67,8 +68,8 @@ class EmbeddedBroker:
 
     @property
     def url(self) -> str:
-        """``mqtt://host:port`` of the running broker."""
-        return f"mqtt://{self.host}:{self.port}"
+        """``mqtt://host:port`` of the running broker (``mqtt://[::1]:port`` on IPv6)."""
+        return f"mqtt://{url_host(self.host)}:{self.port}"
 
     def _plugins(self) -> dict[str, Any]:
         plugins: dict[str, Any] = {}
