@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -194,12 +195,15 @@ async def test_a_leader_read_that_fails_for_a_moment_skips_cycles_not_the_lead()
 
 
 @pytest.mark.parametrize("leader", ["koch_v1_1_leader", "so101_leader"])
-def test_hilbot_lead_demo_wave_runs_unattended(leader: str) -> None:
-    # The follower comes from the leader config's lead.follower.
+def test_hilbot_lead_demo_wave_runs_unattended(leader: str, tmp_path: Path) -> None:
+    # The follower comes from the leader config's lead.follower. A config folder of its
+    # own: a calibration file left in the user's (a demo calibrate of the follower, with
+    # its mounts) would apply to these uncalibrated virtual arms and refuse them.
     done = subprocess.run(
         [sys.executable, "-m", "hilbot", "lead", leader, "--backend", "virtual", "--demo",
          "wave", "--duration", "4", "--no-status"],
-        capture_output=True, text=True, timeout=300, env=dict(os.environ),
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "published" in done.stdout and "follower armed" in done.stdout
