@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hilbot.driver.teleop.messages import Header, MessageRejected, Rejection, RejectReason
+from hilbot.driver.teleop.payload_errors import number_text
 
 
 @dataclass(slots=True)
@@ -75,7 +76,7 @@ class FreshnessFilter:
             raise MessageRejected(
                 Rejection(
                     RejectReason.FUTURE_STAMP,
-                    f"stamp is {-age:.3f} s in the future (tolerance {self._skew} s); "
+                    f"stamp is {_seconds(-age)} s in the future (tolerance {self._skew} s); "
                     "check the sender's clock",
                     topic,
                     header.seq,
@@ -85,7 +86,7 @@ class FreshnessFilter:
             raise MessageRejected(
                 Rejection(
                     RejectReason.EXPIRED,
-                    f"message is {age:.3f} s old, its ttl is {ttl} s",
+                    f"message is {_seconds(age)} s old, its ttl is {number_text(ttl)} s",
                     topic,
                     header.seq,
                 )
@@ -111,3 +112,8 @@ class FreshnessFilter:
         else:
             last.seq, last.at = seq, now
             self._streams.move_to_end(key)
+
+
+def _seconds(value: float) -> str:
+    """A time span [s] for a detail: to the millisecond, or in 6 digits when huge."""
+    return f"{value:.3f}" if abs(value) < 1e6 else f"{value:.6g}"

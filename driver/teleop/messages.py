@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from pydantic import ValidationError
 
 from hilbot.driver.targets import MAX_COORDINATE_M, MAX_JOINT_VALUE
-from hilbot.driver.teleop.payload_errors import invalid_from
+from hilbot.driver.teleop.payload_errors import invalid_from, json_kind
 from hilbot.driver.teleop.payloads import (
     MAX_JOINTS,
     MAX_NAME_LENGTH,
@@ -220,7 +220,7 @@ def _decode(payload: bytes) -> dict[str, Any]:
             exc.seq = _seq_despite_non_finite(payload)
         raise
     if not isinstance(data, dict):
-        raise Invalid(RejectReason.INVALID, f"expected a JSON object, got {_kind(data)}")
+        raise Invalid(RejectReason.INVALID, f"expected a JSON object, got {json_kind(data)}")
     return data
 
 
@@ -320,8 +320,3 @@ def _joint_positions(positions: dict[str, float], vocabulary: Vocabulary) -> dic
                 f"unknown joint {name[:MAX_NAME_LENGTH]!r}; known: {known}",
             )
     return positions
-
-
-def _kind(value: Any) -> str:
-    """JSON name of a top-level value's type."""
-    return "an array" if isinstance(value, list) else type(value).__name__

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,6 +24,8 @@ _EXPECTED = {
     "model_type": "an object",
 }
 _BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+#: Numbers smaller than this are shown as sent (up to 17 digits: any seq, any value in range).
+_EXACT_INT = 10**17
 
 
 def invalid_from(exc: ValidationError, allowed: Sequence[str]) -> Invalid:
@@ -38,6 +41,12 @@ def invalid_from(exc: ValidationError, allowed: Sequence[str]) -> Invalid:
     value = error.get("input")
     if kind == "finite_number":
         return Invalid(RejectReason.NON_FINITE, f"{_where(error['loc'])} is {value}")
+    if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
+        # Every int a float can hold passes: this one is too large and overflows to infinity.
+        return Invalid(
+            RejectReason.NON_FINITE,
+            f"{_where(error['loc'])} is {number_text(value)}, too large: it overflows to infinity",
+        )
     if kind == "enum" and isinstance(value, str):
         known = ", ".join(c.value for c in CommandName)
         return Invalid(
@@ -59,18 +68,18 @@ def _detail(error: ErrorDetails, allowed: Sequence[str]) -> str:
         detail = f"unknown field {where!r}"
         return detail + (f"; allowed: {', '.join(allowed)}" if len(loc) == 1 else "")
     if kind in _EXPECTED:
-        return f"{where} must be {_EXPECTED[kind]}, got {_kind(value)}"
+        return f"{where} must be {_EXPECTED[kind]}, got {json_kind(value)}"
     if kind in ("too_short", "too_long"):
         return _size(where, ctx)
     bound = next((k for k in _BOUNDS if k in ctx), None)
     if bound is not None:
-        return f"{where} must be {_BOUNDS[bound]} {ctx[bound]}, got {value}"
+        return f"{where} must be {_BOUNDS[bound]} {ctx[bound]}, got {number_text(value)}"
     if kind in ("vector_form", "orientation_form"):
-        return f"{where} {error['msg']}, got {_kind(value)}"
+        return f"{where} {error['msg']}, got {json_kind(value)}"
     if kind == "string_too_long":
         return f"{where} must be at most {ctx['max_length']} characters long"
     if kind == "enum":
-        return f"{where} must be a string, got {_kind(value)}"
+        return f"{where} must be a string, got {json_kind(value)}"
     return f"{where}: {error['msg']}" if where else error["msg"]
 
 
@@ -101,8 +110,29 @@ def _where(loc: Sequence[int | str]) -> str:
     return path
 
 
-def _kind(value: Any) -> str:
-    """JSON name of a value's type, for error messages."""
+def number_text(value: object) -> str:
+    """A number as an error detail shows it: as sent, or in 6 digits when it is huge.
+
+    ``1e+300`` and ``1.11111e+160`` instead of hundreds of digits; an integer of up to 17
+    digits (every ``seq``) is exact. Anything else is its ``str``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, int):
+        # Decimal, not float: an int can be beyond any float (and past str()'s 4300 digits).
+        if abs(value) < _EXACT_INT:
+            return str(value)
+        mantissa, _, exponent = f"{Decimal(value):.6g}".partition("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"  # as float's .6g: 1e+20
+    return repr(value) if abs(value) < _EXACT_INT else f"{value:.6g}"
+
+
+def json_kind(value: Any) -> str:
+    """JSON name of a value's type, for error messages: ``a string``, ``null``, ``a number``.
+
+    One function for every detail that names a type (a payload that is not an object, a
+    field of the wrong type), so none says Python's ``str`` or ``NoneType``.
+    """
     match value:
         case None:
             return "null"
