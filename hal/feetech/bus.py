@@ -124,6 +124,13 @@ class FeetechBus:
         self.counters.transactions += 1
         self.port.write(wire)
 
+    def settle(self) -> int:
+        """Discard what arrives until the line is quiet (e.g. a REBOOT's own status packet).
+
+        Returns the number of bytes discarded.
+        """
+        return self.port.drain(self._quiet())
+
     # --- sync read ----------------------------------------------------------------------
 
     def sync_read(

@@ -459,6 +459,9 @@ class FeetechSession:
         """
         for servo_id in ids:
             self.bus.send(protocol.encode_instruction(protocol.reboot(servo_id)))
+        # A servo answers the reboot before it restarts: that status packet must not be
+        # taken for the first ping's answer (every later reply would then be one behind).
+        self.bus.settle()
         deadline = time.monotonic() + 1.0
         for servo_id in ids:
             while self.bus.try_ping(servo_id) is None:

@@ -55,9 +55,18 @@ async def test_the_torque_limit_is_written_at_start_up_and_read_back(vbus):
 
 async def test_a_reboot_writes_it_again(vbus):
     async with backend(vbus.port) as arm:
+        before = arm.counters
         await arm.reboot(["gripper"])  # the firmware loads Max Torque (1000) again
         assert vbus.register(2, N.TORQUE_LIMIT) == 500
         assert _cap(vbus, 2) == pytest.approx(0.5 * _stall(vbus, 2))
+        # The reboot's own status packet was not taken for a later reply: neither the
+        # rewrite nor the cycles after it need a retry (a CRC error and a retry, before).
+        for _ in range(3):
+            await arm.read()
+        assert (arm.counters.retries, arm.counters.crc_errors) == (
+            before.retries,
+            before.crc_errors,
+        )
 
 
 def _read_only_torque_limit() -> FeetechModel:
