@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -73,7 +73,8 @@ def _detail(error: ErrorDetails, allowed: Sequence[str]) -> str:
         return _size(where, ctx)
     bound = next((k for k in _BOUNDS if k in ctx), None)
     if bound is not None:
-        return f"{where} must be {_BOUNDS[bound]} {ctx[bound]}, got {number_text(value)}"
+        limit = ctx[bound]
+        return f"{where} must be {_BOUNDS[bound]} {limit}, got {_beyond(value, bound, limit)}"
     if kind in ("vector_form", "orientation_form"):
         return f"{where} {error['msg']}, got {json_kind(value)}"
     if kind == "string_too_long":
@@ -125,6 +126,25 @@ def number_text(value: object) -> str:
         mantissa, _, exponent = f"{Decimal(value):.6g}".partition("e")
         return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"  # as float's .6g: 1e+20
     return repr(value) if abs(value) < _EXACT_INT else f"{value:.6g}"
+
+
+def _beyond(value: Any, bound: str, limit: Any) -> str:
+    """``value`` in as few digits (6 or more) as still show it past ``limit``: 1500.6."""
+    if not isinstance(value, float) or not isinstance(limit, int | float):
+        return number_text(value)
+    for digits in range(6, 18):
+        text = f"{value:.{digits}g}"
+        if _VIOLATES[bound](float(text), limit):
+            return text
+    return repr(value)
+
+
+_VIOLATES: dict[str, Callable[[float, float], bool]] = {
+    "ge": lambda value, limit: value < limit,
+    "gt": lambda value, limit: value <= limit,
+    "le": lambda value, limit: value > limit,
+    "lt": lambda value, limit: value >= limit,
+}
 
 
 def json_kind(value: Any) -> str:

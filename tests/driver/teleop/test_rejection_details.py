@@ -69,10 +69,17 @@ def test_a_float_literal_that_overflows_is_still_non_finite() -> None:
         ('{"seq": 1, "position": [0, 0, 1e300]}', "position[2] must be <= 100.0, got 1e+300"),
         ('{"seq": 1, "position": [0, 0, -123.25]}', "position[2] must be >= -100.0, "
          "got -123.25"),
+        ('{"seq": 1, "position": [0, 0, 100.59978648806331]}', "position[2] must be <= 100.0, "
+         "got 100.6"),  # 6 digits are enough to see it is beyond
+        ('{"seq": 1, "position": [0, 0, 100.0000001]}', "position[2] must be <= 100.0, "
+         "got 100.0000001"),  # ... and as many as it takes when it is just beyond
+        ('{"seq": 1, "position": [0, 0, 0], "stamp": 1, "ttl": -1e-300}', "ttl must be > 0.0, "
+         "got -1e-300"),
     ],
-    ids=["huge seq", "seq just beyond", "huge integer", "huge float", "plain float"],
+    ids=["huge seq", "seq just beyond", "huge integer", "huge float", "plain float",
+         "long float", "float just beyond", "tiny float"],
 )  # fmt: skip
-def test_bound_errors_show_a_huge_value_in_six_digits(text: str, detail: str) -> None:
+def test_bound_errors_show_the_value_in_few_digits_yet_beyond_the_bound(text: str, detail: str) -> None:
     rejection = rejected(TARGET, text)
     assert (rejection.reason, rejection.detail) == (RejectReason.INVALID, detail)
 
