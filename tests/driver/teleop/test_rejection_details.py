@@ -79,7 +79,7 @@ def test_a_float_literal_that_overflows_is_still_non_finite() -> None:
     ids=["huge seq", "seq just beyond", "huge integer", "huge float", "plain float",
          "long float", "float just beyond", "tiny float"],
 )  # fmt: skip
-def test_bound_errors_show_the_value_in_few_digits_yet_beyond_the_bound(text: str, detail: str) -> None:
+def test_bound_errors_show_few_digits_yet_beyond_the_bound(text: str, detail: str) -> None:
     rejection = rejected(TARGET, text)
     assert (rejection.reason, rejection.detail) == (RejectReason.INVALID, detail)
 
