@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Generator
 
@@ -19,6 +21,25 @@ import pytest
 
 #: Seconds one test may take, setup and teardown included, before the run is aborted.
 WATCHDOG_S = 420.0
+_CONFIG_HOME: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite never reads or writes the user's hilbot folder (calibrations live there).
+
+    ``XDG_CONFIG_HOME`` points at an empty folder of the run's own, so a calibration
+    someone made by hand (``hilbot calibrate ... --demo`` writes one) cannot change what
+    a test sees; the processes the tests start inherit it. A test that needs a folder of
+    its own still sets one.
+    """
+    home = tempfile.mkdtemp(prefix="hilbot-test-config-")
+    _CONFIG_HOME.append(home)
+    os.environ["XDG_CONFIG_HOME"] = home
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for home in _CONFIG_HOME:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.hookimpl(hookwrapper=True)
