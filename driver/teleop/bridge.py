@@ -27,6 +27,7 @@ from hilbot.driver.errors import DriverError
 from hilbot.driver.state import Command
 from hilbot.driver.teleop.backoff import Backoff
 from hilbot.driver.teleop.client import MqttClient
+from hilbot.driver.teleop.command_errors import report_failure
 from hilbot.driver.teleop.errors import BrokerUnreachable
 from hilbot.driver.teleop.freshness import FreshnessFilter
 from hilbot.driver.teleop.inbox import dispatching_queue
@@ -498,14 +499,17 @@ class TeleopBridge:
             await self._run_command(message)
 
     async def _run_command(self, message: CommandMessage) -> None:
+        """Run one command; a failure, whatever it is, is one line on the ``error`` topic."""
         self.counters.commands += 1
         self._logger.info("teleop command %s (seq %s)", message.command, message.header.seq)
         try:
             await self.runtime.command(self._to_command(message.command))
-        except (DriverError, ValueError, RuntimeError) as exc:
-            # RuntimeError: the runtime has stopped; report it rather than crash the bridge.
+        except Exception as exc:
+            # A refusal, a bus error, a stopped runtime or a closed worker channel: the
+            # sender hears of it, and the next command runs (the command task never dies).
+            detail = report_failure(message.command.value, exc, self._logger)
             self.reject(
-                Rejection(RejectReason.REFUSED, str(exc), self.topics.cmd, message.header.seq)
+                Rejection(RejectReason.REFUSED, detail, self.topics.cmd, message.header.seq)
             )
 
     def reject(self, rejection: Rejection) -> None:

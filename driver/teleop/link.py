@@ -16,6 +16,7 @@ from hilbot.driver.state import Command
 from hilbot.driver.teleop.backoff import Backoff
 from hilbot.driver.teleop.bridge import TeleopCounters, TeleopRuntime
 from hilbot.driver.teleop.channel import pack, receive
+from hilbot.driver.teleop.command_errors import report_failure
 from hilbot.driver.teleop.errors import TeleopError
 from hilbot.driver.teleop.rejection import refusal_reason
 from hilbot.driver.teleop.settings import TeleopSettings
@@ -113,7 +114,7 @@ async def _run_worker(
         _push_state(runtime, settings, writer), name="teleop-state-push"
     )
     try:
-        await _pump(runtime, reader, writer, link, ready)
+        await _pump(runtime, reader, writer, link, ready, logger)
     finally:
         push.cancel()
         writer.close()
@@ -143,9 +144,31 @@ async def _pump(
     writer: asyncio.StreamWriter,
     link: TeleopLink,
     ready: asyncio.Future[Any] | None,
+    logger: logging.Logger,
 ) -> None:
-    """Apply the worker's frames until it closes the channel."""
+    """Apply the worker's frames until it closes the channel.
+
+    Each command runs in a task of its own and always ends with one ``result`` frame
+    (see :func:`_command`); the worker sends at most one e-stop at a time and its other
+    commands one after the other, so these tasks stay few. They end with the channel.
+    """
     commands: set[asyncio.Task[None]] = set()
+    try:
+        await _frames(runtime, reader, writer, link, ready, logger, commands)
+    finally:
+        for task in commands:
+            task.cancel()
+
+
+async def _frames(
+    runtime: TeleopRuntime,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    link: TeleopLink,
+    ready: asyncio.Future[Any] | None,
+    logger: logging.Logger,
+    commands: set[asyncio.Task[None]],
+) -> None:
     while True:
         try:
             frame = await receive(reader)
@@ -160,7 +183,7 @@ async def _pump(
                 _apply(writer, topic, seq, runtime.set_joint_targets, positions)
             case ("command", ident, name):
                 task = asyncio.get_running_loop().create_task(
-                    _command(runtime, writer, ident, name)
+                    _command(runtime, writer, ident, name, logger), name=f"teleop-command-{name}"
                 )
                 commands.add(task)
                 task.add_done_callback(commands.discard)
@@ -191,14 +214,24 @@ def _apply(
 
 
 async def _command(
-    runtime: TeleopRuntime, writer: asyncio.StreamWriter, ident: int, name: str
+    runtime: TeleopRuntime,
+    writer: asyncio.StreamWriter,
+    ident: int,
+    name: str,
+    logger: logging.Logger,
 ) -> None:
+    """Run one command of the worker's; answer with exactly one ``result`` frame.
+
+    ``None`` on success, else one line naming the command and the reason, whatever
+    was raised (a refusal, a bus error, a bug: that one is logged with its traceback).
+    """
     refusal: str | None = None
     try:
         await runtime.command(Command(name))
-    except (DriverError, ValueError, RuntimeError) as exc:
-        refusal = str(exc)
-    writer.write(pack(("result", ident, refusal)))
+    except Exception as exc:
+        refusal = report_failure(name, exc, logger)
+    if not writer.transport.is_closing():  # the worker is gone: nobody waits for it
+        writer.write(pack(("result", ident, refusal)))
 
 
 def _counters(data: Mapping[str, Any]) -> TeleopCounters:

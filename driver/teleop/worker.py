@@ -33,6 +33,8 @@ from hilbot.driver.teleop.messages import CommandName, Rejection, RejectReason
 FLUSH_INTERVAL_S = 0.001
 #: How often the worker reports its counters and link state [s].
 REPORT_INTERVAL_S = 0.1
+#: Why a command got no answer: the control process stopped (or died) first.
+CHANNEL_CLOSED = "the control process closed the teleop channel (it is stopping)"
 
 
 class CommandRefused(DriverError):
@@ -68,6 +70,7 @@ class RemoteRuntime:
         self._last_flush = 0.0
         self._ids = itertools.count(1)
         self._results: dict[int, asyncio.Future[str | None]] = {}
+        self._closed = False
 
     def _origin(self) -> tuple[str, int | None]:
         return self.bridge.current if self.bridge is not None else ("", None)
@@ -113,18 +116,36 @@ class RemoteRuntime:
             self._send_pending()
 
     async def command(self, command: Any) -> None:
-        """Ask the control process to run ``command``; raises :class:`CommandRefused`."""
+        """Ask the control process to run ``command``; raises :class:`CommandRefused`.
+
+        The control process answers every command with one ``result`` frame; should
+        the channel close first, :meth:`channel_closed` fails the wait, so it never
+        lasts longer than the control process does.
+        """
+        name = CommandName(command).value
+        if self._closed or self._writer.transport.is_closing():
+            raise CommandRefused(CHANNEL_CLOSED)
         ident = next(self._ids)
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._results[ident] = future
-        self._writer.write(pack(("command", ident, CommandName(command).value)))
+        self._writer.write(pack(("command", ident, name)))
         try:
-            await self._writer.drain()
+            try:
+                await self._writer.drain()
+            except ConnectionError:
+                raise CommandRefused(CHANNEL_CLOSED) from None
             refusal = await future
         finally:
             self._results.pop(ident, None)
         if refusal is not None:
             raise CommandRefused(refusal)
+
+    def channel_closed(self) -> None:
+        """The control process closed the channel: fail every command waiting for it."""
+        self._closed = True
+        for future in self._results.values():
+            if not future.done():
+                future.set_result(CHANNEL_CLOSED)
 
     def state(self) -> Mapping[str, Any]:
         """The newest ``state`` body from the control process."""
@@ -203,6 +224,7 @@ async def _serve(
         except (asyncio.IncompleteReadError, ConnectionError):
             # ConnectionError: a write to the closed channel failed first (BrokenPipeError).
             logger.info("the control process closed the teleop channel; stopping")
+        runtime.channel_closed()
         serving.cancel()
         reporter.cancel()
 

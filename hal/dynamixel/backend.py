@@ -320,10 +320,19 @@ class DynamixelBackend:
         """Reboot the servos of ``joints``: clears latched hardware errors; torque comes back off.
 
         Raises:
-            CommError: Protocol 1.0 (no reboot instruction), or a servo does not come back.
+            CommandError: the bus speaks Protocol 1.0, which has no reboot instruction;
+                nothing is sent.
+            CommError: a servo does not come back.
         """
         self._require_open()
-        slots = self.layout.servos_of(self._joints(joints))
+        names = self._joints(joints)
+        if self.spec.protocol == 1:
+            raise CommandError(
+                "Protocol 1.0 has no reboot instruction: power the servos off and on to "
+                "clear a latched hardware error",
+                joint=names[0] if names else "",
+            )
+        slots = self.layout.servos_of(names)
         await self._call("reboot", self._session.reboot, slots, timeout=self.io_timeout + 3.0)
 
     async def close(self) -> None:
