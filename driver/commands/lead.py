@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import sys
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -33,6 +34,7 @@ from hilbot.driver.commands.failures import (
 if TYPE_CHECKING:
     from hilbot.driver.calibration.apply import Calibrated
     from hilbot.driver.config import RobotConfig
+    from hilbot.driver.lead.rejections import FollowerRejections, Rejected
 
 STATUS_PERIOD = 0.25  # [s]
 
@@ -143,6 +145,7 @@ async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any) -> int:
     from hilbot.driver.backends import build_backend
     from hilbot.driver.calibration.apply import CalibrationMismatch
     from hilbot.driver.lead.leader import lead, prepare_leader
+    from hilbot.driver.lead.rejections import FollowerRejections
     from hilbot.driver.lead.session import follower as follower_session
     from hilbot.driver.teleop.publisher import TeleopPublisher
 
@@ -186,16 +189,20 @@ async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any) -> int:
         publisher = await stack.enter_async_context(
             TeleopPublisher(url, prefix, settings=follower.teleop, sender=f"lead-{leader.name}")
         )
+        status = Progress(1, enabled=not args.no_status and sys.stderr.isatty())
+        rejections = FollowerRejections(publisher, on_first=functools.partial(_warn, status))
         sent = [0]
 
         def count(_: float, __: dict[str, float]) -> None:
             sent[0] += 1
+            rejections.update(sent[0])
 
         started = time.monotonic()
         tasks = [asyncio.create_task(lead(lbackend, mapping, publisher, rate, on_publish=count))]
-        status = Progress(1, enabled=not args.no_status and sys.stderr.isatty())
         if status.enabled:
-            tasks.append(asyncio.create_task(_status(status, sent, runtime, mapping, started)))
+            tasks.append(
+                asyncio.create_task(_status(status, sent, runtime, mapping, rejections, started))
+            )
         try:
             await asyncio.wait(tasks, timeout=args.duration, return_when=asyncio.FIRST_EXCEPTION)
         finally:
@@ -203,11 +210,24 @@ async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any) -> int:
                 task.cancel()
             results = await asyncio.gather(*tasks, return_exceptions=True)
             status.close()
+        elapsed = time.monotonic() - started
         for result in results:
             if isinstance(result, Exception):
                 raise result
-        print(_summary(sent[0], time.monotonic() - started, runtime, mapping))
+        await rejections.settle(sent[0])  # the follower's word on the last targets too
+        print(_summary(sent[0], elapsed, runtime, mapping, rejections, final=True))
     return 0
+
+
+def _warn(status: Progress, rejected: Rejected) -> None:
+    """Say once, above the status line, that the follower rejects what the leader sends."""
+    status.clear_line()
+    print(
+        f"hilbot lead: the follower rejects the leader's targets ({rejected.reason}): "
+        f"{rejected.detail}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def tracking_error(runtime: Any, mapping: Any) -> float | None:
@@ -220,15 +240,37 @@ def tracking_error(runtime: Any, mapping: Any) -> float | None:
 
 
 async def _status(
-    line: Progress, sent: list[int], runtime: Any, mapping: Any, started: float
+    line: Progress,
+    sent: list[int],
+    runtime: Any,
+    mapping: Any,
+    rejections: FollowerRejections,
+    started: float,
 ) -> None:
     while True:
         await asyncio.sleep(STATUS_PERIOD)
-        line.show(_summary(sent[0], time.monotonic() - started, runtime, mapping))
+        line.show(_summary(sent[0], time.monotonic() - started, runtime, mapping, rejections))
 
 
-def _summary(sent: int, elapsed: float, runtime: Any, mapping: Any) -> str:
+def _summary(
+    sent: int,
+    elapsed: float,
+    runtime: Any,
+    mapping: Any,
+    rejections: FollowerRejections,
+    *,
+    final: bool = False,
+) -> str:
+    """``published N targets (R/s)``, the follower's rejections, the local follower's state.
+
+    The final line also names the first rejection's detail (the live line stays short).
+    """
     text = f"published {sent} targets ({sent / max(elapsed, 1e-9):.0f}/s)"
+    rejected = rejections.count(sent)
+    if rejected:
+        text += f", {rejected} rejected by the follower"
+        if final and rejections.first is not None:
+            text += f": {rejections.first.detail}"
     if runtime is None:
         return text
     state = runtime.state()
