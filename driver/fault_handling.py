@@ -272,13 +272,21 @@ class FaultHandler:
         self._hold = self._hold_goal()
         self._hold_pending = True
 
-    async def estop(self) -> None:
+    async def estop(self, *, in_effect: bool = False) -> None:
         """The e-stop's safe state (the mode machine latched it): the hold goal, or torque off.
 
         ``safety.estop_action`` ``hold``: goal := present, clipped to the limits, which the
         runtime writes every cycle while e-stopped. ``torque_off``: torque goes off now; if
         the backend refuses it, it is retried every cycle (nothing more is written).
+
+        ``in_effect``: the robot was e-stopped already. Its safe state stays as it is (the
+        same hold goal; torque off, or its torque off retried every cycle), with no bus
+        traffic: a flood of e-stops costs the loop nothing.
         """
+        if in_effect and (
+            self._hold is not None or self._safety.estop_action is EstopAction.TORQUE_OFF
+        ):
+            return
         self._hold_pending = False
         if self._safety.estop_action is EstopAction.TORQUE_OFF:
             self._hold = None

@@ -26,6 +26,7 @@ import asyncio
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
@@ -53,6 +54,10 @@ SHUTDOWN_TORQUE_TRIES = 3  # torque-off attempts at shutdown before giving up
 #: What a command may fail with and leave the runtime as it was (refused, or a bus error
 #: the command's caller hears of); anything else is an internal fault.
 EXPECTED_COMMAND_ERRORS = (DriverError, *BUS_ERRORS)
+#: Commands run between two cycles, at most; more wait for the next cycles, so a flood of
+#: commands never starves the loop. An e-stop is never one of those that wait: every
+#: command queued up to the last e-stop runs before the next cycle.
+COMMANDS_PER_CYCLE = 4
 
 CycleListener = Callable[[CycleRecord], None]
 
@@ -152,7 +157,10 @@ class Runtime:
         self._possible: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
         self._listeners: list[CycleListener] = []
         self._record = CycleRecord(desired=np.zeros(n), command=np.zeros(n))
-        self._queue: asyncio.Queue[tuple[Command, asyncio.Future[None]]] = asyncio.Queue()
+        # commands waiting for the loop, each with the futures of its callers (an e-stop
+        # queued behind another one joins it); how many of them are e-stops
+        self._queue: deque[tuple[Command, list[asyncio.Future[None]]]] = deque()
+        self._estops_queued = 0
         self._cycle_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
         self._entered = False
@@ -307,6 +315,10 @@ class Runtime:
     async def command(self, cmd: Command | str) -> None:
         """Run a lifecycle command between two cycles and wait for it to finish.
 
+        An e-stop takes effect before the next cycle. One sent while the last command
+        queued is an e-stop joins it (it is one e-stop, however many ask); one sent
+        while the e-stop is in effect changes nothing and costs no bus traffic.
+
         Raises:
             RuntimeStateError: the command is not allowed in the current mode.
             LimitViolation: ``enable`` while a joint is far outside its limits.
@@ -316,7 +328,12 @@ class Runtime:
         if self._task is None or self._task.done():
             raise RuntimeError("the runtime is not running")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        await self._queue.put((cmd, done))
+        queue = self._queue
+        if cmd is Command.ESTOP and queue and queue[-1][0] is Command.ESTOP:
+            queue[-1][1].append(done)
+        else:
+            queue.append((cmd, [done]))
+            self._estops_queued += cmd is Command.ESTOP
         await done
 
     def state(self) -> RuntimeState:
@@ -381,8 +398,8 @@ class Runtime:
             cycles = self.stats.cycles
             try:
                 self.stats.overruns += tick.skipped
-                while not self._queue.empty():
-                    await self._run_command(*self._queue.get_nowait())
+                if self._queue:
+                    await self._run_queued()
                 await self._cycle(tick.deadline, tick.woke)
             except Exception as err:
                 self._faults.internal_fault("control loop", err)
@@ -391,6 +408,15 @@ class Runtime:
             self._wake_waiters()
             if pacer is not None:
                 pacer.idle(tick.deadline + period - clock())
+
+    async def _run_queued(self) -> None:
+        """Run up to ``COMMANDS_PER_CYCLE`` queued commands, and always up to the last e-stop."""
+        queue, ran = self._queue, 0
+        while queue and (ran < COMMANDS_PER_CYCLE or self._estops_queued):
+            cmd, waiters = queue.popleft()
+            self._estops_queued -= cmd is Command.ESTOP
+            await self._run_command(cmd, waiters)
+            ran += 1
 
     async def _cycle(self, deadline: float, woke: float) -> None:
         clock = self._clock
@@ -609,13 +635,15 @@ class Runtime:
             if not fut.done():
                 fut.set_exception(err)
         self._cycle_waiters = []
-        while not self._queue.empty():
-            _, fut = self._queue.get_nowait()
-            if not fut.done():
-                fut.set_exception(err)
+        while self._queue:
+            _, waiters = self._queue.popleft()
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_exception(err)
+        self._estops_queued = 0
 
     # -- commands -----------------------------------------------------------------------------
-    async def _run_command(self, cmd: Command, done: asyncio.Future[None]) -> None:
+    async def _run_command(self, cmd: Command, waiters: list[asyncio.Future[None]]) -> None:
         handler = {
             Command.ENABLE: self._enable,
             Command.DISABLE: self._disable,
@@ -629,12 +657,14 @@ class Runtime:
         except Exception as err:
             if not isinstance(err, EXPECTED_COMMAND_ERRORS):
                 self._faults.internal_fault(f"command {cmd.value}", err)
-            if not done.done():
-                done.set_exception(err)
+            for done in waiters:
+                if not done.done():
+                    done.set_exception(err)
             return
         self._log.info("command %s done; mode %s", cmd.value, self._modes.mode.value)
-        if not done.done():
-            done.set_result(None)
+        for done in waiters:
+            if not done.done():
+                done.set_result(None)
 
     async def _enable(self) -> None:
         if self._modes.mode is Mode.ARMED:
@@ -701,12 +731,14 @@ class Runtime:
         self._home = None
 
     async def _estop(self) -> None:
+        in_effect = self._modes.mode is Mode.ESTOPPED
         self._modes.estop()
         self._targets.clear()
         self._home = None
         # hold: goal := present from now on; torque_off: latched first, then torque off,
-        # retried every cycle if the backend refuses it (nothing more is written).
-        await self._faults.estop()
+        # retried every cycle if the backend refuses it (nothing more is written). An
+        # e-stop in effect already keeps its hold goal and its torque off: no bus traffic.
+        await self._faults.estop(in_effect=in_effect)
 
     async def _reset(self) -> None:
         mode = self._modes.mode

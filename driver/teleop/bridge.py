@@ -197,6 +197,11 @@ class TeleopBridge:
         self._errors_ready = asyncio.Event()
         self._commands: asyncio.Queue[CommandMessage] = asyncio.Queue(COMMAND_QUEUE)
         self._background: set[asyncio.Task[None]] = set()
+        # The e-stop in flight (see _estop): one task runs it, and one more after it for
+        # every e-stop that arrived once it had gone out, however many did.
+        self._estop_running = False
+        self._estop_sent = False
+        self._estop_again: CommandMessage | None = None
         self._queue_type = dispatching_queue(self.handle)
         #: (topic, seq) of the message being dispatched, for runtimes that report later.
         self.current: tuple[str, int | None] = ("", None)
@@ -459,7 +464,7 @@ class TeleopBridge:
                 case JointTarget():
                     self.runtime.set_joint_targets(message.positions)
                 case CommandMessage(command=CommandName.ESTOP):
-                    self._spawn(self._run_command(message), "teleop-estop")
+                    self._estop(message)
                 case CommandMessage() if not self.settings.command_allowed(message.command):
                     raise MessageRejected(self._not_allowed(topic, message))
                 case CommandMessage():
@@ -492,6 +497,34 @@ class TeleopBridge:
         task = asyncio.get_running_loop().create_task(coroutine, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    def _estop(self, message: CommandMessage) -> None:
+        """Run an e-stop at once, or fold it into the one in flight.
+
+        A flood of e-stops costs one task and at most two runtime commands at a time,
+        never one each. One that arrives before the e-stop in flight has gone out to
+        the runtime is covered by it; one that arrives later is followed by one more
+        e-stop once that one is done (so an e-stop always comes after a ``reset`` that
+        came before it). An e-stop already in effect costs the runtime no bus traffic.
+        """
+        if not self._estop_running:
+            self._estop_running = True
+            self._estop_sent = False
+            self._spawn(self._run_estops(message), "teleop-estop")
+        elif self._estop_sent:
+            self._estop_again = message
+
+    async def _run_estops(self, message: CommandMessage) -> None:
+        following: CommandMessage | None = message
+        try:
+            while following is not None:
+                self._estop_again = None
+                self._estop_sent = True  # _run_command hands it to the runtime without a pause
+                await self._run_command(following)
+                following = self._estop_again
+        finally:
+            self._estop_running = False
+            self._estop_again = None
 
     async def _run_commands(self) -> None:
         while True:
