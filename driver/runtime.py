@@ -62,6 +62,17 @@ COMMANDS_PER_CYCLE = 4
 CycleListener = Callable[[CycleRecord], None]
 
 
+class _IkProblem:
+    """An IK problem of one chain that was reported: its kind, recurrences, the newest."""
+
+    __slots__ = ("kind", "last", "repeats")
+
+    def __init__(self, kind: tuple[str, str], first: Exception) -> None:
+        self.kind = kind
+        self.last = first
+        self.repeats = 0
+
+
 class Runtime:
     """Runs one robot: the control loop, the safety layer and the lifecycle.
 
@@ -152,6 +163,8 @@ class Runtime:
             drop_targets=self._drop_targets,
         )
         self._watchdog_tripped = False
+        # chain -> the IK problems reported since it last solved, by kind
+        self._ik_problems: dict[str, dict[tuple[str, str], _IkProblem]] = {}
         # (lo, hi) box of the goals that may be on the bus after writes that raised (a write
         # that raised may still have gone out); None: the last command is what is on the bus.
         self._possible: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
@@ -548,12 +561,9 @@ class Runtime:
             rec.ik[name] = result
             if isinstance(result, Exception):
                 self.stats.ik_failures += 1
-                message = f"chain {name}: {result}"
-                if message != runner.last_error:  # report each new problem once, not per cycle
-                    runner.last_error = message
-                    self._faults.report(FaultKind.IK, None, message, active=False)
+                self._ik_failed(runner, result)
             else:
-                runner.last_error = None
+                self._ik_solved(runner)
             if values is not None:
                 desired[runner.indices] = values
         if stale and not self._watchdog_tripped:
@@ -561,6 +571,41 @@ class Runtime:
             self._log.warning("watchdog: no fresh target for %.3f s, holding", timeout)
         self._watchdog_tripped = stale
         return desired
+
+    def _ik_failed(self, runner: ChainRunner, err: Exception) -> None:
+        """Report a chain's IK problem once, not per cycle nor per target.
+
+        Problems are told apart by their kind (the error type and solver status), not by
+        their numbers: a stream of unreachable targets, each a little further off, is one
+        problem, logged (and kept in the fault log) once until the chain solves again,
+        even if another kind comes and goes meanwhile (each kind is reported once). How
+        often each recurred is logged when the chain solves again.
+        """
+        kind = (type(err).__name__, str(getattr(err, "status", "")))
+        problems = self._ik_problems.setdefault(runner.name, {})
+        problem = problems.get(kind)
+        if problem is not None:
+            problem.repeats += 1
+            problem.last = err
+            return
+        problems[kind] = _IkProblem(kind, err)
+        runner.last_error = f"chain {runner.name}: {err}"
+        self._faults.report(FaultKind.IK, None, runner.last_error, active=False)
+
+    def _ik_solved(self, runner: ChainRunner) -> None:
+        """The chain solved: say how often each problem since its last solve recurred."""
+        runner.last_error = None
+        problems = self._ik_problems.pop(runner.name, None)
+        for problem in (problems or {}).values():
+            if problem.repeats:
+                self._log.warning(
+                    "fault (ik): chain %s: the same problem (%s) %d more time%s; the last: %s",
+                    runner.name,
+                    problem.kind[0],
+                    problem.repeats,
+                    "" if problem.repeats == 1 else "s",
+                    problem.last,
+                )
 
     async def _read(self) -> JointState | None:
         try:
