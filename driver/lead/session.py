@@ -45,7 +45,10 @@ async def follower(
             serve(runtime, settings, None, robot_name=config.name, ready=ready), name="teleop"
         )
         try:
-            done, _ = await asyncio.wait({task, ready}, timeout=timeout)
+            # The first to finish: the broker's ready (the usual case), or its task failing.
+            done, _ = await asyncio.wait(
+                {task, ready}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
             if task in done:
                 task.result()  # the broker failed: its error
             if ready not in done:

@@ -208,3 +208,24 @@ def test_hilbot_lead_demo_wave_runs_unattended(leader: str, tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     assert "published" in done.stdout and "follower armed" in done.stdout
     assert "Traceback" not in done.stderr
+
+
+async def test_the_follower_is_ready_as_soon_as_its_broker_is() -> None:
+    """``follower()`` yields once the broker is up, not when its wait would time out.
+
+    It waited for the serve task too, which never ends: every ``hilbot lead`` without
+    ``--mqtt`` sat out the whole 30 s timeout before arming the follower. With a timeout
+    of an hour, the old wait would never have returned in this test.
+    """
+    config = load_config("koch_v1_1_follower")
+
+    async def enter() -> str:
+        async with (
+            build_backend(config, "sim") as backend,
+            follower(config, backend, timeout=3600.0) as (runtime, url),
+        ):
+            assert runtime.state().mode.value == "armed"
+            return str(url)
+
+    url = await asyncio.wait_for(enter(), timeout=120.0)  # idle: about 1 s
+    assert url.startswith("mqtt://")
