@@ -28,10 +28,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "teleop": ("hilbot.driver.commands.teleop", "publish teleop targets over MQTT"),
     "bench": ("hilbot.driver.commands.bench", "run bench scenarios and write a report"),
     "replay": ("hilbot.driver.commands.replay", "replay a recorded run against the simulator"),
-    "scan": ("hilbot.driver.commands.scan", "list the Dynamixel servos on a port"),
+    "scan": ("hilbot.driver.commands.scan", "list the Dynamixel or Feetech servos on a port"),
     "servo": ("hilbot.driver.commands.servo", "change a servo's id or baud rate safely"),
     "doctor": ("hilbot.driver.commands.doctor", "check a robot's bus set-up and timing budget"),
-    "sim-bus": ("hilbot.driver.commands.sim_bus", "serve a virtual Dynamixel bus on a pty"),
+    "sim-bus": (
+        "hilbot.driver.commands.sim_bus",
+        "serve a virtual Dynamixel or Feetech bus on a pty",
+    ),
     "calibrate": (
         "hilbot.driver.commands.calibrate",
         "calibrate an arm: offsets, ranges, directions",
@@ -65,7 +68,7 @@ def build_parser(*, load: str | None = None) -> argparse.ArgumentParser:
     """
     parser = _Parser(
         prog="hilbot",
-        description="hilbot: drive Dynamixel arms, teleoperate them over MQTT, "
+        description="hilbot: drive Dynamixel and Feetech arms, teleoperate them over MQTT, "
         "and bench-test them against a simulator.",
     )
     parser.add_argument("--version", action="version", version=f"hilbot {__version__}")

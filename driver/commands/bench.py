@@ -2,8 +2,8 @@
 
 Runs the scenario's steps (joint sweeps, Cartesian lines and circles, step
 responses, recorded teleop, injected faults) on the simulator, the virtual
-Dynamixel bus or real hardware, and writes into --out: recording.npz (replay it
-with ``hilbot replay``), summary.json, joints.png, end_effector.png, lateness.png
+Dynamixel or Feetech buses or real hardware, and writes into --out: recording.npz
+(replay it with ``hilbot replay``), summary.json, joints.png, end_effector.png, lateness.png
 and overview.png. Exits 1 when a threshold of the scenario is missed, so the
 command can gate a CI job; 2 on bad input; 3 when the run itself failed (e.g. a
 bus that does not answer).

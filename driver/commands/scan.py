@@ -1,7 +1,8 @@
-"""List the Dynamixel servos on a serial port: id, model, firmware, baud rate, protocol.
+"""List the Dynamixel or Feetech servos on a serial port: id, model, firmware, baud, protocol.
 
-Protocol 2.0 is scanned with one broadcast ping per baud rate; Protocol 1.0 has no
-broadcast ping, so each id is pinged (a second or two per baud rate).
+Dynamixel Protocol 2.0 is scanned with one broadcast ping per baud rate; Protocol 1.0
+has no broadcast ping, so each id is pinged (a second or two per baud rate), and so is
+each id of a Feetech bus (``--family feetech``).
 
 Example: hilbot scan --port /dev/ttyUSB0 --baud 57600,1000000 --protocol 2
 
