@@ -380,6 +380,8 @@ async def virtual_buses(
 
     import yaml
 
+    from hilbot.driver.commands.sim_bus import OWNED_DIR_ENV, PARENT_ENV
+
     data = config.model_dump(mode="json", exclude={"teleop"})
     with tempfile.TemporaryDirectory(prefix="hilbot-vbus-") as tmp:
         path = os.path.join(tmp, f"{config.name}.yaml")
@@ -395,6 +397,9 @@ async def virtual_buses(
             *extra_args,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            # It watches this process: killed outright (kill -9), we cannot end it, so it
+            # ends itself and removes its config's folder (no orphan bus left behind).
+            env={**os.environ, PARENT_ENV: str(os.getpid()), OWNED_DIR_ENV: tmp},
             # Its own process group: Ctrl+C at a terminal signals the foreground group, and
             # the virtual servos must outlive it until the runtime has turned torque off
             # (the ``finally`` below ends the child).

@@ -12,9 +12,11 @@ import argparse
 import contextlib
 import math
 import os
+import shutil
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -295,15 +297,39 @@ def _link(link: Path, port: str) -> None:
     os.symlink(port, link)
 
 
+#: Set by the process that starts a virtual bus for itself (``hilbot run --backend
+#: virtual``): its pid, and the temporary folder of the bus's config, which is removed
+#: if that process dies without ending the bus (``kill -9``), so no orphan stays behind.
+PARENT_ENV = "HILBOT_SIM_BUS_PARENT"
+OWNED_DIR_ENV = "HILBOT_SIM_BUS_OWNED_DIR"
+_PARENT_POLL_S = 0.5
+
+
 def _wait(duration: float | None) -> None:
     stop = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
+    parent = int(os.environ[PARENT_ENV]) if os.environ.get(PARENT_ENV, "").isdigit() else None
+    deadline = None if duration is None else time.monotonic() + duration
     previous = signal.signal(signal.SIGTERM, handler)
     try:
-        stop.wait(duration)
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            step = left if parent is None else min(_PARENT_POLL_S, left or _PARENT_POLL_S)
+            if stop.wait(step):
+                return
+            if parent is not None and os.getppid() != parent:
+                owned = os.environ.get(OWNED_DIR_ENV)
+                if owned and os.path.basename(owned).startswith("hilbot-vbus-"):
+                    shutil.rmtree(owned, ignore_errors=True)
+                with contextlib.suppress(OSError):  # stderr may be a pipe to the dead parent
+                    print("hilbot sim-bus: the process that started it is gone; stopping",
+                          file=sys.stderr, flush=True)  # fmt: skip
+                return
     except KeyboardInterrupt:
         pass
     finally:
