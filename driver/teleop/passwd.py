@@ -1,6 +1,11 @@
 """Add a login to a password file for the embedded broker: ``python -m ...teleop.passwd``.
 
     python -m hilbot.driver.teleop.passwd FILE USER   # asks for the password twice
+    echo PASSWORD | python -m hilbot.driver.teleop.passwd FILE USER --stdin
+
+Exits 0 when the login is written; 1 when no password came (Ctrl+D at the prompt, or no
+terminal to ask on: use --stdin); 2 on bad input (the passwords differ, a bad user name,
+an empty password, a file that cannot be written); 130 on Ctrl+C.
 
 Each line of FILE is ``user:hash`` with an argon2 hash (what amqtt's
 FileAuthPlugin checks); a line for USER already there is replaced. Set
@@ -14,6 +19,7 @@ import argparse
 import getpass
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -43,6 +49,13 @@ def add_user(path: Path, user: str, password: str) -> None:
         out.write("\n".join(kept) + "\n")
 
 
+#: The exit code of a run ended by Ctrl+C, as a shell reports a SIGINT (128 + 2).
+EXIT_INTERRUPTED = 130
+#: The exit code of a prompt that got no password (Ctrl+D, no terminal) or bad input.
+EXIT_NO_PASSWORD = 1
+EXIT_BAD_INPUT = 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m hilbot.driver.teleop.passwd")
@@ -52,19 +65,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--stdin", action="store_true", help="read the password from the first line of stdin"
     )
     args = parser.parse_args(argv)
-    if args.stdin:
-        password = sys.stdin.readline().rstrip("\n")
-    else:
-        password = getpass.getpass(f"password for {args.user}: ")
-        if getpass.getpass("again: ") != password:
-            print("the passwords differ", file=sys.stderr)
-            return 2
     try:
+        password = _read_password(args.user, from_stdin=args.stdin)
+        if password is None:
+            return EXIT_BAD_INPUT
         add_user(args.file, args.user, password)
+    except KeyboardInterrupt:
+        _fail("interrupted; nothing written", after_prompt=True)
+        return EXIT_INTERRUPTED
+    except EOFError:
+        _fail("the input ended at the password prompt; nothing written", after_prompt=True)
+        return EXIT_NO_PASSWORD
+    except getpass.GetPassWarning:
+        _fail(
+            "no terminal to ask the password on (stdin is not one); nothing written. "
+            "Give it on stdin instead: echo PASSWORD | python -m hilbot.driver.teleop.passwd "
+            f"{args.file} {args.user} --stdin"
+        )
+        return EXIT_NO_PASSWORD
     except (ValueError, OSError) as exc:
-        print(f"passwd: {exc}", file=sys.stderr)
-        return 2
+        _fail(str(exc))
+        return EXIT_BAD_INPUT
     return 0
+
+
+def _read_password(user: str, *, from_stdin: bool) -> str | None:
+    """The password, from stdin or asked twice at the terminal; ``None`` if they differ.
+
+    Raises:
+        getpass.GetPassWarning: there is no terminal to ask on without echoing the password
+            (getpass would read it, visibly, from stdin).
+    """
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", getpass.GetPassWarning)
+        password = getpass.getpass(f"password for {user}: ")
+        again = getpass.getpass("again: ")
+    if again != password:
+        _fail("the passwords differ; nothing written")
+        return None
+    return password
+
+
+def _fail(message: str, *, after_prompt: bool = False) -> None:
+    """One line on stderr; on a line of its own after a prompt left unfinished."""
+    if after_prompt and sys.stderr.isatty():
+        print(file=sys.stderr)
+    print(f"passwd: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":
