@@ -1,9 +1,9 @@
 """Serve a virtual Dynamixel (or Feetech) bus on a pseudo-terminal until stopped.
 
 Each bus of the robot config (or the servos given with --servo) gets a pty that
-speaks the real Dynamixel protocol, with each model's control table and a servo
-dynamics model behind every id. Open the printed port with the real backend or
-dynamixel-sdk like a U2D2. Ctrl+C stops it.
+speaks its family's real protocol (Dynamixel, or Feetech STS/SCS), with each model's
+control table and a servo dynamics model behind every id. Open the printed port with
+the real backend or the vendor's SDK like a USB adapter. Ctrl+C stops it.
 """
 
 from __future__ import annotations
