@@ -253,10 +253,12 @@ class FaultHandler:
         """Disarm after a fault: mode faulted, targets dropped, torque off at the next cycle."""
         self._modes.fault()
         self._drop_targets()
-        self._torque_off_pending = self._modes.mode is Mode.FAULTED
-        if self._torque_off_pending:
+        if self._modes.mode is Mode.FAULTED:
+            self._torque_off_pending = True
             self._hold_pending = False
             self._hold = None
+        # Else a latched e-stop keeps its own safe state, a torque-off still being
+        # retried included (it was cleared here, and a refused torque-off then stopped).
 
     def enter_safe_state(self) -> None:
         """Fault into ``safety.estop_action``'s safe state: the hold goal, or torque off."""

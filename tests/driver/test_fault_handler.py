@@ -112,3 +112,13 @@ async def test_the_safe_state_flags_cannot_be_set_from_outside(kit: Any, field: 
     k = await kit(EstopAction.HOLD)
     with pytest.raises(AttributeError):
         setattr(k.handler, field, None)
+
+
+async def test_a_fault_while_estopped_keeps_a_pending_torque_off(kit: Any) -> None:
+    """A refused e-stop torque-off is retried every cycle: a bus fault must not end that."""
+    k = await kit(EstopAction.TORQUE_OFF)
+    k.modes.estop()
+    k.handler.torque_must_go_off()  # the e-stop's torque-off was refused: retried each cycle
+    k.handler.fault()  # then the bus faults; the latched e-stop keeps its mode
+    assert k.modes.mode is Mode.ESTOPPED
+    assert k.handler.torque_off_pending
