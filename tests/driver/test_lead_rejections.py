@@ -149,8 +149,11 @@ async def test_lead_over_a_broker_reports_the_followers_rejections(
     )
     assert done.returncode == 0, done.stderr
     summary = _check_rejected(done)
-    # The count is the follower's own counter, not the error topic's 50 a second.
-    assert int(summary[2]) == await _rejected_total(follower_url) - before, done.stdout
+    # The count is the follower's own counter, not the error topic's 50 a second. lead
+    # reads it once the counter has rested; on a loaded machine a last target or two
+    # can be counted after that read (590 of 591 was seen with CPU hogs).
+    actual = await _rejected_total(follower_url) - before
+    assert 0.95 * actual <= int(summary[2]) <= actual, done.stdout
 
 
 def test_a_good_leader_after_a_bad_one_sees_no_rejection(

@@ -66,6 +66,7 @@ class Chromium:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its helper processes too end with it (close)
         )
         self._page = self._connect(profile / "DevToolsActivePort")
         self._next_id = 0
@@ -114,17 +115,22 @@ class Chromium:
 
     def close(self) -> None:
         self._page.close()
-        self._proc.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGTERM)  # the browser and its helpers
         try:
             self._proc.wait(10)
         except subprocess.TimeoutExpired:
-            self._proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
             self._proc.wait()
 
 
 @contextlib.contextmanager
 def chromium(url: str) -> Iterator[Chromium]:
-    with tempfile.TemporaryDirectory(prefix="hilbot-chromium-") as profile:
+    # Chromium's helper processes may still write to the profile as it is removed.
+    with tempfile.TemporaryDirectory(
+        prefix="hilbot-chromium-", ignore_cleanup_errors=True
+    ) as profile:
         browser = Chromium(url, Path(profile))
         try:
             yield browser
