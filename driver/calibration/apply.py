@@ -8,11 +8,16 @@ compares the first reading with the recorded ranges: a joint far outside (a mult
 wrap, a horn put back on another spline) means the calibration is stale, and the run is
 refused before anything moves. :func:`load_calibrated` and :class:`Calibrated` put the
 two together for a command (``hilbot run``, ``hilbot lead``): find and apply the file,
-then check the first reading before anything is enabled.
+then check the first reading before anything is enabled. A virtual arm's calibration
+records the assembly errors its virtual servos had (:attr:`Calibrated.mounts`): the
+virtual bus is rebuilt with them unless the command is given its own ``--mount``.
 """
 
 from __future__ import annotations
 
+import logging
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +32,8 @@ from hilbot.hal.calibration import Calibration
 #: goal at a limit never rounds past a servo limit ``--write-servos`` put at the same place.
 LIMIT_INSET = 0.005
 
+log = logging.getLogger("hilbot.driver.calibration")
+
 
 class CalibrationRequired(DriverError):
     """The config says ``calibration: required`` and there is no calibration file."""
@@ -36,15 +43,40 @@ class CalibrationMismatch(DriverError):
     """A calibration that does not fit the config, or no longer fits the arm."""
 
 
-def calibrate_command(config: RobotConfig, backend: str) -> str:
-    """The command that calibrates this robot on this backend."""
+def calibrate_command(
+    config: RobotConfig, backend: str, source: str | None = None, port: str | None = None
+) -> str:
+    """The command that calibrates this robot on this backend, writing the file it looks for.
+
+    Args:
+        config: the robot's config.
+        backend: the backend the calibration is for (``virtual``: the ``--demo``).
+        source: the config as the user named it (a YAML path; default ``config.name``).
+        port: the ``--port`` the user gave, if any (the file is named after the port).
+    """
+    words = ["hilbot", "calibrate", shlex.quote(source or config.name)]
     if backend == "virtual":
-        return f"hilbot calibrate {config.name} --backend virtual --demo"
-    return f"hilbot calibrate {config.name}"
+        return " ".join([*words, "--backend", "virtual", "--demo"])
+    if port is not None:
+        words += ["--port", shlex.quote(port)]
+    return " ".join(words)
 
 
 def find(config: RobotConfig, backend: str, explicit: Path | None = None) -> Calibration | None:
     """The calibration ``hilbot run`` applies: ``explicit``, else the robot's default file.
+
+    Raises:
+        CalibrationRequired: none found and the config requires one.
+        CalibrationFileError: the file is unreadable or malformed.
+    """
+    saved = _find(config, backend, explicit, calibrate_command(config, backend))
+    return None if saved is None else saved.calibration
+
+
+def _find(
+    config: RobotConfig, backend: str, explicit: Path | None, command: str
+) -> files.Saved | None:
+    """The calibration file :func:`find` reads, with the assembly it records.
 
     The simulator (``backend == "sim"``) has no assembly to calibrate: only an explicit
     file applies there.
@@ -54,23 +86,26 @@ def find(config: RobotConfig, backend: str, explicit: Path | None = None) -> Cal
         CalibrationFileError: the file is unreadable or malformed.
     """
     if explicit is not None:
-        return files.load(explicit)
+        return files.read(explicit)
     if backend == "sim":
         return None
     path = files.default_path(config.name, config.buses[0].port, virtual=backend == "virtual")
     if path.is_file():
-        return files.load(path)
+        return files.read(path)
     if config.calibration.required:
         raise CalibrationRequired(
             f"{config.name} must be calibrated before it runs (calibration: required) and "
-            f"{path} does not exist: run `{calibrate_command(config, backend)}` (or give "
-            "--calibration FILE)"
+            f"{path} does not exist: run `{command}` (or give --calibration FILE)"
         )
     return None
 
 
-def calibrated_config(config: RobotConfig, calibration: Calibration) -> RobotConfig:
+def calibrated_config(
+    config: RobotConfig, calibration: Calibration, command: str | None = None
+) -> RobotConfig:
     """``config`` with the calibration's offsets, directions and ranges.
+
+    ``command`` is the calibrate command a hint names (default: the robot's, on hardware).
 
     Raises:
         CalibrationMismatch: the calibration is of another robot, misses a joint, or
@@ -84,7 +119,7 @@ def calibrated_config(config: RobotConfig, calibration: Calibration) -> RobotCon
     if missing:
         raise CalibrationMismatch(
             f"the calibration has no {', '.join(missing)}: calibrate again "
-            f"(`{calibrate_command(config, 'hardware')}`)"
+            f"(`{command or calibrate_command(config, 'hardware')}`)"
         )
     servos = []
     for servo in config.servos:
@@ -131,9 +166,15 @@ def stale_joints(state: JointState, calibration: Calibration, margin: float) -> 
 
 
 def check_fresh(
-    state: JointState, calibration: Calibration, config: RobotConfig, backend: str
+    state: JointState,
+    calibration: Calibration,
+    config: RobotConfig,
+    backend: str,
+    command: str | None = None,
 ) -> None:
     """Refuse a stale calibration before anything moves.
+
+    ``command`` is the calibrate command the refusal names (default: the robot's).
 
     Raises:
         CalibrationMismatch: naming each joint out of range and the command to run.
@@ -143,7 +184,7 @@ def check_fresh(
         raise CalibrationMismatch(
             "the calibration no longer matches the arm (a multi-turn wrap, or a horn "
             f"re-assembled?): {'; '.join(stale)}. Nothing was enabled; run "
-            f"`{calibrate_command(config, backend)}` again"
+            f"`{command or calibrate_command(config, backend)}` again"
         )
 
 
@@ -156,12 +197,17 @@ class Calibrated:
         calibration: the calibration applied, or ``None``.
         bus_config: the uncalibrated config (virtual buses are built from it).
         backend: the backend kind the calibration was found for.
+        command: the calibrate command the hints name.
+        mounts: the ``--mount`` the virtual arm was assembled with when it was calibrated
+            (``--backend virtual`` only; else ``()``).
     """
 
     config: RobotConfig
     calibration: Calibration | None
     bus_config: RobotConfig
     backend: str
+    command: str = ""
+    mounts: tuple[str, ...] = ()
 
     def backend_options(self) -> dict[str, Any]:
         """The ``build_backend`` options that go with it: the buses' uncalibrated config."""
@@ -174,18 +220,52 @@ class Calibrated:
             CalibrationMismatch: naming each joint out of range and the command to run.
         """
         if self.calibration is not None:
-            check_fresh(state, self.calibration, self.config, self.backend)
+            check_fresh(state, self.calibration, self.config, self.backend, self.command or None)
+
+    def mount_args(self, explicit: Sequence[str] = ()) -> list[str]:
+        """The ``hilbot sim-bus`` ``--mount`` options of the virtual bus.
+
+        ``explicit`` (the user's ``--mount``) wins; without it, the virtual arm is assembled
+        as it was calibrated (said in one info line).
+        """
+        mounts = tuple(explicit) or self.mounts
+        if mounts and not explicit:
+            log.info("virtual arm assembled as calibrated: %s", _mount_words(mounts))
+        return [word for mount in mounts for word in ("--mount", mount)]
 
 
-def load_calibrated(config: RobotConfig, backend: str, explicit: Path | None = None) -> Calibrated:
+def _mount_words(mounts: Sequence[str]) -> str:
+    return " ".join(f"--mount {m}" for m in mounts)
+
+
+def load_calibrated(
+    config: RobotConfig,
+    backend: str,
+    explicit: Path | None = None,
+    *,
+    source: str | None = None,
+    port: str | None = None,
+) -> Calibrated:
     """``config`` with the calibration :func:`find` gives (``explicit``, or the robot's file).
+
+    ``source`` (the config as the user named it) and ``port`` (the ``--port`` given, if
+    any) go into the calibrate command the hints name.
 
     Raises:
         CalibrationRequired: none found and the config requires one.
         CalibrationFileError: the file is unreadable or malformed.
         CalibrationMismatch: the calibration does not fit the config.
     """
-    calibration = find(config, backend, explicit)
-    if calibration is None:
-        return Calibrated(config, None, config, backend)
-    return Calibrated(calibrated_config(config, calibration), calibration, config, backend)
+    command = calibrate_command(config, backend, source, port)
+    saved = _find(config, backend, explicit, command)
+    if saved is None:
+        return Calibrated(config, None, config, backend, command)
+    mounts = saved.mounts if backend == "virtual" else ()
+    return Calibrated(
+        calibrated_config(config, saved.calibration, command),
+        saved.calibration,
+        config,
+        backend,
+        command,
+        mounts,
+    )

@@ -4,13 +4,19 @@ The port key is the adapter's serial number where the system names one
 (``/dev/serial/by-id/usb-..._<serial>-if00``, so a re-plugged adapter that gets another
 ``ttyACM`` keeps its calibration), else the port's file name; virtual buses use
 ``virtual``, since their ptys change every run.
+
+A virtual arm's file also records the assembly errors its virtual servos were built with
+(``virtual_mounts``, the ``--mount`` of ``hilbot calibrate --demo``): that is the virtual
+arm's assembly, which ``hilbot run`` and ``hilbot lead`` rebuild it with.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -18,6 +24,8 @@ from hilbot.driver.errors import DriverError
 from hilbot.hal.calibration import Calibration, CalibrationDataError
 
 BY_ID = Path("/dev/serial/by-id")
+#: The key of a virtual arm's assembly errors in its calibration file.
+MOUNTS_KEY = "virtual_mounts"
 
 
 class CalibrationFileError(DriverError):
@@ -51,14 +59,27 @@ def default_path(robot: str, port: str, *, virtual: bool = False) -> Path:
     return config_home() / "calibration" / f"{robot}-{port_key(port, virtual=virtual)}.yaml"
 
 
-def save(calibration: Calibration, path: Path) -> Path:
-    """Write ``calibration`` as YAML (folders created); returns ``path``."""
+class Saved(NamedTuple):
+    """A calibration file's content: the calibration, and a virtual arm's assembly."""
+
+    calibration: Calibration
+    #: The ``--mount ID:DEG[:reversed]`` the virtual arm was assembled with; () for others.
+    mounts: tuple[str, ...] = ()
+
+
+def save(calibration: Calibration, path: Path, *, mounts: Sequence[str] = ()) -> Path:
+    """Write ``calibration`` as YAML (folders created); returns ``path``.
+
+    ``mounts`` are the assembly errors of the virtual arm it was measured on, if it was.
+    """
+    data = calibration.to_data()
+    if mounts:
+        data[MOUNTS_KEY] = list(mounts)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(
             f"# hilbot calibration of {calibration.robot} on {calibration.port} "
-            "(hilbot calibrate writes this file)\n"
-            + yaml.safe_dump(calibration.to_data(), sort_keys=False)
+            "(hilbot calibrate writes this file)\n" + yaml.safe_dump(data, sort_keys=False)
         )
     except OSError as exc:
         raise CalibrationFileError(f"cannot write {path}: {exc.strerror}") from exc
@@ -71,6 +92,15 @@ def load(path: Path) -> Calibration:
     Raises:
         CalibrationFileError: unreadable, not YAML, or a bad field (named).
     """
+    return read(path).calibration
+
+
+def read(path: Path) -> Saved:
+    """Read a calibration file with the virtual arm's assembly it records, if any.
+
+    Raises:
+        CalibrationFileError: unreadable, not YAML, or a bad field (named).
+    """
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
@@ -78,6 +108,24 @@ def load(path: Path) -> Calibration:
     except yaml.YAMLError as exc:
         raise CalibrationFileError(f"the calibration {path} is not valid YAML: {exc}") from exc
     try:
-        return Calibration.from_data(data)
+        calibration = Calibration.from_data(data)
     except CalibrationDataError as exc:
         raise CalibrationFileError(f"the calibration {path}: {exc}") from exc
+    return Saved(calibration, _mounts(data.get(MOUNTS_KEY), path))
+
+
+def _mounts(value: object, path: Path) -> tuple[str, ...]:
+    from hilbot.sim.mounting import parse_mounting
+
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
+        raise CalibrationFileError(
+            f"the calibration {path}: {MOUNTS_KEY}: expected a list of ID:DEG[:reversed]"
+        )
+    for mount in value:
+        try:
+            parse_mounting(mount)
+        except ValueError as exc:
+            raise CalibrationFileError(f"the calibration {path}: {MOUNTS_KEY}: {exc}") from exc
+    return tuple(value)

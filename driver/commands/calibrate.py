@@ -10,6 +10,8 @@ limits to the servos' EEPROM.
 
 ``--backend virtual --demo`` runs it unattended on a virtual bus whose servos were
 assembled with known errors (``--mount``), the scripted hand doing what the prompts ask.
+The file records that assembly: ``hilbot run`` and ``hilbot lead`` on ``--backend
+virtual`` build the virtual arm with it (unless given their own ``--mount``).
 """
 
 from __future__ import annotations
@@ -141,14 +143,28 @@ async def _calibrate(args: argparse.Namespace, config: Any) -> int:
         calibration = result(config, joints, seen, files.port_key(port, virtual=args.demo), homing)
         guide.say("\n" + summary(calibration, config))
         path = args.out or files.default_path(config.name, port, virtual=args.demo)
-        files.save(calibration, path)
-        backend = "virtual" if args.demo else HARDWARE
-        guide.say(
-            f"\nCalibration written to {path}\nhilbot run {config.name} --backend {backend} "
-            "applies it" + ("" if args.out is None else f" with --calibration {path}")
-        )
+        mounts = (args.mount or list(DEMO_MOUNTS)) if args.demo else []
+        files.save(calibration, path, mounts=mounts)
+        guide.say(f"\nCalibration written to {path}\n{_next_hint(args, path, mounts)}")
         guide.close()
     return 0
+
+
+def _next_hint(args: argparse.Namespace, path: Path, mounts: Sequence[str]) -> str:
+    """How to run the calibrated arm: the command that applies the file just written."""
+    import shlex
+
+    words = ["hilbot", "run", shlex.quote(str(args.config))]
+    words += ["--backend", "virtual"] if args.demo else ["--backend", HARDWARE]
+    if args.port is not None:
+        words += ["--port", shlex.quote(args.port)]
+    if args.out is not None:
+        words += ["--calibration", shlex.quote(str(path))]
+    text = f"{' '.join(words)} applies it"
+    if mounts:
+        assembly = " ".join(f"--mount {m}" for m in mounts)
+        text += f", the virtual arm assembled as calibrated ({assembly}, recorded in the file)"
+    return text
 
 
 @contextlib.contextmanager

@@ -27,8 +27,10 @@ from hilbot.driver.bench.progress import Progress
 from hilbot.driver.commands.failures import (
     EXIT_BAD_INPUT,
     message_of,
+    port_problem,
     positive_hz,
     positive_seconds,
+    reason_of,
 )
 
 if TYPE_CHECKING:
@@ -95,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from hilbot.driver.config import load_config
     from hilbot.driver.errors import DriverError
     from hilbot.driver.lead.mapping import LeadMap
-    from hilbot.hal.errors import HalError
+    from hilbot.hal.errors import HalError, PortError
 
     problem = _problem(args)
     if problem is not None:
@@ -114,16 +116,18 @@ def run(args: argparse.Namespace) -> int:
             from hilbot.driver.teleop.url import parse_broker_url
 
             parse_broker_url(args.mqtt)
-        arms = _Arms(
-            load_calibrated(leader, args.backend),
-            follower,
-            None if args.mqtt is not None else load_calibrated(follower, _follower_kind(args)),
-        )
+        local = None
+        if args.mqtt is None:
+            local = load_calibrated(follower, _follower_kind(args), source=name)
+        arms = _Arms(load_calibrated(leader, args.backend, source=args.leader), follower, local)
     except (DriverError, HalError, ValueError) as exc:
         print(f"hilbot lead: {message_of(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         return asyncio.run(_lead(args, arms, mapping))
+    except PortError as exc:
+        print(f"hilbot lead: {_port_problem(args, arms, exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
     # any other expected error (a port, the broker, a bus) is one line from hilbot's main
@@ -131,6 +135,29 @@ def run(args: argparse.Namespace) -> int:
 
 def _follower_kind(args: argparse.Namespace) -> str:
     return str(args.follower_backend or args.backend)
+
+
+#: What to do about a port lead cannot open: it has no ``--port``, the configs name them.
+LEAD_PORT_FIX = (
+    "hilbot lead takes each arm's port from its config: set the right one there (for a "
+    "shipped robot, in a copy of its YAML, given to hilbot lead by its path; `hilbot scan "
+    "--port PORT` checks that servos answer there)"
+)
+
+
+def _port_problem(args: argparse.Namespace, arms: _Arms, exc: Any) -> str:
+    """The one line for a port that cannot be opened, naming the config setting that gave it."""
+    origin = None
+    arms_here = [("leader", args.leader, arms.leader)]
+    if arms.local is not None:
+        lead = arms.leader.bus_config.lead
+        named = args.to or (lead.follower if lead is not None else None)
+        arms_here.append(("follower", named or arms.follower.name, arms.local))
+    for role, source, arm in arms_here:
+        for i, bus in enumerate(arm.config.buses):
+            if origin is None and bus.port == exc.port:
+                origin = f"buses[{i}].port of the {role} config {source}"
+    return port_problem(exc.port, reason_of(exc), origin, LEAD_PORT_FIX)
 
 
 class _Arms(NamedTuple):
@@ -151,6 +178,7 @@ async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any) -> int:
 
     leader, follower = arms.leader.bus_config, arms.follower
     hand = ["--hand", args.demo] if args.demo is not None else []
+    hand += arms.leader.mount_args()  # a virtual leader assembled as it was calibrated
     rate = args.rate or (
         leader.lead.rate_hz if leader.lead and leader.lead.rate_hz else leader.rate_hz
     )
@@ -176,7 +204,12 @@ async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any) -> int:
             else:
                 kind = _follower_kind(args)
                 fbackend = await stack.enter_async_context(
-                    build_backend(arms.local.config, kind, **arms.local.backend_options())
+                    build_backend(
+                        arms.local.config,
+                        kind,
+                        sim_bus_args=arms.local.mount_args(),
+                        **arms.local.backend_options(),
+                    )
                 )
                 runtime, url = await stack.enter_async_context(
                     follower_session(arms.local.config, fbackend, check=arms.local.check_fresh)

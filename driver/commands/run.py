@@ -243,7 +243,13 @@ def _calibrated(args: argparse.Namespace, config: Any) -> Any:
     """
     from hilbot.driver.calibration.apply import load_calibrated
 
-    calibrated = load_calibrated(config, args.backend, getattr(args, "calibration", None))
+    calibrated = load_calibrated(
+        config,
+        args.backend,
+        getattr(args, "calibration", None),
+        source=str(args.config),
+        port=getattr(args, "port", None),
+    )
     args.calibrated = calibrated
     calibration = calibrated.calibration
     if calibration is not None:
@@ -252,9 +258,17 @@ def _calibrated(args: argparse.Namespace, config: Any) -> Any:
 
 
 def sim_bus_options(args: argparse.Namespace) -> list[str]:
-    """The ``hilbot sim-bus`` options ``--hand`` and ``--mount`` ask for."""
+    """The ``hilbot sim-bus`` options ``--hand`` and ``--mount`` ask for.
+
+    Without ``--mount``, a virtual arm is assembled as its calibration records.
+    """
     out = [] if getattr(args, "hand", None) is None else ["--hand", args.hand]
-    for mount in getattr(args, "mount", None) or ():
+    mounts = getattr(args, "mount", None) or ()
+    calibrated = getattr(args, "calibrated", None)
+    if calibrated is not None and args.backend == "virtual":
+        mount_args: list[str] = calibrated.mount_args(mounts)
+        return out + mount_args
+    for mount in mounts:
         out += ["--mount", mount]
     return out
 

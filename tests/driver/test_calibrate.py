@@ -271,7 +271,7 @@ def test_a_required_calibration_refuses_to_run_without_one(tmp_path: Path) -> No
     done = _hilbot("run", str(robot), "--backend", "virtual", "--no-mqtt", "--enable", env=env)
     assert done.returncode == 2
     assert "must be calibrated" in done.stderr
-    assert "hilbot calibrate koch_v1_1_follower --backend virtual --demo" in done.stderr
+    assert f"hilbot calibrate {robot} --backend virtual --demo" in done.stderr
 
 
 @pytest.mark.parametrize("write", [False, True], ids=["file only", "write servos"])
