@@ -50,8 +50,10 @@ class JointLead(_Frozen):
 class LeaderHold(_Frozen):
     """A light hold on one leader joint (the gripper trigger springs back to ``position``).
 
-    The joint's servo gets torque on at ``position``; give it current-based position
-    control with a low current limit in the leader's config so a finger overcomes it.
+    The joint's servo gets torque on at ``position``; keep its push light in the
+    leader's config so a finger overcomes it: current-based position control with a low
+    ``current_limit`` on a Dynamixel servo (the Koch leader), a low ``torque_limit`` on a
+    Feetech one (the SO-101 leader, whose STS3215 has no current mode).
     """
 
     joint: str

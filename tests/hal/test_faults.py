@@ -6,7 +6,7 @@ import pytest
 
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.tables import RegisterName as N
-from hilbot.hal.errors import CommTimeout, CrcError, HardwareFault
+from hilbot.hal.errors import CommandError, CommTimeout, CrcError, HardwareFault
 
 
 @pytest.fixture
@@ -128,7 +128,8 @@ async def test_hardware_error_on_protocol1(open_bus, backend_for, chain):
         vbus.raise_hardware_error(2, HardwareErrorFlags.INPUT_VOLTAGE)  # 1.0's third bit
         state = await arm.read()
         assert state.hardware_errors[1] == HardwareErrorFlags.INPUT_VOLTAGE
-        with pytest.raises(Exception, match="REBOOT"):
+        # Protocol 1.0 has no REBOOT: refused before anything is sent, in plain words
+        with pytest.raises(CommandError, match=r"Protocol 1\.0 has no reboot instruction"):
             await arm.reboot(["j1"])
 
 
