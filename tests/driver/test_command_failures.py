@@ -2,30 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-WAIT = 120.0  # [s] start-up imports on a busy machine
-
-
-def _hilbot(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hilbot", *args],
-        capture_output=True,
-        text=True,
-        timeout=WAIT,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def _line(result: subprocess.CompletedProcess[str], command: str) -> str:
-    err = result.stderr
-    assert "Traceback" not in err, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"hilbot {command}: "), err
-    return lines[0]
+from tests.driver.test_cli_errors import hilbot as _hilbot
+from tests.driver.test_cli_errors import one_line as _line
 
 
 def test_lead_and_calibrate_say_bad_config_as_run_does() -> None:
