@@ -71,7 +71,9 @@ async def test_the_embedded_broker_and_the_demo_circle_move_the_arm_out_of_the_b
             async with TeleopPublisher(link.url, PREFIX) as pub:
                 state = await pub.chain_position("arm")
                 assert np.linalg.norm(state - start) < 0.07  # on the circle, near its start
-            assert link.counters.accepted > 10
+            # The demo keeps publishing: more targets arrive and are accepted (a busy host may have
+            # delivered only a few by the time the arm had moved 1 cm).
+            await kit.eventually(lambda: link.counters.accepted > 10, timeout=20)
 
 
 async def test_the_embedded_broker_reports_a_busy_port(kit, mosquitto):
