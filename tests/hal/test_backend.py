@@ -14,7 +14,7 @@ from hilbot.hal.errors import CommandError, ConfigError, StartupError, StartupPr
 from hilbot.hal.mapping import ServoSpec
 
 
-async def settle(backend, joint, target, timeout=3.0):
+async def settle(backend, joint, target, timeout=30.0):
     """Read until ``joint`` is within 0.01 rad of ``target``; return the last state."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout

@@ -16,9 +16,24 @@ async def piped(open_bus, backend_for, chain):
         yield vbus, arm
 
 
+async def idle(arm, timeout=20.0) -> None:
+    """Wait until the read queued ahead and the last goal write are done.
+
+    A fixed pause was not always enough: a busy host may run the bus thread late.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while (arm._ahead is not None and not arm._ahead.done()) or (
+        arm._pending is not None and not arm._pending.done()
+    ):
+        assert loop.time() < deadline, f"the queued bus jobs were not done within {timeout} s"
+        await asyncio.sleep(0.005)
+
+
 async def quiet_transactions(arm) -> int:
     """The bus's transaction count once nothing queued is left to run."""
-    await asyncio.sleep(0.1)
+    await idle(arm)
+    await asyncio.sleep(0.1)  # and nothing else runs after them
     return arm.counters.transactions
 
 
@@ -142,15 +157,18 @@ async def test_auto_pipelines_only_while_the_loop_outruns_the_bus(open_bus, back
             state = await arm.read()
             assert await quiet_transactions(arm) == state.counters.transactions
             await arm.write(goal)
+            await idle(arm)  # the write is out (a busy host may send it late)
             await asyncio.sleep(0.02)
         for _ in range(20):  # back to back: the write is still queued when the read comes
             state = await arm.read()
             await arm.write(goal)
         assert arm._ahead is not None  # a read is queued for the next cycle
         for _ in range(3):  # slow again: the queued read is done before it is asked for
+            await idle(arm)
             await asyncio.sleep(0.02)
             state = await arm.read()
             await arm.write(goal)
+        await idle(arm)
         await asyncio.sleep(0.02)
         state = await arm.read()
         assert await quiet_transactions(arm) == state.counters.transactions
