@@ -1,7 +1,10 @@
 """The bridge end to end: a real mosquitto, aiomqtt clients, the simulated arm."""
 
 import asyncio
+import itertools
 import json
+import statistics
+import time
 
 import aiomqtt
 import jsonschema
@@ -28,7 +31,10 @@ async def test_joint_targets_move_the_sim_arm(kit, mosquitto):
     ):
         await armed(kit, runtime, pub)
         goal = {"joint1": 0.4, "joint2": -0.8}
-        for _ in range(100):
+        # Until it is there, or a deadline (not a number of targets: a busy host sends them
+        # slower, and the sim arm still needs its time to get there).
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
             await pub.joint_target(goal)
             await asyncio.sleep(0.01)
             position = runtime.state().joints.positions()
@@ -94,7 +100,7 @@ async def test_telemetry_matches_the_schema_and_the_rate(kit, mosquitto):
         await client.subscribe(f"{PREFIX}/state")
         schema = load_schema("state")
         stamps = []
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(30):  # about 0.5 s; a busy host may stall a while
             async for message in client.messages:
                 state = json.loads(message.payload)
                 jsonschema.validate(state, schema)
@@ -106,7 +112,10 @@ async def test_telemetry_matches_the_schema_and_the_rate(kit, mosquitto):
         assert state["stats"]["target_rate"] == 200
         rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
         # Configured 50 Hz, decimated from the 200 Hz loop; loose bounds: the machine is shared.
-        assert 10 < rate < 65
+        # Never faster (on average); the usual interval, the median, is not much slower: a
+        # stall of this shared machine lengthens an interval or two, not most of them.
+        typical = 1 / statistics.median(b - a for a, b in itertools.pairwise(stamps))
+        assert rate < 65 and typical > 10, (rate, typical)
 
 
 async def test_bad_payloads_are_rejected_and_never_move_the_arm(kit, mosquitto):

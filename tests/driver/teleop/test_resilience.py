@@ -42,13 +42,15 @@ async def test_broker_killed_and_restarted_holds_reconnects_and_resumes_on_a_fre
         assert runtime.mode is Mode.ARMED
 
         mosquitto.start()
-        await kit.eventually(bridge.connected.is_set, timeout=5.0, what="reconnected")
+        # backoff of at most 0.4 s: a few; the deadline is for a busy host
+        await kit.eventually(bridge.connected.is_set, timeout=30.0, what="reconnected")
         assert bridge.counters.connects == 2 and bridge.counters.disconnects == 1
         await runtime.wait_cycles(40)
         assert runtime.state().watchdog_tripped  # nothing moves until a fresh target
         assert runtime.state().command["joint1"] == pytest.approx(held, abs=1e-9)
         async with TeleopPublisher(mosquitto.url, PREFIX) as pub:
-            for _ in range(200):
+            deadline = time.monotonic() + 30.0  # not a count of targets: a busy host sends fewer
+            while time.monotonic() < deadline:
                 await pub.joint_target({"joint1": -0.2})
                 await asyncio.sleep(0.01)
                 if abs(runtime.state().joints.positions()["joint1"] + 0.2) < 0.01:
