@@ -11,7 +11,6 @@ from hilbot.hal.dynamixel.protocol import (
     PacketDecoder,
     Protocol1Error,
     bulk_read_params,
-    decode_all,
     encode_instruction,
 )
 from hilbot.hal.dynamixel.protocol import PacketKind as Kind
@@ -55,17 +54,22 @@ def test_goal_outside_the_angle_limits_sets_the_angle_limit_bit(p1):
     assert abs(pk.read2ByteTxRx(port, 1, PRESENT_POSITION)[0] - 600) <= 1  # clamped
 
 
-def exchange(sdk, packet: InstructionPacket, replies: int) -> list:
-    """Send raw instruction bytes; decode status packets until ``replies`` arrived (or 0.2 s)."""
+def exchange(sdk, packet: InstructionPacket | bytes, replies: int) -> list:
+    """Send an instruction (or raw bytes); decode status packets until ``replies`` arrived.
+
+    It waits up to 2 s for them (a busy host may serve the bus late), then 0.05 s more
+    for any others.
+    """
     decoder = PacketDecoder(1, Kind.STATUS)
     sdk.port.clearPort()
-    sdk.port.writePort(encode_instruction(packet))
+    sdk.port.writePort(packet if isinstance(packet, bytes) else encode_instruction(packet))
     out: list = []
-    deadline = time.monotonic() + 0.2
+    deadline = time.monotonic() + 2.0
     while len(out) < replies and time.monotonic() < deadline:
         out += decoder.feed(bytes(sdk.port.readPort(64)))
         time.sleep(0.001)
-    return out
+    time.sleep(0.05)
+    return out + decoder.feed(bytes(sdk.port.readPort(64)))
 
 
 def test_sync_write_and_bulk_read_on_the_mx_servos(p1):
@@ -112,10 +116,7 @@ def test_hardware_errors_are_bits_of_every_status_packet(p1):
 def test_a_bad_checksum_is_answered_with_the_checksum_bit(p1):
     raw = bytearray(encode_instruction(InstructionPacket(1, 1, Instruction.READ, b"\x24\x02")))
     raw[-1] ^= 0x5A
-    p1.port.clearPort()
-    p1.port.writePort(raw)
-    time.sleep(0.05)
-    replies = decode_all(1, Kind.STATUS, bytes(p1.port.readPort(100)))
+    replies = exchange(p1, bytes(raw), 1)
     assert [(r.id, r.error) for r in replies] == [(1, Protocol1Error.CHECKSUM)]
 
 
