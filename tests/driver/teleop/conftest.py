@@ -29,7 +29,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, timeout: float = 5.0) -> None:
+def wait_for_port(port: int, timeout: float = 30.0) -> None:  # a busy host starts it late
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):

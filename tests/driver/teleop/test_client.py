@@ -16,7 +16,8 @@ async def publish_forever(client):
 
 async def swallowed_cancels(client_type, port, rounds):
     """Cancel a QoS 1 publish loop ``rounds`` times at random moments; count the cancels
-    that the loop did not honour within 1 s."""
+    that the loop did not honour within 5 s (a swallowed one never is: it publishes on;
+    an honoured one takes a moment, or a stall of this busy host)."""
     rng = random.Random(7)
     swallowed = 0
     async with client_type("127.0.0.1", port) as client:
@@ -24,7 +25,7 @@ async def swallowed_cancels(client_type, port, rounds):
             task = asyncio.create_task(publish_forever(client))
             await asyncio.sleep(rng.uniform(0.0, 0.003))
             task.cancel()
-            done, _ = await asyncio.wait({task}, timeout=1.0)
+            done, _ = await asyncio.wait({task}, timeout=5.0)
             if not done:
                 swallowed += 1
                 while not task.done():  # cancel again until it goes, for the next round
