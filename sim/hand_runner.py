@@ -14,11 +14,25 @@ def mounted_servos(servos: Sequence[ServoSpec], mounts: Sequence[str]) -> tuple[
     """``servos`` with the ``--mount ID:DEG[:reversed]`` errors of those on this bus.
 
     Raises:
-        ValueError: a malformed ``--mount``, or one naming no servo of the config.
+        ValueError: a malformed ``--mount`` (one naming a servo of another bus is skipped;
+            ``hilbot sim-bus`` refuses one that names no served servo).
     """
     parsed = dict(parse_mounting(text) for text in mounts)
     ids = {s.id for s in servos}
     return mounted(servos, {i: m for i, m in parsed.items() if i in ids})
+
+
+def check_mount_ids(mounts: Sequence[str], ids: Sequence[int], where: str = "the bus") -> None:
+    """Refuse a ``--mount`` naming a servo that is not among ``ids`` (those on ``where``).
+
+    Raises:
+        ValueError: a malformed ``--mount``, or one naming no servo of ``ids``.
+    """
+    for text in mounts:
+        servo, _ = parse_mounting(text)
+        if servo not in ids:
+            known = ", ".join(str(i) for i in sorted(ids))
+            raise ValueError(f"--mount {text!r}: no servo {servo} on {where} (ids {known})")
 
 
 @contextlib.contextmanager

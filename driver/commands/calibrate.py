@@ -99,9 +99,10 @@ def run(args: argparse.Namespace) -> int:
             raise DriverError("calibrate handles single-bus robots; this config has several")
         plan(config)
         if args.demo:
-            from hilbot.sim.hand_runner import mounted_servos
+            from hilbot.sim.hand_runner import check_mount_ids
 
-            mounted_servos(config.servo_specs(), args.mount)  # a bad --mount, before any bus
+            # A bad --mount, before any bus.
+            check_mount_ids(args.mount or (), [s.id for s in config.servo_specs()])
     except (DriverError, HalError, ValueError) as exc:
         print(f"hilbot calibrate: {message_of(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT

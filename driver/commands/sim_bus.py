@@ -158,13 +158,15 @@ def _buses(args: argparse.Namespace) -> list[_Bus]:
     if args.config is None:
         raise ValueError("give a robot config or at least one --servo ID:MODEL")
     from hilbot.driver.config import load_config
-    from hilbot.sim.hand_runner import mounted_servos
+    from hilbot.sim.hand_runner import check_mount_ids, mounted_servos
 
     config = load_config(args.config)
     chosen = [b for b in config.buses if args.bus in (None, b.name)]
     if not chosen:
         names = ", ".join(b.name for b in config.buses)
         raise ValueError(f"the config has no bus {args.bus!r}; its buses: {names}")
+    ids = [s.id for b in chosen for s in config.servo_specs(b.name)]
+    check_mount_ids(args.mount or (), ids, "the bus" if len(chosen) == 1 else "the buses")
     return [
         _Bus(
             b.name,

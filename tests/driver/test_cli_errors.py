@@ -173,3 +173,20 @@ def test_lead_to_a_broker_that_is_not_there_is_one_line():
     line = one_line(result, "lead")
     assert result.returncode == 1
     assert "MQTT broker:" in line and "refused" in line.lower()
+
+
+def test_a_mount_naming_no_servo_of_the_bus_is_refused():
+    # Silently dropping it would calibrate against an arm assembled as the user did not ask.
+    result = hilbot("sim-bus", "openmanipulator_x", "--mount", "9:10", "--duration", "1")
+    line = one_line(result, "sim-bus")
+    assert result.returncode == 2
+    assert "--mount '9:10': no servo 9 on the bus (ids 11, 12, 13, 14, 15)" in line
+
+
+def test_calibrate_demo_refuses_a_mount_naming_no_servo():
+    result = hilbot(
+        "calibrate", "openmanipulator_x", "--demo", "--backend", "virtual", "--mount", "9:10"
+    )
+    line = one_line(result, "calibrate")
+    assert result.returncode == 2
+    assert "no servo 9 on the bus (ids 11, 12, 13, 14, 15)" in line
