@@ -36,8 +36,11 @@ class ConfigError(DriverError, ValueError):
         self.source = source
         self.loc = tuple(loc)
         self.problem = problem
-        where = f"{source}: " if source is not None else ""
-        super().__init__(f"{where}{self.field or '<root>'}: {problem}")
+        # A problem of the whole file (unreadable, not a mapping) names no field.
+        parts = [str(source)] if source is not None else []
+        if self.field:
+            parts.append(self.field)
+        super().__init__(": ".join([*parts, problem]))
 
     @property
     def field(self) -> str:

@@ -190,3 +190,11 @@ def test_calibrate_demo_refuses_a_mount_naming_no_servo():
     line = one_line(result, "calibrate")
     assert result.returncode == 2
     assert "no servo 9 on the bus (ids 11, 12, 13, 14, 15)" in line
+
+
+def test_an_unreadable_config_file_is_named_without_a_field(tmp_path):
+    path = tmp_path / "omx.yaml"
+    result = hilbot("run", str(path), "--no-mqtt")
+    line = one_line(result, "run")
+    assert line.endswith(f" {path}: cannot read the config: No such file or directory")
+    assert "<root>" not in line
