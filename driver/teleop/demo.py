@@ -25,16 +25,32 @@ from hilbot.driver.teleop.publisher import TeleopPublisher
 _LOGGER = logging.getLogger(__name__)
 
 
-async def enable(publisher: TeleopPublisher, timeout: float = 3.0) -> bool:
-    """Send ``enable`` and wait until ``state`` reports the robot armed; False if it did not."""
-    await publisher.command("enable")
+async def enable(publisher: TeleopPublisher, timeout: float = 3.0) -> str | None:
+    """Send ``enable`` and wait until ``state`` reports the robot armed.
+
+    Returns:
+        None once it is armed; else why not: the robot's refusal of this ``enable`` from
+        its ``error`` topic (a latched e-stop, a stale calibration, a fault), or the mode
+        its ``state`` still reports after ``timeout`` [s].
+    """
+    seq = await publisher.command("enable")
+
+    def refusal() -> str | None:
+        for error in reversed(publisher.errors):
+            if error.get("topic") == publisher.topics.cmd and error.get("seq") == seq:
+                return str(error.get("detail") or error.get("reason") or "refused")
+        return None
+
+    def settled(p: TeleopPublisher) -> bool:
+        armed = p.state is not None and p.state.get("mode") == "armed"
+        return armed or refusal() is not None
+
     try:
-        await publisher.wait_until(
-            lambda p: p.state is not None and p.state.get("mode") == "armed", timeout
-        )
+        await publisher.wait_until(settled, timeout)
     except TimeoutError:
-        return False
-    return True
+        mode = publisher.state.get("mode") if publisher.state is not None else None
+        return f"its state still reports {mode!r} after {timeout:g} s"
+    return refusal()
 
 
 async def play_pattern(
@@ -75,8 +91,9 @@ async def play_pattern(
     if period_s <= 0.0 or rate_hz <= 0.0:
         raise ValueError(f"period_s and rate_hz must be > 0, got {period_s} and {rate_hz}")
     start = await publisher.chain_position(chain)
-    if arm and not await enable(publisher):
-        log.warning("the robot did not report 'armed' after enable; publishing anyway")
+    refused = await enable(publisher) if arm else None
+    if refused is not None:
+        log.warning("the robot is not armed: %s; publishing anyway", refused)
     log.info(
         "teleop demo: %s of %.3f m on %r around %s", pattern.value, radius, chain, start.round(3)
     )

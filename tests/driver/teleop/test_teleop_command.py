@@ -41,3 +41,15 @@ async def test_hilbot_teleop_names_the_robots_it_found(mosquitto, capsys):
     assert await asyncio.to_thread(command.run, parse("--mqtt", mosquitto.url)) == 1
     err = capsys.readouterr().err
     assert "robots online on mqtt://127.0.0.1" in err and "none" in err
+
+
+async def test_hilbot_teleop_says_why_the_robot_refused_to_arm(kit, mosquitto, caplog):
+    async with kit.running_sim() as runtime, kit.serving(runtime, mosquitto.url):
+        await runtime.command("estop")  # latched: enable is refused until a reset
+        await kit.eventually(lambda: runtime.mode is Mode.ESTOPPED)
+        args = parse("--mqtt", mosquitto.url, "--duration", "0.5")
+        assert await asyncio.to_thread(command.run, args) == 0
+        assert runtime.mode is Mode.ESTOPPED  # nothing armed it
+    warnings = [r.getMessage() for r in caplog.records if "not armed" in r.getMessage()]
+    assert len(warnings) == 1, caplog.text
+    assert "estop" in warnings[0].lower() or "e-stop" in warnings[0].lower(), warnings[0]
