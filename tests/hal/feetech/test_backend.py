@@ -205,8 +205,14 @@ async def test_pipelined_reads_are_queued_ahead_while_goals_stream(vbus):
             state = await arm.read()
             assert arm._ahead is not None  # the next cycle's read is already queued
         assert state.position[0] < 0.19  # still on its way (and one cycle old)
-        await asyncio.sleep(0.6)  # the last goal is out (queued behind the read) and reached
-        assert vbus.register(1, N.GOAL_POSITION) == 2048 + round(0.19 / (2 * math.pi / 4096))
+        # The last goal goes out (queued behind the read; a busy host may send it late) ...
+        last = 2048 + round(0.19 / (2 * math.pi / 4096))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20.0
+        while vbus.register(1, N.GOAL_POSITION) != last:
+            assert loop.time() < deadline, "the last goal never went out"
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.6)  # ... and is reached
         await arm.set_torque(False)  # any other call drops the read queued ahead
         assert arm._ahead is None
         assert (await arm.read()).position[0] == pytest.approx(0.19, abs=0.02)
