@@ -27,6 +27,19 @@ def _alive(pid: int) -> bool:
     return state != "Z"  # a zombie has ended; only its parent's wait is missing
 
 
+def _on_a_pty(pid: int) -> bool:
+    """Whether process ``pid`` has a pseudo-terminal open past its standard streams: the
+    virtual bus's port, opened once the bus is up and has told the run its name."""
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        if int(fd.name) > 2:
+            try:
+                if os.readlink(fd).startswith("/dev/pts/"):
+                    return True
+            except OSError:  # closed meanwhile
+                continue
+    return False
+
+
 def _folder(pid: int) -> Path:
     """The config folder on the bus's command line (``hilbot sim-bus <folder>/<robot>.yaml``)."""
     args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -55,6 +68,12 @@ def test_a_killed_run_takes_its_virtual_bus_with_it() -> None:
         assert bus is not None, "no virtual bus started"
         folder = _folder(bus)
         assert folder.is_dir()
+        # The bus process shows long before it serves (its start-up takes seconds on a busy
+        # host): wait for the run to have opened its port, then let the runtime cycle on it.
+        while not _on_a_pty(run.pid):
+            assert run.poll() is None, run.stderr.read() if run.stderr else ""
+            assert time.monotonic() < deadline, "the run never opened the virtual bus's port"
+            time.sleep(0.1)
         time.sleep(1.0)  # the runtime is up and cycling on it
         run.send_signal(signal.SIGKILL)
         run.wait()
