@@ -209,6 +209,10 @@ def test_hilbot_run_so101_follower_virtual_with_the_circle_demo():
             "circle",
             "--duration",
             "4",
+            # any free port for its embedded broker: 1883 may be taken on a shared host
+            # (a broker installed as a service, another run)
+            "--broker-port",
+            "0",
         ],
         capture_output=True,
         text=True,
