@@ -236,8 +236,11 @@ async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any) -> int:
             tasks.append(
                 asyncio.create_task(_status(status, sent, runtime, mapping, rejections, started))
             )
+        interrupted = False
         try:
             await asyncio.wait(tasks, timeout=args.duration, return_when=asyncio.FIRST_EXCEPTION)
+        except asyncio.CancelledError:  # Ctrl+C: the summary still, then the interrupt
+            interrupted = True
         finally:
             for task in tasks:
                 task.cancel()
@@ -247,8 +250,11 @@ async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any) -> int:
         for result in results:
             if isinstance(result, Exception):
                 raise result
-        await rejections.settle(sent[0])  # the follower's word on the last targets too
-        print(_summary(sent[0], elapsed, runtime, mapping, rejections, final=True))
+        if not interrupted:
+            await rejections.settle(sent[0])  # the follower's word on the last targets too
+        print(_summary(sent[0], elapsed, runtime, mapping, rejections, final=True), flush=True)
+        if interrupted:
+            raise asyncio.CancelledError  # asyncio.run turns it into KeyboardInterrupt: 130
     return 0
 
 
