@@ -261,6 +261,14 @@ def load_calibrated(
     if saved is None:
         return Calibrated(config, None, config, backend, command)
     mounts = saved.mounts if backend == "virtual" else ()
+    from hilbot.sim.hand_runner import check_mount_ids
+
+    try:  # a file recorded for another arm, or edited by hand
+        check_mount_ids(mounts, [s.id for s in config.servo_specs()], config.name)
+    except ValueError as exc:
+        raise CalibrationMismatch(
+            f"the calibration's virtual_mounts do not fit {config.name}: {exc}; run `{command}`"
+        ) from None
     return Calibrated(
         calibrated_config(config, saved.calibration, command),
         saved.calibration,

@@ -118,3 +118,23 @@ def test_lead_with_a_wrong_port_names_the_config_setting(tmp_path: Path) -> None
     assert f"buses[0].port of the leader config {leader}" in done.stderr
     assert "--port or" not in done.stderr  # lead has no --port
     assert "Traceback" not in done.stderr
+
+
+def test_a_recorded_mount_naming_no_servo_of_the_arm_is_refused(tmp_path: Path) -> None:
+    # A file edited by hand, or recorded for another arm: refused at load, naming the field,
+    # before any virtual bus starts (not as that bus's own exit).
+    env = {"XDG_CONFIG_HOME": str(tmp_path)}
+    robot = "koch_v1_1_follower"
+    done = _hilbot("calibrate", robot, "--backend", "virtual", "--demo", env=env)
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "hilbot" / "calibration" / f"{robot}-virtual.yaml"
+    data = yaml.safe_load(path.read_text())
+    data[files.MOUNTS_KEY] = ["9:10"]
+    path.write_text(yaml.safe_dump(data))
+    ran = _hilbot("run", robot, "--backend", "virtual", "--no-mqtt", "--duration", "1", env=env)
+    assert ran.returncode == 2, ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in ran.stderr, ran.stderr
+    assert "virtual_mounts do not fit koch_v1_1_follower" in lines[0]
+    assert "no servo 9 on koch_v1_1_follower" in lines[0]
+    assert "virtual bus exited" not in lines[0]
