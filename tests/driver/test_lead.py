@@ -254,3 +254,32 @@ async def test_the_follower_is_ready_as_soon_as_its_broker_is() -> None:
 
     url = await asyncio.wait_for(enter(), timeout=120.0)  # idle: about 1 s
     assert url.startswith("mqtt://")
+
+
+def test_ctrl_c_ends_the_lead_with_its_summary_and_the_follower_torque_off(tmp_path):
+    # Ctrl+C at a terminal signals the whole process group: the summary still prints (as
+    # --duration's does), the follower's shutdown turns torque off, and the exit code is 130.
+    import signal
+    import time
+
+    err_path, out_path = tmp_path / "stderr.txt", tmp_path / "stdout.txt"
+    args = [sys.executable, "-m", "hilbot", "-v", "lead", "so101_leader", "--backend", "virtual"]
+    with err_path.open("wb") as err, out_path.open("wb") as out:
+        proc = subprocess.Popen(
+            [*args, "--follower-backend", "sim", "--demo", "wave", "--no-status"],
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 120  # start-up imports and the bus on a busy host
+        while "command enable done" not in err_path.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, err_path.read_text()
+            time.sleep(0.1)
+        time.sleep(1.0)  # leading a moment
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=60)
+    text = err_path.read_text()
+    assert code == 130, text
+    summary = out_path.read_text().strip().splitlines()
+    assert len(summary) == 1 and summary[0].startswith("published "), summary
+    assert "shutdown: torque off" in text and "Traceback" not in text
