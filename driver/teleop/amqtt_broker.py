@@ -34,6 +34,20 @@ class FilteringBroker(Broker):  # type: ignore[misc]  # amqtt ships no type info
         # bulk publishes while it is long keeps every command near its head.
         return bool(self._broadcast_queue.qsize() < BROADCAST_BACKLOG)
 
+    async def _publish_retained_messages_for_subscription(
+        self, subscription: tuple[str, int], session: Session
+    ) -> None:
+        """Send ``session`` the retained messages of ``subscription``, if it is its own.
+
+        amqtt 0.12.1 calls this on every connect for the filters of all clients, so a
+        client subscribed to nothing received, say, every robot's retained ``status``.
+        Only a filter this session has subscribed to passes (on a SUBSCRIBE it has just
+        been added; on a connect, a resumed session's own filters).
+        """
+        subscribers = self._subscriptions.get(subscription[0], ())
+        if any(other.client_id == session.client_id for other, _ in subscribers):
+            await super()._publish_retained_messages_for_subscription(subscription, session)
+
     async def stream_connected(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener_name: str
     ) -> None:
