@@ -45,12 +45,15 @@ def corrupt(data: bytes) -> bytes:
     return data[:-1] + bytes((data[-1] ^ 0xFF,))
 
 
-def online(servos: Sequence[ServoT], faults: FaultTable, rate: int) -> dict[int, ServoT]:
+def online(servos: Sequence[ServoT], faults: FaultTable, rate: int | None) -> dict[int, ServoT]:
     """Servos that hear a host at ``rate`` [bit/s], by id: present, and at that rate.
 
-    Of two servos with the same id the first one listed answers.
+    Of two servos with the same id the first one listed answers. An unknown rate
+    (``None``) is heard by none.
     """
     out: dict[int, ServoT] = {}
+    if rate is None:
+        return out
     for servo in servos:
         record = faults.get(servo.id)
         if record is not None and not record.answers:

@@ -119,6 +119,7 @@ class ControlTableMemory:
             # 1.0: "When the power is turned on, Torque Limit uses [Max Torque] as the
             # initial value" (e-manual, Max Torque(14)).
             self.set(N.TORQUE_LIMIT, self.get(N.MAX_TORQUE))
+        self.reset_goal_limits()
         if not ram_only:
             self.set(N.MODEL_NUMBER, self.spec.model_number)
             self.set(N.ID, servo_id)
@@ -126,6 +127,17 @@ class ControlTableMemory:
                 self.set(N.FIRMWARE_VERSION, max(self.spec.fast_read_min_firmware, 45))
             if baud_value is not None:
                 self.set(N.BAUD_RATE, baud_value)
+
+    def reset_goal_limits(self) -> None:
+        """Goal PWM := PWM Limit and Goal Current := Current Limit, where the model has them.
+
+        The e-manual's value range of Goal PWM(100) gives "Initial Value of PWM Limit(36)",
+        and a change of Operating Mode(11) resets "Goal PWM(100), Goal Current(102) ... to
+        PWM Limit(36), Current Limit(38) respectively" (X series, MX(2.0), P series).
+        """
+        for goal, limit in ((N.GOAL_PWM, N.PWM_LIMIT), (N.GOAL_CURRENT, N.CURRENT_LIMIT)):
+            if goal in self.spec.table and limit in self.spec.table:
+                self.set(goal, self.get(limit))
 
     def has(self, name: RegisterName) -> bool:
         """Whether the model has register ``name``."""

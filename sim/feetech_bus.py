@@ -82,7 +82,7 @@ class FeetechVirtualBus(PtyBusServer[FeetechServo, Instruction]):
 
         specs = [bus_model(i, name, baudrate, lookup) for i, name in pairs]
         super().__init__(pairs, specs, baudrate, FeetechServo, feetech_physics, **options)
-        self.handler = FeetechInstructionHandler(self.servos, self.faults, self.host_baudrate)
+        self.handler = FeetechInstructionHandler(self.servos, self.faults, self.host_rate)
 
     # ------------------------------------------------------------------ protocol
 

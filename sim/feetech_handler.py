@@ -46,14 +46,14 @@ class FeetechInstructionHandler:
         servos: every servo on the bus.
         faults: injected faults, by servo id.
         host_baudrate: the bit rate the host talks at now; servos set to another
-            rate do not hear it.
+            rate do not hear it, and none hears an unknown rate (``None``).
     """
 
     def __init__(
         self,
         servos: Sequence[FeetechServo],
         faults: FaultTable,
-        host_baudrate: Callable[[], int],
+        host_baudrate: Callable[[], int | None],
     ) -> None:
         self.servos = list(servos)
         self.faults = faults
@@ -185,7 +185,7 @@ class FeetechInstructionHandler:
                 continue
             faults = self.faults.get(servo.id)
             alive = faults.rebooted() if faults is not None else True
-            if not alive or servo.baudrate != rate:
+            if not alive or rate is None or servo.baudrate != rate:
                 continue
             if item.id != BROADCAST_ID and servo.status_return_level >= 1:
                 reply = self._deliver(servo.id, servo.error_byte(), b"", servo.return_delay)

@@ -73,7 +73,7 @@ class InstructionHandler:
         servos: every servo on the bus (answering or not).
         faults: injected faults, by servo id.
         host_baudrate: the bit rate the host talks at now; servos set to another
-            rate do not hear it.
+            rate do not hear it, and none hears an unknown rate (``None``).
     """
 
     def __init__(
@@ -81,7 +81,7 @@ class InstructionHandler:
         protocol: int,
         servos: Sequence[VirtualServo],
         faults: FaultTable,
-        host_baudrate: Callable[[], int],
+        host_baudrate: Callable[[], int | None],
     ) -> None:
         self.protocol = protocol
         self.servos = list(servos)
@@ -182,7 +182,7 @@ class InstructionHandler:
         for servo in targets:
             faults = self.faults.get(servo.id)
             alive = faults.rebooted() if faults is not None else True
-            if not alive or servo.baudrate != rate:
+            if not alive or rate is None or servo.baudrate != rate:
                 continue
             if item.id != BROADCAST_ID and servo.status_return_level == 2:
                 reply = self._status(servo, servo.error_byte())

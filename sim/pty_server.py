@@ -21,6 +21,7 @@ import functools
 import logging
 import os
 import select
+import struct
 import sys
 import threading
 import time
@@ -39,25 +40,10 @@ from hilbot.sim.servo_physics import ServoPhysics
 
 BITS_PER_BYTE = 10  # 8N1: start bit, 8 data bits, stop bit
 BACKGROUND_STEP_MS = 5  # model update period while servos move, when no packet comes
-#: The bit rates a pty can be set to, where termios names them (``termios.B<rate>``).
-_PTY_RATES = (
-    9600,
-    19200,
-    57600,
-    115200,
-    200000,
-    230400,
-    250000,
-    400000,
-    460800,
-    500000,
-    921600,
-    1000000,
-    2000000,
-    2500000,
-    3000000,
-    4000000,
-)
+#: Linux ``TCGETS2``: the pty's ``struct termios2``, whose ``c_ospeed`` is the bit rate
+#: itself, standard or not (pyserial sets non-standard ones with ``BOTHER``).
+_TCGETS2 = 0x802C542A
+_TERMIOS2 = struct.Struct("4I B 19s 2I")  # c_*flag, c_line, c_cc[19], c_ispeed, c_ospeed
 
 
 @functools.cache
@@ -65,9 +51,43 @@ def termios_rates() -> dict[int, int]:
     """``{termios speed constant: bit rate}`` of this platform (POSIX only)."""
     import termios
 
-    return {
-        getattr(termios, f"B{rate}"): rate for rate in _PTY_RATES if hasattr(termios, f"B{rate}")
-    }
+    out = {}
+    for name in dir(termios):
+        if name.startswith("B") and name[1:].isdigit():
+            out[getattr(termios, name)] = int(name[1:])
+    return out
+
+
+def pty_bit_rate(fd: int) -> int | None:
+    """The bit rate a host set on the terminal ``fd`` [bit/s], ``None`` if it cannot be told.
+
+    On Linux the kernel's ``termios2`` gives the rate itself, so a non-standard one
+    (76800, 128000, 1152000, set with ``BOTHER`` as pyserial does) reads as it was set.
+    Elsewhere the speed constant is looked up (on macOS it is the rate itself).
+    """
+    import termios
+
+    if sys.platform.startswith("linux"):
+        import fcntl
+
+        buf = bytearray(_TERMIOS2.size)
+        try:
+            fcntl.ioctl(fd, _TCGETS2, buf)
+        except OSError:
+            pass
+        else:
+            ospeed = _TERMIOS2.unpack(bytes(buf))[-1]
+            if ospeed > 0:
+                return int(ospeed)
+    try:
+        speed = termios.tcgetattr(fd)[5]
+    except termios.error:
+        return None
+    rates = termios_rates()
+    if speed in rates:
+        return rates[speed]
+    # BSD and macOS: speed_t is the bit rate; B0 and unknown constants tell nothing.
+    return int(speed) if sys.platform == "darwin" and speed > 0 else None
 
 
 def require_ptys() -> None:
@@ -392,17 +412,18 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
         """Alias of ``faults(servo_id)``."""
         return self.faults(servo_id)
 
-    def host_baudrate(self) -> int:
-        """The bit rate the host set on the pty, or the bus's rate if it cannot be read."""
+    def host_rate(self) -> int | None:
+        """The bit rate the host set on the pty [bit/s], ``None`` when it cannot be told.
+
+        A servo hears the host only at its own rate: an unknown rate matches no servo.
+        """
         if self._slave < 0:
             return self.baudrate
-        import termios  # there since start() opened the pty
+        return pty_bit_rate(self._slave)
 
-        try:
-            speed = termios.tcgetattr(self._slave)[5]
-        except termios.error:
-            return self.baudrate
-        return termios_rates().get(speed, self.baudrate)
+    def host_baudrate(self) -> int:
+        """The host's bit rate for wire timing; the bus's rate when it cannot be told."""
+        return self.host_rate() or self.baudrate
 
     # ------------------------------------------------------------------ server
 

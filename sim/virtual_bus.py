@@ -77,7 +77,7 @@ class VirtualBus(PtyBusServer[VirtualServo, Instruction]):
         specs = [_model_spec(i, name, protocol, baudrate) for i, name in pairs]
         check_unique_ids(pairs)
         super().__init__(pairs, specs, baudrate, VirtualServo, physics_for, **options)
-        self.handler = InstructionHandler(protocol, self.servos, self.faults, self.host_baudrate)
+        self.handler = InstructionHandler(protocol, self.servos, self.faults, self.host_rate)
         self._watchdogs = [s for s in self.servos if s.spec.has_bus_watchdog]
 
     @classmethod

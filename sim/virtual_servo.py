@@ -320,9 +320,24 @@ class VirtualServo(ServoFirmware[ModelSpec, Register]):
             m.set_profile([i], velocity=(value & 0x3FF) * self._velocity_unit)
         elif name is N.GOAL_ACCELERATION:
             m.set_profile([i], acceleration=value * MX1_ACCELERATION_UNIT)
+        elif name is N.OPERATING_MODE and self.protocol == 2:
+            self._mode_changed()
         else:
             self._apply_eeprom()
         return 0
+
+    def _mode_changed(self) -> None:
+        """A write of Operating Mode resets the profile and the goal limits.
+
+        Profile Velocity and Acceleration := 0, Goal PWM and Goal Current := their limits
+        (e-manual, Operating Mode(11), first note).
+        """
+        mem = self.memory
+        mem.set_if_present(N.PROFILE_VELOCITY, 0)
+        mem.set_if_present(N.PROFILE_ACCELERATION, 0)
+        mem.reset_goal_limits()
+        self.model.set_profile([self.index], velocity=0.0, acceleration=0.0)
+        self._apply_eeprom()
 
     def _apply_goal(self, value: int) -> int:
         self._check_config()

@@ -57,3 +57,11 @@ class FeetechRegister(enum.Enum):
     STATUS = "Status"
     MOVING = "Moving"
     PRESENT_CURRENT = "Present Current"
+    # The factory block (STS, 80 ~ 86; "出厂参数" in the memory table).
+    MOVING_SPEED_THRESHOLD = "Moving Speed Threshold"  # LeRobot: Moving_Velocity_Threshold
+    DTS = "DTs"  # [ms]
+    SPEED_UNIT_FACTOR = "Speed Unit Factor"  # LeRobot: Velocity_Unit_factor
+    MIN_SPEED_LIMIT = "Min Speed Limit"  # LeRobot: Hts (ns)
+    MAX_SPEED_LIMIT = "Max Speed Limit"  # LeRobot: Maximum_Velocity_Limit
+    ACCELERATION_LIMIT = "Acceleration Limit"  # LeRobot: Maximum_Acceleration
+    ACCELERATION_MULTIPLIER = "Acceleration Multiplier"

@@ -288,6 +288,14 @@ def _sts_registers(d: Mapping[FeetechRegister, int]) -> list[Register]:
         _reg(N.STATUS, 65, 1, R, RAM),
         _reg(N.MOVING, 66, 1, R, RAM),
         _reg(N.PRESENT_CURRENT, 69, 2, R, RAM, unit="6.5 mA"),
+        # The factory block: one byte each, saved like EEPROM (Lock 0) and read back.
+        _reg(N.MOVING_SPEED_THRESHOLD, 80, 1, RW, EEPROM, 0, 0, 254),
+        _reg(N.DTS, 81, 1, RW, EEPROM, 0, 0, 254, unit="ms"),
+        _reg(N.SPEED_UNIT_FACTOR, 82, 1, RW, EEPROM, 0, 0, 254),
+        _reg(N.MIN_SPEED_LIMIT, 83, 1, RW, EEPROM, 0, 0, 254, unit="0.732 rpm"),
+        _reg(N.MAX_SPEED_LIMIT, 84, 1, RW, EEPROM, 0, 0, 254, unit="0.732 rpm"),
+        _reg(N.ACCELERATION_LIMIT, 85, 1, RW, EEPROM, 0, 0, 254),
+        _reg(N.ACCELERATION_MULTIPLIER, 86, 1, RW, EEPROM, 0, 0, 254),
     ]
 
 
@@ -389,8 +397,12 @@ _STS_OPEN = (
     "Lock (55) at power-up: the STS table transcription read gives 0, another gives 1; 0 used",
     "Min Angle Limit range 0 ~ 4094 and Max 1 ~ 4095 in the table; 0 accepted for both "
     "(the table says both are 0 for multi-turn)",
-    "the factory block (80 ~ 86) and Goal Position echo (67 or 71, sources differ) are "
-    "left out: they read as zero",
+    "Goal Position echo (67 or 71, sources differ) is left out: it reads as zero",
+    "the factory block (80 ~ 86): the memory table names it (moving speed threshold, DTs, "
+    "speed unit factor, min and max speed limit, acceleration limit, acceleration "
+    "multiplier) but gives neither factory values nor what the firmware does with them; "
+    "here they read 0 at first power-up, take writes (0 ~ 254), are saved like EEPROM "
+    "(Lock 0) and change nothing in the dynamics",
 )
 _STS_DEFAULTS = {
     N.FIRMWARE_MAJOR_VERSION: 3,

@@ -59,6 +59,14 @@ STS3215 = {
     N.STATUS: (65, 1, "R", "RAM", 0),
     N.MOVING: (66, 1, "R", "RAM", 0),
     N.PRESENT_CURRENT: (69, 2, "R", "RAM", 0),
+    # The factory block: named by the table, its values not given (``unsourced``).
+    N.MOVING_SPEED_THRESHOLD: (80, 1, "RW", "EEPROM", 0),
+    N.DTS: (81, 1, "RW", "EEPROM", 0),
+    N.SPEED_UNIT_FACTOR: (82, 1, "RW", "EEPROM", 0),
+    N.MIN_SPEED_LIMIT: (83, 1, "RW", "EEPROM", 0),
+    N.MAX_SPEED_LIMIT: (84, 1, "RW", "EEPROM", 0),
+    N.ACCELERATION_LIMIT: (85, 1, "RW", "EEPROM", 0),
+    N.ACCELERATION_MULTIPLIER: (86, 1, "RW", "EEPROM", 0),
 }
 
 # LeRobot's STS_SMS_SERIES_CONTROL_TABLE and SCS_SERIES_CONTROL_TABLE: (address, size).
@@ -69,6 +77,11 @@ LEROBOT_STS = {
     N.GOAL_TIME: (44, 2), N.GOAL_SPEED: (46, 2), N.TORQUE_LIMIT: (48, 2), N.LOCK: (55, 1),
     N.PRESENT_POSITION: (56, 2), N.PRESENT_SPEED: (58, 2), N.PRESENT_LOAD: (60, 2),
     N.STATUS: (65, 1), N.MOVING: (66, 1), N.PRESENT_CURRENT: (69, 2),
+    # "Moving_Velocity_Threshold", "DTs", "Velocity_Unit_factor", "Hts",
+    # "Maximum_Velocity_Limit", "Maximum_Acceleration", "Acceleration_Multiplier "
+    N.MOVING_SPEED_THRESHOLD: (80, 1), N.DTS: (81, 1), N.SPEED_UNIT_FACTOR: (82, 1),
+    N.MIN_SPEED_LIMIT: (83, 1), N.MAX_SPEED_LIMIT: (84, 1), N.ACCELERATION_LIMIT: (85, 1),
+    N.ACCELERATION_MULTIPLIER: (86, 1),
 }  # fmt: skip
 LEROBOT_SCS = {
     N.PROTECTIVE_TORQUE: (37, 1), N.PROTECTION_TIME: (38, 1), N.TORQUE_ENABLE: (40, 1),
@@ -150,8 +163,9 @@ def test_every_model_names_its_source_and_areas() -> None:
     for spec in t.MODELS.values():
         assert "Feetech" in spec.source
         for reg in spec.table.values():
-            assert reg.area is (Area.EEPROM if reg.address < 40 else Area.RAM)
-            if reg.address >= 56:
+            # EEPROM below 40, RAM from 40; the factory block (80 ~ 86) is saved like EEPROM.
+            assert reg.area is (Area.EEPROM if reg.address < 40 or reg.address >= 80 else Area.RAM)
+            if 56 <= reg.address < 80:  # the feedback block
                 assert reg.access is Access.R
 
 

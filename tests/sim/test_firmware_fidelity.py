@@ -1,0 +1,216 @@
+"""What LeRobot's own code showed the virtual servos did unlike their firmware, checked
+with clients we did not write (feetech-servo-sdk, dynamixel-sdk, rustypot):
+
+- the STS factory block (80 ~ 86): LeRobot writes 254 to Maximum_Acceleration (85);
+- Goal PWM and Goal Current power up at PWM Limit and Current Limit (e-manual), so a
+  gripper in current-based position mode moves without a Goal Current written first;
+- a servo answers only at its own bit rate: a scan finds it there and nowhere else,
+  at standard and non-standard rates (76800, 128000, 1152000: ``BOTHER`` on Linux).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import dynamixel_sdk as dxl
+import pytest
+import rustypot
+import scservo_sdk as scs
+from scservo_sdk import port_handler as scs_port_handler
+
+from hilbot.hal.dynamixel.register_names import RegisterName as D
+from hilbot.hal.feetech.register_names import FeetechRegister as F
+from hilbot.sim import running_virtual_bus
+from hilbot.sim.feetech_bus import FeetechVirtualBus
+from hilbot.sim.feetech_bus_runner import running_feetech_bus
+from tests.sim.conftest import open_sdk
+
+TIMEOUT = 1.0  # rustypot's read timeout [s]
+#: Feetech rates: the vendor's table (0-7), and LeRobot's scan list (which adds 4800,
+#: 9600, 14400 and 19200 and lacks 76800).
+FEETECH_SDK_RATES = (4800, 9600, 14400, 19200, 38400, 57600, 115200, 128000, 250000, 500000,
+                     1_000_000)  # fmt: skip
+#: What dynamixel-sdk can set, the rates the issue found the servos "at" among them.
+DXL_RATES = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 500000, 576000, 921600,
+             1_000_000, 1_152_000, 2_000_000, 2_500_000, 3_000_000, 3_500_000,
+             4_000_000)  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _scs_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """About 100 ms per unanswered ping: a scan waits it out at every wrong rate."""
+    monkeypatch.setattr(scs_port_handler, "LATENCY_TIMER", 50)
+
+
+def _until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def fbus() -> Iterator[FeetechVirtualBus]:
+    with running_feetech_bus([(1, "STS3215"), (2, "STS3215")]) as bus:
+        yield bus
+        assert bus.errors == []
+
+
+def _scs(port: str, rate: int = 1_000_000) -> tuple[scs.PortHandler, object]:
+    handler = scs.PortHandler(port)
+    assert handler.openPort()
+    assert handler.setBaudRate(rate)
+    return handler, scs.PacketHandler(0)
+
+
+# ---------------------------------------------------------------- Feetech factory block
+
+
+def test_sdk_writes_and_reads_maximum_acceleration_as_lerobot_does(
+    fbus: FeetechVirtualBus,
+) -> None:
+    port, ph = _scs(fbus.port)
+    try:
+        # LeRobot's configure_motors: Maximum_Acceleration (85) and Acceleration (41) := 254.
+        assert ph.write1ByteTxRx(port, 1, 85, 254) == (scs.COMM_SUCCESS, 0)  # type: ignore[attr-defined]
+        assert ph.write1ByteTxRx(port, 1, 41, 254) == (scs.COMM_SUCCESS, 0)  # type: ignore[attr-defined]
+        assert ph.read1ByteTxRx(port, 1, 85) == (254, scs.COMM_SUCCESS, 0)  # type: ignore[attr-defined]
+        assert fbus.register(1, F.ACCELERATION_LIMIT) == 254
+        for address in range(80, 87):  # every byte of the block is a register
+            assert ph.write1ByteTxRx(port, 2, address, address) == (scs.COMM_SUCCESS, 0)  # type: ignore[attr-defined]
+        data, result, _ = ph.readTxRx(port, 2, 80, 7)  # type: ignore[attr-defined]
+        assert (list(data), result) == (list(range(80, 87)), scs.COMM_SUCCESS)
+    finally:
+        port.closePort()
+
+
+def test_rustypot_reads_and_writes_the_factory_block(fbus: FeetechVirtualBus) -> None:
+    c = rustypot.Sts3215PyController(fbus.port, 1_000_000, TIMEOUT)
+    try:
+        c.write_maximum_acceleration(2, 254)
+        c.write_acceleration_multiplier(2, 3)
+        assert c.read_maximum_acceleration(2) == [254]
+        assert c.read_acceleration_multiplier(2) == [3]
+        assert fbus.register(2, F.ACCELERATION_MULTIPLIER) == 3
+    finally:
+        c.close()
+
+
+def test_the_factory_block_survives_a_power_cycle_when_saved(fbus: FeetechVirtualBus) -> None:
+    port, ph = _scs(fbus.port)
+    try:
+        assert ph.write1ByteTxRx(port, 1, 85, 200) == (scs.COMM_SUCCESS, 0)  # type: ignore[attr-defined]
+        fbus.faults(1).power_cycles += 1
+        _until(lambda: ph.read1ByteTxRx(port, 1, 85)[1] == scs.COMM_SUCCESS)  # type: ignore[attr-defined]
+        assert ph.read1ByteTxRx(port, 1, 85) == (200, scs.COMM_SUCCESS, 0)  # type: ignore[attr-defined]
+    finally:
+        port.closePort()
+
+
+# ---------------------------------------------------------------- Dynamixel goal limits
+
+
+def test_goal_pwm_and_goal_current_power_up_at_their_limits() -> None:
+    servos = {1: "XM430-W350", 2: "XL330-M288", 3: "XL430-W250"}
+    with running_virtual_bus(servos, return_delay_time=0) as bus:
+        sdk = open_sdk(bus, 2, 1_000_000)
+        try:
+            p = sdk.packet
+            for i in servos:
+                pwm_limit, _, _ = p.read2ByteTxRx(sdk.port, i, 36)
+                goal_pwm, result, _ = p.read2ByteTxRx(sdk.port, i, 100)
+                assert (goal_pwm, result) == (pwm_limit, dxl.COMM_SUCCESS) and pwm_limit == 885
+            for i, limit in ((1, 1193), (2, 1750)):  # e-manual Current Limit(38) of each model
+                assert p.read2ByteTxRx(sdk.port, i, 38)[0] == limit
+                assert p.read2ByteTxRx(sdk.port, i, 102) == (limit, dxl.COMM_SUCCESS, 0)
+            # A lower limit is where the goal starts after a reboot, and after a mode change.
+            assert p.write2ByteTxRx(sdk.port, 2, 38, 600) == (dxl.COMM_SUCCESS, 0)
+            assert p.write2ByteTxRx(sdk.port, 2, 102, 100) == (dxl.COMM_SUCCESS, 0)
+            assert p.reboot(sdk.port, 2) == (dxl.COMM_SUCCESS, 0)
+            _until(lambda: p.read2ByteTxRx(sdk.port, 2, 102)[1] == dxl.COMM_SUCCESS)
+            assert p.read2ByteTxRx(sdk.port, 2, 102)[0] == 600
+            assert p.write2ByteTxRx(sdk.port, 2, 102, 100) == (dxl.COMM_SUCCESS, 0)
+            assert p.write4ByteTxRx(sdk.port, 2, 112, 50) == (dxl.COMM_SUCCESS, 0)
+            assert p.write1ByteTxRx(sdk.port, 2, 11, 5) == (dxl.COMM_SUCCESS, 0)
+            assert p.read2ByteTxRx(sdk.port, 2, 102)[0] == 600
+            assert p.read4ByteTxRx(sdk.port, 2, 112)[0] == 0  # Profile Velocity := 0
+            assert bus.register(2, D.GOAL_CURRENT) == 600
+        finally:
+            sdk.port.closePort()
+        assert bus.errors == []
+
+
+def test_a_current_based_gripper_moves_without_a_goal_current_written() -> None:
+    """LeRobot's Koch gripper: mode 5, torque on, a goal; no Goal Current written."""
+    with running_virtual_bus({6: "XL330-M288"}, return_delay_time=0) as bus:
+        sdk = open_sdk(bus, 2, 1_000_000)
+        try:
+            p = sdk.packet
+            assert p.write1ByteTxRx(sdk.port, 6, 11, 5) == (dxl.COMM_SUCCESS, 0)
+            assert p.write1ByteTxRx(sdk.port, 6, 64, 1) == (dxl.COMM_SUCCESS, 0)
+            start = p.read4ByteTxRx(sdk.port, 6, 132)[0]
+            goal = start + 600
+            assert p.write4ByteTxRx(sdk.port, 6, 116, goal) == (dxl.COMM_SUCCESS, 0)
+            _until(lambda: abs(p.read4ByteTxRx(sdk.port, 6, 132)[0] - goal) <= 10)
+        finally:
+            sdk.port.closePort()
+
+
+# ---------------------------------------------------------------- bit rates
+
+
+def test_a_feetech_scan_finds_the_servos_only_at_their_rate(fbus: FeetechVirtualBus) -> None:
+    found = []
+    for rate in FEETECH_SDK_RATES:
+        port, ph = _scs(fbus.port, rate)
+        try:
+            if ph.ping(port, 1)[1] == scs.COMM_SUCCESS:  # type: ignore[attr-defined]
+                found.append(rate)
+        finally:
+            port.closePort()
+    assert found == [1_000_000]
+
+
+def test_a_feetech_servo_moved_to_76800_answers_there_only(fbus: FeetechVirtualBus) -> None:
+    """Baud Rate 5 is 76800 by the vendor's table (LeRobot's says 57600): rustypot sets
+    that non-standard rate on the pty, and servo 2 answers at it, not at 57600 or 1 Mbps."""
+    port, ph = _scs(fbus.port)
+    try:
+        ph.write1ByteTxRx(port, 2, 6, 5)  # type: ignore[attr-defined]  # answered at the new rate
+    finally:
+        port.closePort()
+    for rate, ids in ((76_800, {2}), (57_600, set()), (1_000_000, {1}), (128_000, set())):
+        c = rustypot.Sts3215PyController(fbus.port, rate, 0.2)
+        try:
+            assert {i for i in (1, 2) if c.ping(i)} == ids, rate
+        finally:
+            c.close()
+
+
+def test_a_dynamixel_scan_finds_the_servos_only_at_their_rate() -> None:
+    with running_virtual_bus({1: "XM430-W350", 2: "XL330-M288"}, return_delay_time=0) as bus:
+        found = []
+        for rate in DXL_RATES:
+            sdk = open_sdk(bus, 2, rate)
+            try:
+                if sdk.packet.ping(sdk.port, 1)[1] == dxl.COMM_SUCCESS:
+                    found.append(rate)
+            finally:
+                sdk.port.closePort()
+        assert found == [1_000_000]
+        assert bus.errors == []
+
+
+def test_a_host_that_sets_no_rate_is_heard_by_no_servo() -> None:
+    """A pty opened without a rate is at the kernel's default (38400 on Linux)."""
+    import os
+
+    with running_virtual_bus({1: "XM430-W350"}, baudrate=57_600, return_delay_time=0) as bus:
+        fd = os.open(bus.port, os.O_RDWR | os.O_NOCTTY)
+        try:
+            rate = bus.host_rate()
+            assert rate != 57_600
+            assert bus.handler.online() == {}
+        finally:
+            os.close(fd)
