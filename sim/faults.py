@@ -9,6 +9,12 @@ Each servo id has one ``ServoFaults`` record. Tests change its fields at any tim
     bus.faults(3).unplug()                 # silent until .replug() (a power-up)
     bus.faults(3).brown_out()              # silent until rebooted (a reboot is answered)
     bus.faults(3).hardware_error = HardwareErrorFlags.OVERLOAD   # latched until reboot
+    bus.faults(3).glitch(200)              # the next reply reads Present Position 200 ticks off
+    bus.faults(3).glitch(0.5, unit="rad", replies=None, rate=0.05)  # 5 % of replies, 0.5 rad
+
+A glitched reply is well formed: the Present Position value in it is rewritten and the
+packet's CRC (or checksum) computed over the new bytes, as an encoder glitch or two
+cancelling bit flips would leave it.
 
 Random faults draw from a per-servo generator seeded from ``(seed, id)``, so a test
 sees the same sequence of drops on every run.
@@ -17,6 +23,7 @@ sees the same sequence of drops on every run.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +46,10 @@ class ReplyFate(enum.Enum):
     DROP = "drop"
     CORRUPT = "corrupt"
     TRUNCATE = "truncate"  # the parameters are cut to ``truncate_keep`` bytes, CRC valid
+
+
+#: Units of ``ServoFaults.glitch_offset``: position ticks, or radians of the servo shaft.
+GLITCH_UNITS = ("tick", "rad")
 
 
 def _check_rate(name: str, value: float) -> None:
@@ -65,6 +76,13 @@ class ServoFaults:
         power_cycles: how many times the servo came back from unplug or brown-out; the
             owner resets its RAM (torque off, goal = present) when this changes.
         seed: seed of the random drop/corrupt decisions.
+        glitch_offset: added to the Present Position a glitched reply carries, in
+            ``glitch_unit`` (see ``glitch``); 0 glitches nothing.
+        glitch_unit: ``"tick"`` (the servo's position ticks) or ``"rad"`` (servo shaft
+            radians, rounded to whole ticks on a bus).
+        glitch_rate: chance that a reply carrying Present Position is glitched.
+        glitch_replies: how many more replies may be glitched; ``None`` for no end.
+        glitched: replies glitched so far.
     """
 
     servo_id: int
@@ -77,14 +95,25 @@ class ServoFaults:
     presence: Presence = Presence.PRESENT
     power_cycles: int = 0
     seed: int = 0
+    glitch_offset: float = 0.0
+    glitch_unit: str = "tick"
+    glitch_rate: float = 0.0
+    glitch_replies: int | None = 0
+    glitched: int = 0
     _rng: np.random.Generator = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._rng = np.random.default_rng([self.seed, self.servo_id])
 
     def __setattr__(self, name: str, value: object) -> None:
-        if name in ("drop_rate", "corrupt_rate", "truncate_rate"):
+        if name in ("drop_rate", "corrupt_rate", "truncate_rate", "glitch_rate"):
             _check_rate(name, float(value))  # type: ignore[arg-type]
+        elif name == "glitch_offset" and not math.isfinite(float(value)):  # type: ignore[arg-type]
+            raise ValueError(f"glitch_offset must be finite, got {value!r}")
+        elif name == "glitch_unit" and value not in GLITCH_UNITS:
+            raise ValueError(f"glitch_unit must be one of {', '.join(GLITCH_UNITS)}, got {value!r}")
+        elif name == "glitch_replies" and value is not None and not int(value) >= 0:  # type: ignore[call-overload]
+            raise ValueError(f"glitch_replies must be >= 0 or None, got {value!r}")
         elif name == "truncate_keep" and not int(value) >= 0:  # type: ignore[call-overload]
             raise ValueError(f"truncate_keep must be >= 0 bytes, got {value!r}")
         elif name == "delay" and not float(value) >= 0.0:  # type: ignore[arg-type]
@@ -136,11 +165,66 @@ class ServoFaults:
             return ReplyFate.TRUNCATE
         return ReplyFate.DELIVER
 
+    def glitch(
+        self,
+        offset: float,
+        *,
+        unit: str = "tick",
+        replies: int | None = 1,
+        rate: float = 1.0,
+    ) -> None:
+        """Glitch the Present Position of this servo's next replies by ``offset``.
+
+        Args:
+            offset: added to the position the reply carries, in ``unit``.
+            unit: ``"tick"`` or ``"rad"`` (of the servo shaft, not the joint).
+            replies: how many replies to glitch (``None``: until cleared).
+            rate: chance that each reply carrying Present Position is glitched
+                (1: every one, until ``replies`` are used up).
+
+        Raises:
+            ValueError: a non-finite offset, an unknown unit, a rate outside [0, 1], a
+                negative count.
+        """
+        self.glitch_unit = unit
+        self.glitch_rate = rate
+        self.glitch_replies = replies
+        self.glitch_offset = float(offset)  # last: the checks above came first
+
+    @property
+    def glitching(self) -> bool:
+        """Whether a reply may still be glitched."""
+        return (
+            self.glitch_offset != 0.0
+            and self.glitch_rate > 0.0
+            and (self.glitch_replies is None or self.glitch_replies > 0)
+        )
+
+    def take_glitch(self, radians_per_tick: float) -> float:
+        """Draw whether this reply is glitched; its offset in ticks (0.0: not glitched).
+
+        Called once per reply that carries Present Position. ``radians_per_tick`` is the
+        servo's tick size, to turn a ``"rad"`` offset into ticks.
+        """
+        if not self.glitching:
+            return 0.0
+        if self.glitch_rate < 1.0 and self._rng.random() >= self.glitch_rate:
+            return 0.0
+        if self.glitch_replies is not None:
+            self.glitch_replies -= 1
+        self.glitched += 1
+        if self.glitch_unit == "rad":
+            return self.glitch_offset / radians_per_tick
+        return self.glitch_offset
+
     def clear(self) -> None:
         """Remove every injected fault (the servo answers normally again)."""
         self.drop_rate = 0.0
         self.corrupt_rate = 0.0
         self.truncate_rate = 0.0
+        self.glitch_offset = 0.0
+        self.glitch_rate = 0.0
+        self.glitch_replies = 0
         self.delay = 0.0
         self.hardware_error = HardwareErrorFlags.NONE
         self.replug()

@@ -32,9 +32,11 @@ from hilbot.hal.feetech.protocol import (
     parse_sync_read,
     parse_sync_write,
 )
+from hilbot.hal.feetech.register_names import FeetechRegister
 from hilbot.sim.bus_replies import Reply, faulted_reply, online
 from hilbot.sim.faults import FaultTable
 from hilbot.sim.feetech_servo import FeetechServo
+from hilbot.sim.glitch import glitch_read
 
 Ins = Instruction
 
@@ -93,6 +95,15 @@ class FeetechInstructionHandler:
 
     # ------------------------------------------------------------------ replies
 
+    def _read(
+        self, servo: FeetechServo, address: int, length: int, now: float
+    ) -> tuple[int, bytes]:
+        """``servo.read``, its Present Position moved by an injected glitch (``glitch_read``)."""
+        error, data = servo.read(address, length, now)
+        return error, glitch_read(
+            self.faults.get(servo.id), servo.spec, FeetechRegister.PRESENT_POSITION, address, data
+        )
+
     def _deliver(self, servo_id: int, error: int, params: bytes, delay: float) -> Reply | None:
         def encode(keep: int | None) -> bytes:
             return encode_status(StatusPacket(servo_id, error, params[:keep]))
@@ -125,7 +136,7 @@ class FeetechInstructionHandler:
         if inst == Ins.READ:
             if len(p) != 2:
                 return None
-            error, data = servo.read(p[0], p[1], now)
+            error, data = self._read(servo, p[0], p[1], now)
             return error, data, 0
         if inst in (Ins.WRITE, Ins.REG_WRITE):
             if len(p) < 2:
@@ -157,7 +168,7 @@ class FeetechInstructionHandler:
             servo = online.get(servo_id)
             if servo is None or not servo.spec.has_sync_read:
                 continue
-            error, data = servo.read(request.address, request.length, now)
+            error, data = self._read(servo, request.address, request.length, now)
             reply = self._deliver(servo_id, error, data, servo.return_delay)
             if reply is not None:
                 replies.append(reply)

@@ -37,8 +37,10 @@ from hilbot.hal.dynamixel.protocol import (
     encode_fast_status,
     encode_status,
 )
+from hilbot.hal.dynamixel.register_names import RegisterName
 from hilbot.sim.bus_replies import Reply, corrupt, faulted_reply, online
 from hilbot.sim.faults import FaultTable, ReplyFate
+from hilbot.sim.glitch import glitch_read
 from hilbot.sim.virtual_servo import VirtualServo
 
 Ins = Instruction
@@ -105,6 +107,15 @@ class InstructionHandler:
     def _status(self, servo: VirtualServo, error: int, params: bytes = b"") -> Reply | None:
         packet = StatusPacket(self.protocol, servo.id, error, params)
         return self._deliver(packet, servo.return_delay)
+
+    def _read(
+        self, servo: VirtualServo, address: int, length: int, now: float
+    ) -> tuple[int, bytes]:
+        """``servo.read``, its Present Position moved by an injected glitch (``glitch_read``)."""
+        error, data = servo.read(address, length, now)
+        return error, glitch_read(
+            self.faults.get(servo.id), servo.spec, RegisterName.PRESENT_POSITION, address, data
+        )
 
     def _deliver(self, packet: StatusPacket, delay: float) -> Reply | None:
         def encode(keep: int | None) -> bytes:
@@ -214,7 +225,7 @@ class InstructionHandler:
         if inst is Ins.READ:
             if len(p) != 2 * width:
                 return self._length_error(servo), b"", 1
-            error, data = servo.read(_le(p[:width]), _le(p[width:]), now)
+            error, data = self._read(servo, _le(p[:width]), _le(p[width:]), now)
             return error, data, 1
         if inst in (Ins.WRITE, Ins.REG_WRITE):
             if len(p) <= width:
@@ -290,7 +301,7 @@ class InstructionHandler:
                 continue
             if bulk and not servo.spec.has_bulk_read:
                 continue
-            error, data = servo.read(address, length, now)
+            error, data = self._read(servo, address, length, now)
             reply = self._status(servo, error, data)
             if reply is not None:
                 replies.append(reply)
@@ -313,7 +324,7 @@ class InstructionHandler:
                 # slice ends the reply just as a missing one does).
                 complete = False
                 break
-            error, data = servo.read(address, length, now)
+            error, data = self._read(servo, address, length, now)
             parts.append(FastStatusPart(servo_id, error, data.ljust(length, b"\0")))
             delay = max(delay, servo.return_delay + (faults.delay if faults else 0.0))
             damaged |= fate is ReplyFate.CORRUPT

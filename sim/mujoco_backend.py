@@ -17,8 +17,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-import numpy as np
-
 from hilbot.hal.mapping import ServoSpec
 from hilbot.kinematics import Robot
 from hilbot.sim.mujoco_body import MujocoBody, ServoMount
@@ -93,8 +91,6 @@ class MujocoBackend(SimBackend):
         )
         self.model.external_torque = old.external_torque.copy()
         self.model.load_function = old.load_function
-        ratio = jm.gear_ratio
         self.scene_poses = self.body.free_bodies  # the live view follows pushed objects
-        self.model.set_profile(
-            np.arange(self.model.n), profile_velocity * ratio, profile_acceleration * ratio
-        )
+        # The joint-space options, or each servo's own configured profile.
+        self._set_profile(profile_velocity, profile_acceleration)

@@ -59,6 +59,10 @@ class SimBackend:
             through the gear ratio and shows up as tracking error and effort.
         profile_velocity: joint-space profile velocity limit [rad/s]; 0 = unlimited.
         profile_acceleration: profile acceleration limit [rad/s²]; 0 = unlimited.
+            A servo whose ``ServoSpec`` sets ``profile_velocity`` or
+            ``profile_acceleration`` (the robot config's, [rad/s] and [rad/s²] of the
+            servo shaft) runs that profile instead, rounded to its register's unit as
+            the real backend writes it (see ``firmware_profile``).
         ambient_temperature: [°C].
         retries: how often a read or write is retried when an injected fault loses a
             reply (counted in ``counters.retries``), before ``CommTimeout`` is raised.
@@ -85,6 +89,10 @@ class SimBackend:
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries!r}")
         self._map = JointMap(servos, _physics_lookup(servos, physics or {}))
+        primary = {s.joint: s for s in servos if s.shadow_of is None}
+        #: per joint: the profile its servo's config sets, ``(velocity, acceleration)``
+        #: [rad/s, rad/s²] of the shaft, ``None`` where it sets none.
+        self._servo_profiles = [firmware_profile(primary[j]) for j in self._map.names]
         self._map.set_limits(joint_limits or {})
         self._clock = clock
         self._retries = retries
@@ -139,9 +147,12 @@ class SimBackend:
         now = self._advance()
         self._transaction("SYNC_READ", None)
         m, jm = self.model, self._map
+        position = jm.offset + m.present_position * self._position_scale
+        if self.faults.records():
+            self._glitch(position)
         return JointState(
             names=jm.names,
-            position=jm.offset + m.present_position * self._position_scale,
+            position=position,
             velocity=m.present_velocity * self._position_scale,
             effort=m.motor_torque * self._effort_scale,
             temperature=np.round(m.temperature),
@@ -254,6 +265,17 @@ class SimBackend:
                 self._power_cycles[i] = faults.power_cycles
                 self.model.reboot([i])
 
+    def _glitch(self, position: F64) -> None:
+        """Move the readings of servos with a pending glitch fault (``ServoFaults.glitch``)."""
+        for faults in self.faults.records():
+            i = self._map.joint_of_servo(faults.servo_id)
+            # A shadow servo's position is not read: only its joint's primary one is.
+            if i is None or not faults.glitching or self._map.servo_ids[i][0] != faults.servo_id:
+                continue
+            quantum = float(self.model.quantum[i])
+            ticks = faults.take_glitch(quantum)
+            position[i] += ticks * quantum * self._position_scale[i]
+
     def _transaction(self, instruction: str, index: Iterable[int] | None) -> None:
         """Count one bus transaction; injected faults may lose it (retried, then raised)."""
         if not self.faults.records():
@@ -288,7 +310,14 @@ class SimBackend:
                 raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
         # Joint-space limits become shaft-space limits through the gear ratio.
         ratio = self._map.gear_ratio
-        self.model.set_profile(np.arange(self.model.n), velocity * ratio, acceleration * ratio)
+        shaft_velocity, shaft_acceleration = velocity * ratio, acceleration * ratio
+        # A servo's own configured profile (shaft units, as its registers hold it) wins.
+        for i, (v, a) in enumerate(self._servo_profiles):
+            if v is not None:
+                shaft_velocity[i] = v
+            if a is not None:
+                shaft_acceleration[i] = a
+        self.model.set_profile(np.arange(self.model.n), shaft_velocity, shaft_acceleration)
 
     def _set_loads(self, load: Mapping[str, float | Callable[[float], float]]) -> None:
         functions = dict(self._loads)
@@ -318,6 +347,60 @@ class SimBackend:
             return out
 
         return load
+
+
+def firmware_profile(spec: ServoSpec) -> tuple[float | None, float | None]:
+    """The profile a servo runs with its config's settings: ``(velocity, acceleration)``.
+
+    In [rad/s] and [rad/s²] of the servo shaft, ``None`` where the spec sets none. The
+    real backend writes ``round(value / unit)`` to Profile Velocity (0.229 rev/min) and
+    Profile Acceleration (214.577 rev/min²) (``hilbot.hal.dynamixel.servo_setup``); the
+    firmware runs that register value, so the result is rounded the same way.
+
+    Raises:
+        ConfigError: a profile for a model without these registers, or a value outside
+            the register's range (the real backend's start-up refuses both).
+    """
+    if spec.profile_velocity is None and spec.profile_acceleration is None:
+        return None, None
+    from hilbot.hal.dynamixel.servo_setup import ACCELERATION_UNIT
+    from hilbot.hal.dynamixel.tables import RegisterName, model
+
+    out: list[float | None] = []
+    for name, value, register in (
+        ("profile_velocity", spec.profile_velocity, RegisterName.PROFILE_VELOCITY),
+        ("profile_acceleration", spec.profile_acceleration, RegisterName.PROFILE_ACCELERATION),
+    ):
+        if value is None:
+            out.append(None)
+            continue
+        try:
+            table = model(spec.model)
+        except KeyError:
+            table = None
+        if table is None or register not in table.table:
+            raise ConfigError(
+                f"servo {spec.id} ({spec.model}): this model has no {register.value} "
+                f"register for {name}",
+                servo_id=spec.id,
+                field=name,
+            )
+        unit = (
+            table.rad_per_s_per_velocity_tick
+            if register is RegisterName.PROFILE_VELOCITY
+            else ACCELERATION_UNIT
+        )
+        ticks = round(value / unit)
+        reg = table.table[register]
+        if not reg.min <= ticks <= reg.max:
+            raise ConfigError(
+                f"servo {spec.id} ({spec.model}): {name} {value} is {register.value} "
+                f"{ticks}, outside {reg.min}..{reg.max}",
+                servo_id=spec.id,
+                field=name,
+            )
+        out.append(ticks * unit)
+    return out[0], out[1]
 
 
 def _physics_lookup(
