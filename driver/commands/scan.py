@@ -2,7 +2,8 @@
 
 Dynamixel Protocol 2.0 is scanned with one broadcast ping per baud rate; Protocol 1.0
 has no broadcast ping, so each id is pinged (a second or two per baud rate), and so is
-each id of a Feetech bus (``--family feetech``).
+each id of a Feetech bus (``--family feetech``). A Feetech servo answers a Protocol
+1.0 scan too: it is named as the Feetech model it is, with the flag to add.
 
 Example: hilbot scan --port /dev/ttyUSB0 --baud 57600,1000000 --protocol 2
 
@@ -15,9 +16,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from hilbot.driver.commands.failures import candidate_ports, port_problem, reason_of
-from hilbot.hal.dynamixel.tools import COMMON_BAUD_RATES, scan
+from hilbot.hal.dynamixel.tools import COMMON_BAUD_RATES, FoundServo, scan
 from hilbot.hal.errors import HalError, PortError
 
 
@@ -102,14 +104,62 @@ def run(args: argparse.Namespace) -> int:
         rates = ", ".join(str(r) for r in args.baud)
         print(f"no servo answered on {args.port} at {rates} bit/s (protocol {protocols})")
         return 1
-    print(f"{'id':>3}  {'model':<14} {'number':>6}  {'firmware':>8}  {'baud':>8}  protocol")
+    feetech = _feetech_among(args.port, found, args.margin_ms)
+    print(f"{'id':>3}  {'model':<20} {'number':>6}  {'firmware':>8}  {'baud':>8}  protocol")
     for s in found:
+        f = feetech.get((s.id, s.baudrate))
+        if f is not None:
+            firmware = f"{f.firmware[0]}.{f.firmware[1]}" if f.firmware[0] >= 0 else "?"
+            print(
+                f"{f.id:>3}  {f.model:<20} {f.model_number:>6}  {firmware:>8}  "
+                f"{f.baudrate:>8}  Feetech"
+            )
+            continue
         firmware = str(s.firmware) if s.firmware >= 0 else "?"
         print(
-            f"{s.id:>3}  {s.model:<14} {s.model_number:>6}  {firmware:>8}  "
+            f"{s.id:>3}  {s.model:<20} {s.model_number:>6}  {firmware:>8}  "
             f"{s.baudrate:>8}  {s.protocol}.0"
         )
+    if feetech:
+        print(feetech_hint(args.port, list(feetech.values())))
     return 0
+
+
+def _feetech_among(
+    port: str, found: list[FoundServo], margin_ms: float
+) -> dict[tuple[int, int], Any]:
+    """The Feetech servos among a Dynamixel scan's unknown Protocol 1.0 models.
+
+    A Feetech STS/SCS servo speaks a Protocol 1.0 look-alike, so a Protocol 1.0 scan finds
+    it, but reads its firmware version (addresses 0 and 1) as the model number (3.6 reads
+    as 1539). Each such servo is asked for its Feetech Model Number (address 3); those
+    that give a known one are returned, keyed by ``(id, baud rate)``.
+    """
+    from hilbot.hal.feetech.tools import scan as scan_feetech
+
+    unknown: dict[int, list[int]] = {}
+    for s in found:
+        if s.protocol == 1 and s.model.startswith("unknown"):
+            unknown.setdefault(s.baudrate, []).append(s.id)
+    out: dict[tuple[int, int], Any] = {}
+    for rate, ids in unknown.items():
+        try:
+            answers = scan_feetech(port, [rate], ids=ids, margin_ms=margin_ms)
+        except HalError:
+            continue
+        out.update({(f.id, rate): f for f in answers if not f.model.startswith("unknown")})
+    return out
+
+
+def feetech_hint(port: str, servos: list[Any]) -> str:
+    """The line after a scan that found Feetech servos without ``--family feetech``."""
+    ids = ", ".join(str(s.id) for s in servos)
+    models = ", ".join(sorted({s.model for s in servos}))
+    are = "are Feetech servos" if len(servos) > 1 else "is a Feetech servo"
+    return (
+        f"id {ids} {are} ({models}), not Dynamixel: add --family feetech to hilbot scan, "
+        f"servo and doctor (hilbot scan --port {port} --family feetech)"
+    )
 
 
 def no_port_given() -> str:

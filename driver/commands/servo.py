@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from hilbot.hal.dynamixel.tools import (
+    ChangeError,
     change_baudrate,
     change_id,
     open_bus,
@@ -95,9 +96,31 @@ def run(args: argparse.Namespace) -> int:
                 spec = change_baudrate(bus, servo_id, args.set_baud)
                 print(f"servo {servo_id} ({spec.name}) now talks at {args.set_baud} bit/s")
     except (HalError, ValueError) as exc:
+        feetech = _feetech_at(args.port, args.baud, servo_id) if _missing(exc) else None
+        if feetech is not None:
+            exc = ChangeError(
+                f"servo {servo_id} does not answer as a Dynamixel, but a Feetech {feetech} "
+                f"answers at id {servo_id}: add --family feetech",
+                servo_id=servo_id,
+            )
         print(f"hilbot servo: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _missing(exc: Exception) -> bool:
+    return isinstance(exc, ChangeError) and "does not answer" in str(exc)
+
+
+def _feetech_at(port: str, baud: int, servo_id: int) -> str | None:
+    """The model of a Feetech servo answering at ``servo_id`` (not a Dynamixel), if any."""
+    from hilbot.hal.feetech.tools import scan as scan_feetech
+
+    try:
+        found = scan_feetech(port, [baud], ids=[servo_id], margin_ms=10.0)
+    except HalError:
+        return None
+    return found[0].model if found else None
 
 
 def _run_feetech(args: argparse.Namespace) -> int:
