@@ -375,11 +375,11 @@ async def virtual_buses(
     """
     import asyncio
     import os
-    import sys
     import tempfile
 
     import yaml
 
+    from hilbot.driver.child_python import python_command
     from hilbot.driver.commands.sim_bus import OWNED_DIR_ENV, PARENT_ENV
 
     data = config.model_dump(mode="json", exclude={"teleop"})
@@ -388,13 +388,13 @@ async def virtual_buses(
         with open(path, "w") as f:
             yaml.safe_dump(data, f)
         proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "hilbot",
-            "sim-bus",
-            path,
-            *(() if return_delay_time is None else ("--return-delay", str(return_delay_time))),
-            *extra_args,
+            *python_command(
+                "hilbot",
+                "sim-bus",
+                path,
+                *(() if return_delay_time is None else ("--return-delay", str(return_delay_time))),
+                *extra_args,
+            ),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             # It watches this process: killed outright (kill -9), we cannot end it, so it

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import socket
-import sys
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from hilbot.driver.child_python import python_command, wrong_package
 from hilbot.driver.errors import DriverError
 from hilbot.driver.state import Command
 from hilbot.driver.teleop.backoff import Backoff
@@ -26,6 +27,8 @@ from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
 
 #: Seconds a stopping worker gets to say goodbye (``status`` offline) before it is killed.
 STOP_TIMEOUT_S = 3.0
+#: Seconds a starting worker gets to say which ``hilbot`` it loaded (imports on a busy host).
+HELLO_TIMEOUT_S = 60.0
 
 
 class TeleopLink:
@@ -60,12 +63,14 @@ async def serve_isolated(
     robot_name: str,
     logger: logging.Logger,
     ready: asyncio.Future[Any] | None = None,
+    instance: Any = None,
 ) -> None:
     """Run teleop in a worker process until cancelled; restart the worker if it dies.
 
     The worker holds the MQTT connection (and the embedded broker when ``url``
     is None). While it is down the runtime gets no targets, so its watchdog
-    holds the robot. ``ready`` is resolved with the :class:`TeleopLink`.
+    holds the robot. ``ready`` is resolved with the :class:`TeleopLink`. Every worker
+    gets the same ``instance`` (:class:`~hilbot.driver.teleop.instance.Instance`).
 
     Raises:
         TeleopError: the worker could not start serving (bad URL, busy port).
@@ -73,7 +78,9 @@ async def serve_isolated(
     link = TeleopLink(Topics(settings.topic_prefix(robot_name)))
     backoff = Backoff(settings.reconnect_min_s, settings.reconnect_max_s)
     while True:
-        code = await _run_worker(runtime, settings, url, robot_name, logger, link, ready)
+        code = await _run_worker(
+            runtime, settings, url, robot_name, logger, link, ready, instance
+        )
         link.connected.clear()
         link.restarts += 1
         delay = backoff.next_delay()
@@ -89,18 +96,30 @@ async def _run_worker(
     logger: logging.Logger,
     link: TeleopLink,
     ready: asyncio.Future[Any] | None,
+    instance: Any = None,
 ) -> int | None:
     ours, theirs = socket.socketpair()
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "hilbot.driver.teleop.worker",
-        str(theirs.fileno()),
+        *python_command("hilbot.driver.teleop.worker", str(theirs.fileno())),
         pass_fds=(theirs.fileno(),),
     )
     theirs.close()
     link.pid = process.pid
     reader, writer = await asyncio.open_connection(sock=ours)
+    try:
+        # The settings hold the broker's password: only for a worker running our hilbot.
+        await _verify_worker(reader, process)
+    except BaseException:
+        writer.close()  # it sees the channel close and exits; killed if it does not
+        try:
+            # asyncio.TimeoutError: Python 3.10's wait_for raises it, not TimeoutError.
+            with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+                await asyncio.wait_for(process.wait(), STOP_TIMEOUT_S)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        raise
     init = {
         "settings": settings,
         "url": url,
@@ -108,6 +127,7 @@ async def _run_worker(
         "chains": tuple(runtime.chains),
         "joint_names": tuple(runtime.joint_names),
         "log_level": logger.getEffectiveLevel(),
+        "instance": instance,
     }
     writer.write(pack(("init", init)) + pack(("state", state_body(runtime.state()))))
     push = asyncio.get_running_loop().create_task(
@@ -125,6 +145,34 @@ async def _run_worker(
             process.kill()
             await process.wait()
     return process.returncode
+
+
+async def _verify_worker(reader: asyncio.StreamReader, process: Any) -> None:
+    """Read the worker's hello line; raise unless it runs the ``hilbot`` this process runs.
+
+    The line is plain JSON, not a pickle: nothing from an unverified child is unpickled.
+
+    Raises:
+        TeleopError: the worker exited, said nothing in time, or loaded another hilbot.
+    """
+    try:
+        line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_S)
+    except (TimeoutError, asyncio.TimeoutError, ValueError, ConnectionError):  # noqa: UP041 (3.10)
+        line = b""
+    try:
+        hello = json.loads(line)
+    except ValueError:
+        hello = None
+    if not isinstance(hello, dict) or "hilbot" not in hello:
+        code = process.returncode
+        raise TeleopError(
+            "the teleop worker did not start"
+            + ("" if code is None else f" (exit code {code})")
+            + "; it was sent no credentials"
+        )
+    problem = wrong_package(hello["hilbot"])
+    if problem is not None:
+        raise TeleopError(f"refusing the teleop worker: {problem}; it was sent no credentials")
 
 
 async def _push_state(

@@ -6,8 +6,10 @@ newest accepted target per topic, at most once per ``FLUSH_INTERVAL_S``, plus
 commands; it publishes the state snapshots the control process sends it.
 
 Started by :func:`hilbot.driver.teleop.link.serve_isolated` as
-``python -m hilbot.driver.teleop.worker FD`` with one end of a socket pair; it
-exits when that socket closes (its parent died or stopped it).
+``python -m hilbot.driver.teleop.worker FD`` (isolated, on the installed package
+only: :mod:`hilbot.driver.child_python`) with one end of a socket pair; its first
+line on it names the ``hilbot`` it loaded, and it exits when that socket closes
+(its parent died or stopped it).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 import os
 import socket
@@ -23,6 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from hilbot.driver.child_python import package_file
 from hilbot.driver.errors import DriverError
 from hilbot.driver.teleop.bridge import TeleopBridge
 from hilbot.driver.teleop.channel import pack, receive
@@ -170,8 +174,14 @@ async def run_worker(fd: int) -> None:
     """Serve teleop for the control process at the other end of socket ``fd``."""
     sock = socket.socket(fileno=fd)
     reader, writer = await asyncio.open_connection(sock=sock)
-    _, init = await receive(reader)
-    _, first_state = await receive(reader)
+    # Say which hilbot this is: the control process sends the settings (the broker's
+    # password) only to a worker running its own package (see link._verify_worker).
+    writer.write(json.dumps({"hilbot": package_file(), "pid": os.getpid()}).encode() + b"\n")
+    try:
+        _, init = await receive(reader)
+        _, first_state = await receive(reader)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return  # the control process stopped (or refused this worker) before it began
     logging.basicConfig(
         level=init["log_level"], format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -210,6 +220,7 @@ async def _serve(
                 init["settings"],
                 init["url"],
                 robot_name=init["robot_name"],
+                instance=init.get("instance"),
                 logger=logger,
                 ready=ready,
             )
