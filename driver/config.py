@@ -30,8 +30,6 @@ from pydantic import (
 
 from hilbot.driver.bounds import (
     MAX_DELTA_PER_CYCLE,
-    MAX_JOINT_ACCELERATION,
-    MAX_JOINT_JERK,
     MAX_JOINT_VELOCITY,
     MAX_RATE_HZ,
     MAX_WATCHDOG_TIMEOUT,
@@ -136,39 +134,20 @@ class ChainConfig(_Frozen):
 
 
 class EstopAction(enum.StrEnum):
-    """What an e-stop (and an internal fault) does: the stop categories of IEC 60204-1.
-
-    ``torque_off`` is category 0 (torque off at once). ``stop`` is category 2: a
-    controlled stop along the commanded state (the motion layer decelerates every joint
-    to rest within its acceleration and jerk limits), then hold that final command.
-    ``stop_then_torque_off`` is category 1: the same controlled stop, then torque off.
-    ``hold`` is the name earlier configs used for ``stop``; it means the same.
-    """
+    """What an e-stop does: hold the present pose with torque on, or cut torque."""
 
     HOLD = "hold"
-    STOP = "stop"
-    STOP_THEN_TORQUE_OFF = "stop_then_torque_off"
     TORQUE_OFF = "torque_off"
-
-    @property
-    def controlled(self) -> bool:
-        """Whether it begins with a controlled stop (categories 1 and 2)."""
-        return self is not EstopAction.TORQUE_OFF
 
 
 class SafetyConfig(_Frozen):
     """Limits applied to every command, whatever its source.
 
     Attributes:
-        max_delta_per_cycle: largest change of any joint's command per cycle [rad or m],
-            or per joint ``{joint: delta}`` with a ``default`` key for the others (0.02);
+        max_delta_per_cycle: largest change of any joint's command per cycle [rad or m];
             a bigger step is scaled down as a whole, so its direction is kept.
         velocity_limit: a scale (0, 1] of the URDF velocity limits, or per-joint
             limits [rad/s or m/s] (joints not listed keep their URDF limit).
-        acceleration_limit: per-joint acceleration limits [rad/s² or m/s²], or one number
-            for every joint; unset (or joints not listed), ``ACCELERATION_PER_VELOCITY``
-            times the joint's velocity limit (full speed in 0.1 s). The safety layer
-            enforces it on every command, whatever its source.
         watchdog_timeout: hold when no fresh target arrived for this long [s];
             ``None`` disables it (targets are then held until replaced). It must be
             longer than one cycle of ``rate_hz``.
@@ -179,8 +158,7 @@ class SafetyConfig(_Frozen):
             config fails at load naming the joint.
         soft_limits: per-joint ``[lower, upper]`` limits, intersected with the URDF's
             (the intersection must not be empty).
-        estop_action: ``stop`` (category 2: controlled stop, then hold), ``stop_then_torque_off``
-            (category 1) or ``torque_off`` (category 0); ``hold`` is ``stop``.
+        estop_action: ``hold`` or ``torque_off``.
         torque_off_on_shutdown: disable torque when the runtime exits.
         bus_watchdog: servo-side dead-man [s] where the firmware has one (X series):
             the servos stop by themselves when the host goes silent this long;
@@ -189,18 +167,10 @@ class SafetyConfig(_Frozen):
             stall: 0.5 s by default (a loaded 2-core machine stalled up to 133 ms).
     """
 
-    max_delta_per_cycle: (
-        Annotated[float, Field(gt=0.0, le=MAX_DELTA_PER_CYCLE, allow_inf_nan=False)]
-        | dict[str, Annotated[float, Field(gt=0.0, le=MAX_DELTA_PER_CYCLE, allow_inf_nan=False)]]
-    ) = 0.02
+    max_delta_per_cycle: Annotated[
+        float, Field(gt=0.0, le=MAX_DELTA_PER_CYCLE, allow_inf_nan=False)
+    ] = 0.02
     velocity_limit: float | dict[str, float] = 1.0
-    acceleration_limit: (
-        Annotated[float, Field(gt=0.0, le=MAX_JOINT_ACCELERATION, allow_inf_nan=False)]
-        | dict[
-            str, Annotated[float, Field(gt=0.0, le=MAX_JOINT_ACCELERATION, allow_inf_nan=False)]
-        ]
-        | None
-    ) = None
     watchdog_timeout: (
         Annotated[float, Field(gt=0.0, le=MAX_WATCHDOG_TIMEOUT, allow_inf_nan=False)] | None
     ) = 0.5
@@ -255,44 +225,6 @@ class SafetyConfig(_Frozen):
         return value
 
 
-class MotionConfig(_Frozen):
-    """The motion layer: how the command moves toward the targets (see ``docs/runtime.md``).
-
-    Attributes:
-        enabled: track targets as a jerk-limited motion; ``false`` sends each target to the
-            safety layer as it comes (the behaviour before the motion layer, for comparison).
-        velocity_share: the share of the safety layer's velocity, acceleration and
-            max-delta limits the motion layer plans with, so that it stays inside them.
-        jerk_limit: per-joint jerk limits [rad/s³ or m/s³], or one number; unset,
-            ``JERK_PER_ACCELERATION`` times the joint's acceleration limit.
-        bandwidth: how tightly the command follows the reference [rad/s]; lower is smoother
-            and lags more (lowered automatically where the loop rate is too low for it).
-        latency: per target source (``joints`` or a chain's name, ``default`` for the
-            rest), the look-behind [s] at which the stream is interpolated; ``auto`` (the
-            default) is the stream's period plus its observed lateness.
-        max_extrapolation: how many periods the reference runs on past the newest target
-            before it stops there.
-    """
-
-    enabled: bool = True
-    velocity_share: float = Field(default=0.95, gt=0.0, le=1.0, allow_inf_nan=False)
-    jerk_limit: (
-        Annotated[float, Field(gt=0.0, le=MAX_JOINT_JERK, allow_inf_nan=False)]
-        | dict[str, Annotated[float, Field(gt=0.0, le=MAX_JOINT_JERK, allow_inf_nan=False)]]
-        | None
-    ) = None
-    bandwidth: float = Field(default=30.0, gt=0.0, le=500.0, allow_inf_nan=False)
-    latency: dict[str, Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | Literal["auto"]] = Field(
-        default_factory=dict
-    )
-    max_extrapolation: float = Field(default=1.0, ge=0.0, le=10.0, allow_inf_nan=False)
-
-    def latency_of(self, source: str) -> float | None:
-        """The configured look-behind of ``source`` [s], ``None`` for auto."""
-        value = self.latency.get(source, self.latency.get("default", "auto"))
-        return None if value == "auto" else float(value)
-
-
 class RobotConfig(_Frozen):
     """A robot: URDF, buses, servos, chains, rate, safety, home, teleop, calibration, lead.
 
@@ -307,7 +239,6 @@ class RobotConfig(_Frozen):
     chains: tuple[ChainConfig, ...] = ()
     rate_hz: RateHz = 100.0
     safety: SafetyConfig = SafetyConfig()
-    motion: MotionConfig = MotionConfig()
     home: dict[str, Finite] = Field(default_factory=dict)
     teleop: TeleopSettings = TeleopSettings()
     calibration: CalibrationSettings = CalibrationSettings()

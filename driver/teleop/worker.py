@@ -220,7 +220,6 @@ async def _serve(
                 init["settings"],
                 init["url"],
                 robot_name=init["robot_name"],
-                instance=init.get("instance"),
                 logger=logger,
                 ready=ready,
             )
