@@ -37,9 +37,15 @@ from hilbot.hal.feetech.tables import (
     FeetechModel,
 )
 from hilbot.hal.feetech.timing import RETURN_DELAY_UNIT
-from hilbot.hal.registers import Register
+from hilbot.hal.registers import Access, Area, Register
 from hilbot.sim.feetech_memory import FeetechMemory, Written
-from hilbot.sim.servo_firmware import LiveSource, ServoFirmware, SettingNames
+from hilbot.sim.servo_firmware import (
+    LiveSource,
+    ServoFirmware,
+    SettingNames,
+    eeprom_spans,
+    masked,
+)
 
 N = FeetechRegister
 ACCELERATION_UNIT = 100.0  # [step/s²] per Acceleration unit (STS memory table, address 41)
@@ -83,6 +89,8 @@ class FeetechServo(ServoFirmware[FeetechModel, Register]):
 
     def _set_up(self) -> None:
         self._quantum = self.spec.radians_per_tick  # [rad/tick]
+        regs = self.spec.table.values()
+        self._eeprom_spans = eeprom_spans(r for r in regs if r.area is Area.EEPROM)
 
     # ------------------------------------------------------------------ settings
 
@@ -139,6 +147,17 @@ class FeetechServo(ServoFirmware[FeetechModel, Register]):
         self.model.set_profile([self.index], velocity=0.0, acceleration=0.0)
         self._apply_eeprom()
         self._reset_goal()
+
+    def eeprom_image(self) -> bytes:
+        """The saved EEPROM (what survives power-off), other addresses zero."""
+        return masked(self.memory.saved, self._eeprom_spans)
+
+    def restore_eeprom(self, image: bytes) -> None:
+        """Power up with ``image`` (an ``eeprom_image``) as the saved EEPROM."""
+        for reg in self.spec.table.values():
+            if reg.area is Area.EEPROM and reg.access is Access.RW and reg.end <= len(image):
+                self.memory.saved[reg.address : reg.end] = image[reg.address : reg.end]
+        self.reboot()
 
     def factory_reset(self) -> None:
         """Factory values in every register but ID (the servo stays reachable), then restart."""

@@ -27,12 +27,14 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Generic, Protocol, Self, TypedDict, TypeGuard, TypeVar
 
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.errors import ConfigError, HalError, PortError
 from hilbot.sim.bus_replies import Reply
+from hilbot.sim.eeprom_file import EepromFile
 from hilbot.sim.faults import FaultTable, ServoFaults
 from hilbot.sim.server_timing import GilTuning, Sleeper, raise_priority
 from hilbot.sim.servo_model import ServoModel
@@ -130,6 +132,14 @@ class ServedServo(Protocol):
         """Restart the firmware (a power cycle)."""
         ...
 
+    def eeprom_image(self) -> bytes:
+        """The EEPROM as it would survive power-off."""
+        ...
+
+    def restore_eeprom(self, image: bytes) -> None:
+        """Power up with ``image`` as the EEPROM."""
+        ...
+
 
 class PacketFeed(Protocol):
     """A streaming decoder: bytes in, whatever they completed out."""
@@ -192,6 +202,7 @@ class BusOptions(TypedDict, total=False):
     wire_timing: bool
     seed: int
     model_factory: Callable[..., ServoModel]
+    eeprom_file: Path | None
 
 
 class BackgroundService(ABC):
@@ -246,6 +257,10 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
         model_factory: builds the dynamics model from ``(physics, initial_positions=...)``;
             a :class:`~hilbot.sim.mujoco_servos.BodyServoModel` puts the robot's body
             behind the servos (``hilbot sim-bus --physics mujoco``).
+        eeprom_file: keep the servos' EEPROM in this file (``hilbot.sim.eeprom_file``):
+            loaded when the bus starts, saved when a write changed it and when it stops,
+            so that ids, baud rates, offsets and limits survive a restart. ``None``:
+            every start is factory-fresh.
 
     Raises:
         ConfigError: ``initial_positions`` names a servo that is not on the bus.
@@ -277,6 +292,7 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
         wire_timing: bool = True,
         seed: int = 0,
         model_factory: Callable[..., ServoModel] = ServoModel,
+        eeprom_file: Path | None = None,
     ) -> None:
         angles = initial_angles(pairs, specs, initial_positions or {})
         self.baudrate = baudrate
@@ -310,6 +326,13 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
             )
             for k, ((i, _), spec) in enumerate(zip(pairs, specs, strict=True))
         ]
+        self._eeprom = (
+            None
+            if eeprom_file is None
+            else EepromFile(Path(eeprom_file), self.servos, [spec.name for spec in specs])
+        )
+        #: What loading the EEPROM file said (slots left factory-fresh).
+        self.eeprom_notes: list[str] = []
 
     @abstractmethod
     def _new_decoder(self) -> PacketFeed:
@@ -347,6 +370,10 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
         require_ptys()
         import tty
 
+        if self._eeprom is not None:
+            with self.lock:
+                self.eeprom_notes = self._eeprom.load()
+
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)
         self._port = os.ttyname(self._slave)
@@ -370,6 +397,19 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
                     os.close(fd)
         self._master = self._slave = self._wake_r = self._wake_w = -1
         self._port = ""
+        self.save_eeprom()
+
+    def save_eeprom(self) -> None:
+        """Write the EEPROM file now if any servo's EEPROM changed (no file: nothing)."""
+        if self._eeprom is None:
+            return
+        with self.lock:
+            try:
+                self._eeprom.save_if_changed()
+            except OSError as exc:
+                logging.getLogger(type(self).__module__).error(
+                    "%s: cannot save the EEPROM to %s: %s", self.log_label, self._eeprom.path, exc
+                )
 
     async def __aenter__(self) -> Self:
         return self.__enter__()
@@ -477,6 +517,8 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
                     continue
                 try:
                     idle = self._answer(item, arrived)
+                    if self._eeprom is not None:
+                        self.save_eeprom()
                 except Exception as exc:  # keep serving; tests check bus.errors
                     logging.getLogger(type(self).__module__).exception(
                         "%s: failed to answer %r", self.log_label, item

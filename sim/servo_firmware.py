@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 from hilbot.hal.backend import HardwareErrorFlags
@@ -197,3 +197,22 @@ class ServoFirmware(ABC, Generic[SpecT, RegT]):
         for reg, value in self._live:
             if (length is None or reg.address < address + length) and address < reg.end:
                 self.memory.set_clamped(reg, value(now))
+
+
+def eeprom_spans(registers: Iterable[Register]) -> tuple[tuple[int, int], ...]:
+    """The ``(start, end)`` address runs the ``registers`` cover, merged and sorted."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted((r.address, r.end) for r in registers):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return tuple(merged)
+
+
+def masked(data: bytes | bytearray, spans: Sequence[tuple[int, int]]) -> bytes:
+    """``data`` with every byte outside ``spans`` zero (an EEPROM image)."""
+    out = bytearray(len(data))
+    for start, end in spans:
+        out[start:end] = data[start:end]
+    return bytes(out)

@@ -22,7 +22,7 @@ from hilbot.hal.dynamixel.protocol import (
 )
 from hilbot.hal.dynamixel.series_tables import OperatingMode
 from hilbot.hal.dynamixel.servo_setup import ACCELERATION_UNIT
-from hilbot.hal.dynamixel.tables import ModelSpec, Register, RegisterName
+from hilbot.hal.dynamixel.tables import Access, Area, ModelSpec, Register, RegisterName
 from hilbot.hal.dynamixel.timing import RETURN_DELAY_UNIT
 from hilbot.sim.control_table_memory import (
     CheckedWrite,
@@ -30,7 +30,13 @@ from hilbot.sim.control_table_memory import (
     WriteFault,
     WriteRefused,
 )
-from hilbot.sim.servo_firmware import LiveSource, ServoFirmware, SettingNames
+from hilbot.sim.servo_firmware import (
+    LiveSource,
+    ServoFirmware,
+    SettingNames,
+    eeprom_spans,
+    masked,
+)
 
 N = RegisterName
 #: MX(1.0) Goal Acceleration unit, 8.583 °/s² (e-manual, address 73).
@@ -96,6 +102,8 @@ class VirtualServo(ServoFirmware[ModelSpec, Register]):
         watchdog = spec.table.get(N.BUS_WATCHDOG)
         self._watchdog_address = -1 if watchdog is None else watchdog.address  # 1 byte
         self._goal_bytes = _addresses(spec, _GOALS)
+        regs = spec.registers()
+        self._eeprom_spans = eeprom_spans(r for r in regs if r.area is Area.EEPROM)
         self._config_addresses = _addresses(spec, _CONFIG)
 
     # ------------------------------------------------------------------ identity
@@ -191,6 +199,21 @@ class VirtualServo(ServoFirmware[ModelSpec, Register]):
         self.pending_write = None
         self._apply_eeprom()
         self._reset_goal()
+
+    def eeprom_image(self) -> bytes:
+        """The EEPROM area (saved at every write on these servos), other addresses zero."""
+        return masked(self.memory.data, self._eeprom_spans)
+
+    def restore_eeprom(self, image: bytes) -> None:
+        """Power up with the writable EEPROM registers of ``image`` (an ``eeprom_image``)."""
+        chunks = [
+            (reg.address, bytes(image[reg.address : reg.end]))
+            for reg in self.spec.registers()
+            if reg.area is Area.EEPROM and reg.access is Access.RW and reg.end <= len(image)
+        ]
+        self.memory.store(CheckedWrite(chunks=chunks))
+        self._load_config()
+        self.reboot()
 
     def factory_reset(self, keep_id: bool, keep_baud: bool) -> None:
         """FACTORY_RESET: every register back to its default (optionally keeping ID/baud)."""

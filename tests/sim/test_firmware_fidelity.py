@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import dynamixel_sdk as dxl
 import pytest
@@ -214,3 +215,101 @@ def test_a_host_that_sets_no_rate_is_heard_by_no_servo() -> None:
             assert bus.handler.online() == {}
         finally:
             os.close(fd)
+
+
+# ---------------------------------------------------------------- EEPROM across restarts
+
+
+def test_feetech_eeprom_survives_a_restart_of_the_bus(tmp_path: Path) -> None:
+    """setup_motor's writes (id, baud) and calibration's (offset, limits) come back."""
+    state = tmp_path / "so101.json"
+    with running_feetech_bus([(1, "STS3215"), (2, "STS3215")], eeprom_file=state) as bus:
+        port, ph = _scs(bus.port)
+        try:
+            w1, w2 = ph.write1ByteTxRx, ph.write2ByteTxRx  # type: ignore[attr-defined]
+            assert w2(port, 1, 31, 300) == (scs.COMM_SUCCESS, 0)  # Homing Offset
+            assert w2(port, 1, 11, 3000) == (scs.COMM_SUCCESS, 0)  # Max Angle Limit
+            assert w1(port, 1, 85, 254) == (scs.COMM_SUCCESS, 0)  # Maximum_Acceleration
+            assert w1(port, 1, 41, 254) == (scs.COMM_SUCCESS, 0)  # Acceleration: RAM
+            w1(port, 2, 5, 7)  # ID 2 -> 7 (answered by the new id)
+            w1(port, 7, 55, 1)  # Lock 1: what follows is not saved
+            assert w2(port, 7, 9, 100) == (scs.COMM_SUCCESS, 0)  # Min Angle Limit, unsaved
+        finally:
+            port.closePort()
+        assert bus.errors == []
+    assert state.exists()
+    with running_feetech_bus([(1, "STS3215"), (2, "STS3215")], eeprom_file=state) as bus:
+        port, ph = _scs(bus.port)
+        try:
+            r1, r2 = ph.read1ByteTxRx, ph.read2ByteTxRx  # type: ignore[attr-defined]
+            assert r2(port, 1, 31)[:2] == (300, scs.COMM_SUCCESS)
+            assert r2(port, 1, 11)[:2] == (3000, scs.COMM_SUCCESS)
+            assert r1(port, 1, 85)[:2] == (254, scs.COMM_SUCCESS)
+            assert r1(port, 1, 41)[:2] == (0, scs.COMM_SUCCESS)
+            assert ph.ping(port, 2)[1] != scs.COMM_SUCCESS  # type: ignore[attr-defined]
+            assert r1(port, 7, 5)[:2] == (7, scs.COMM_SUCCESS)
+            assert r2(port, 7, 9)[:2] == (0, scs.COMM_SUCCESS)
+        finally:
+            port.closePort()
+
+
+def test_rustypot_finds_a_saved_baud_rate_after_a_restart(tmp_path: Path) -> None:
+    state = tmp_path / "bus.json"
+    with running_feetech_bus([(1, "STS3215")], eeprom_file=state) as bus:
+        c = rustypot.Sts3215PyController(bus.port, 1_000_000, TIMEOUT)
+        try:
+            c.write_register(1, "baudrate", 4)  # 115200
+        except Exception:  # the reply comes at the new rate
+            pass
+        finally:
+            c.close()
+    with running_feetech_bus([(1, "STS3215")], eeprom_file=state) as bus:
+        for rate, heard in ((1_000_000, False), (115_200, True)):
+            c = rustypot.Sts3215PyController(bus.port, rate, 0.3)
+            try:
+                assert c.ping(1) is heard, rate
+            finally:
+                c.close()
+
+
+def test_dynamixel_eeprom_survives_a_restart_and_a_new_model_starts_fresh(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "koch.json"
+    servos = {1: "XL430-W250", 2: "XL330-M288"}
+    with running_virtual_bus(servos, return_delay_time=0, eeprom_file=state) as bus:
+        sdk = open_sdk(bus, 2, 1_000_000)
+        try:
+            p = sdk.packet
+            assert p.write4ByteTxRx(sdk.port, 1, 20, 1234) == (dxl.COMM_SUCCESS, 0)
+            assert p.write1ByteTxRx(sdk.port, 2, 11, 5) == (dxl.COMM_SUCCESS, 0)
+            assert p.write1ByteTxRx(sdk.port, 2, 7, 9) == (dxl.COMM_SUCCESS, 0)
+            assert p.write1ByteTxRx(sdk.port, 9, 65, 1) == (dxl.COMM_SUCCESS, 0)  # LED: RAM
+        finally:
+            sdk.port.closePort()
+    with running_virtual_bus(servos, return_delay_time=0, eeprom_file=state) as bus:
+        sdk = open_sdk(bus, 2, 1_000_000)
+        try:
+            p = sdk.packet
+            assert p.read4ByteTxRx(sdk.port, 1, 20)[:2] == (1234, dxl.COMM_SUCCESS)
+            assert p.read1ByteTxRx(sdk.port, 9, 11)[:2] == (5, dxl.COMM_SUCCESS)
+            assert p.read1ByteTxRx(sdk.port, 9, 65)[:2] == (0, dxl.COMM_SUCCESS)
+            assert p.ping(sdk.port, 2)[1] != dxl.COMM_SUCCESS
+        finally:
+            sdk.port.closePort()
+        assert bus.eeprom_notes == []
+    # The second servo replaced by another model: it powers up factory-fresh (id 2).
+    swapped = {1: "XL430-W250", 2: "XM430-W350"}
+    with running_virtual_bus(swapped, return_delay_time=0, eeprom_file=state) as bus:
+        assert bus.servos[0].id == 1 and bus.servos[1].id == 2
+        assert len(bus.eeprom_notes) == 1 and "XM430-W350" in bus.eeprom_notes[0]
+        assert bus.register(1, D.HOMING_OFFSET) == 1234
+
+
+def test_a_broken_eeprom_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    state = tmp_path / "bad.json"
+    state.write_text("{not json")
+    bus = running_feetech_bus([(1, "STS3215")], eeprom_file=state)
+    with pytest.raises(ValueError, match=r"bad\.json: not an EEPROM file"):
+        bus.start()
+    bus.stop()
