@@ -67,6 +67,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="publish to a follower on this broker instead of running it here",
     )
     parser.add_argument(
+        "--leader-port",
+        metavar="PORT",
+        help="--backend hardware: the leader's serial port, overriding its config's",
+    )
+    parser.add_argument(
+        "--follower-port",
+        metavar="PORT",
+        help="the follower's serial port when it runs here on the hardware backend, "
+        "overriding its config's",
+    )
+    parser.add_argument(
         "--demo",
         choices=("wave", "sweep"),
         help="--backend virtual: the scripted hand moves the leader",
@@ -88,7 +99,36 @@ def _problem(args: argparse.Namespace) -> str | None:
         return "--demo moves a virtual leader: add --backend virtual"
     if args.mqtt is not None and args.follower_backend is not None:
         return "--follower-backend is for a follower run here; with --mqtt it runs elsewhere"
+    if args.leader_port is not None and args.backend != HARDWARE:
+        return (
+            f"--leader-port is for --backend hardware; the {args.backend} leader opens no "
+            "serial port of yours (drop --leader-port, or add --backend hardware)"
+        )
+    if args.follower_port is not None:
+        if args.mqtt is not None:
+            return "--follower-port is for a follower run here; with --mqtt it runs elsewhere"
+        if _follower_kind(args) != HARDWARE:
+            return (
+                f"--follower-port is for a follower on the hardware backend, not "
+                f"{_follower_kind(args)} (add --follower-backend hardware)"
+            )
     return None
+
+
+def with_port(config: RobotConfig, port: str | None, option: str) -> RobotConfig:
+    """``config`` on serial ``port`` (``None``: as it is); ``option`` names it in errors.
+
+    Raises:
+        DriverError: a robot of several buses (which one would it be?).
+    """
+    from hilbot.driver.errors import DriverError
+
+    if port is None:
+        return config
+    if len(config.buses) != 1:
+        raise DriverError(f"{option} needs a single-bus robot; {config.name} has several buses")
+    bus = config.buses[0].model_copy(update={"port": port})
+    return config.model_copy(update={"buses": (bus,)})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,13 +144,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"hilbot lead: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        leader = load_config(args.leader)
+        leader = with_port(load_config(args.leader), args.leader_port, "--leader-port")
         name = args.to or (leader.lead.follower if leader.lead is not None else None)
         if name is None:
             raise DriverError(
                 f"{leader.name} names no follower (lead.follower): give --to FOLLOWER"
             )
-        follower = load_config(name)
+        follower = with_port(load_config(name), args.follower_port, "--follower-port")
         mapping = LeadMap(leader, follower)
         if args.mqtt is not None:
             from hilbot.driver.teleop.url import parse_broker_url
@@ -118,8 +158,14 @@ def run(args: argparse.Namespace) -> int:
             parse_broker_url(args.mqtt)
         local = None
         if args.mqtt is None:
-            local = load_calibrated(follower, _follower_kind(args), source=name)
-        arms = _Arms(load_calibrated(leader, args.backend, source=args.leader), follower, local)
+            local = load_calibrated(
+                follower, _follower_kind(args), source=name, port=args.follower_port
+            )
+        arms = _Arms(
+            load_calibrated(leader, args.backend, source=args.leader, port=args.leader_port),
+            follower,
+            local,
+        )
     except (DriverError, HalError, ValueError) as exc:
         print(f"hilbot lead: {message_of(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -137,17 +183,17 @@ def _follower_kind(args: argparse.Namespace) -> str:
     return str(args.follower_backend or args.backend)
 
 
-#: What to do about a port lead cannot open: it has no ``--port``, the configs name them.
+#: What to do about a port lead cannot open.
 LEAD_PORT_FIX = (
-    "hilbot lead takes each arm's port from its config: set the right one there (for a "
-    "shipped robot, in a copy of its YAML, given to hilbot lead by its path; `hilbot scan "
-    "--port PORT` checks that servos answer there)"
+    "give the right one with --leader-port / --follower-port, or set it in the arm's "
+    "config (`hilbot scan --port PORT` checks that servos answer there)"
 )
 
 
 def _port_problem(args: argparse.Namespace, arms: _Arms, exc: Any) -> str:
     """The one line for a port that cannot be opened, naming the config setting that gave it."""
-    origin = None
+    given = {args.leader_port: "--leader-port", args.follower_port: "--follower-port"}
+    origin = given.get(exc.port)
     arms_here = [("leader", args.leader, arms.leader)]
     if arms.local is not None:
         lead = arms.leader.bus_config.lead
