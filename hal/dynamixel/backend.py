@@ -288,6 +288,8 @@ class DynamixelBackend:
             # back-pressure: at most one queued write, so a caller faster than the bus
             # waits here instead of piling packets up
             with contextlib.suppress(Exception):
+                # cancelled here, the goal's future is cancelled too: the bus thread
+                # still sends it, without settling it (worker.BusWorker._send)
                 await asyncio.wrap_future(pending)
         self._raise_pending()
         if ticks and self._worker is not None:
@@ -518,6 +520,8 @@ class DynamixelBackend:
 
     def _note_write(self, done: Future[None]) -> None:
         """Keep the first failure of a queued write (runs on the bus thread)."""
+        if done.cancelled():
+            return
         exc = done.exception()
         if exc is not None and self._write_error is None:
             self._write_error = exc

@@ -161,12 +161,17 @@ class BusWorker:
         if job.sent:
             return
         job.sent = True
+        # From here on the future cannot be cancelled; False: it already was (a caller
+        # waiting on it was cancelled). The goal still goes out, and nobody is told.
+        waited_for = job.future.set_running_or_notify_cancel()
         try:
             self._bus.send_sync_write(job.wire)
         except BaseException as exc:  # handed to the caller by the next backend call
-            job.future.set_exception(exc)
+            if waited_for:
+                job.future.set_exception(exc)
         else:
-            job.future.set_result(None)
+            if waited_for:
+                job.future.set_result(None)
 
 
 def _post(job: BusCall[Any], outcome: _Outcome) -> None:
