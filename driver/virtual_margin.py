@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
+from types import TracebackType
 from typing import Any
+
+from hilbot._compat import Self
 
 #: [ms] the least reply margin on a virtual bus (a scheduler tick or two on a busy host).
 VIRTUAL_MARGIN_MS = 20.0
@@ -36,6 +40,41 @@ def scheduling_stall_ms(duration: float = PROBE_TIME) -> float:
         time.sleep(PROBE_SLEEP)
         worst = max(worst, time.perf_counter() - t0 - PROBE_SLEEP)
     return worst * 1e3
+
+
+class StallMonitor:
+    """The host's worst scheduling stall [ms] while a block runs, seen by a watching thread.
+
+    ``with StallMonitor() as watch: ...`` then ``watch.worst_ms``: how much later than asked
+    a thread of this process woke (from :data:`PROBE_SLEEP` sleeps) during the block. A
+    reply that came later than its deadline while this was large was the host's doing
+    (``hilbot doctor`` tells it from a servo's fault this way), not the wire's.
+    """
+
+    def __init__(self) -> None:
+        self.worst_ms = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="stall-monitor", daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            t0 = time.perf_counter()
+            time.sleep(PROBE_SLEEP)
+            late = (time.perf_counter() - t0 - PROBE_SLEEP) * 1e3
+            self.worst_ms = max(self.worst_ms, late)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 #: [s] ``safety.bus_watchdog``'s default in a robot config (a test pins the two together).
