@@ -23,6 +23,7 @@ from hilbot.hal.errors import (
     ServoLimitError,
     StartupError,
     TorqueNotConfirmed,
+    WrongReplyId,
 )
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
@@ -49,4 +50,5 @@ __all__ = [
     "ServoSpec",
     "StartupError",
     "TorqueNotConfirmed",
+    "WrongReplyId",
 ]

@@ -11,6 +11,7 @@ Every error carries data, so callers and tests check fields, not messages::
     │       ├── CommTimeout (TimeoutError)  no (complete) status packet within the deadline
     │       └── CrcError           a status packet arrived corrupt
     │           └── MalformedReply a valid packet of the wrong shape (short, garbled): detail
+    │               └── WrongReplyId   a valid reply from another servo: expected, received
     ├── ServoError                 the servo answered with error bits: servo_id, instruction, error
     │   ├── HardwareFault          the hardware-error status is set: servo_id, flags
     │   └── DataLimitError         a goal outside a limit register: register, value, limit
@@ -153,6 +154,24 @@ class MalformedReply(CrcError):
         super().__init__(servo_id, instruction)
         self.args = (f"{self.args[0]} (malformed reply: {detail})",)
         self.detail = detail
+
+
+class WrongReplyId(MalformedReply):
+    """A valid status packet (or Fast Sync Read slice) carries another id than was asked.
+
+    Its data is never taken for the servo that was asked: a slice or status packet
+    re-addressed by a glitch, or a stray reply, would otherwise become that servo's
+    reading. Counted and retried like any corrupt reply (``BusCounters.crc_errors``).
+
+    Attributes:
+        expected: the id the reply should have come from (also ``servo_id``).
+        received: the id it carried.
+    """
+
+    def __init__(self, expected: int, received: int, instruction: str) -> None:
+        super().__init__(expected, instruction, f"reply from id {received}, expected id {expected}")
+        self.expected = expected
+        self.received = received
 
 
 class ServoError(HalError):

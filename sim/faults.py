@@ -11,6 +11,7 @@ Each servo id has one ``ServoFaults`` record. Tests change its fields at any tim
     bus.faults(3).hardware_error = HardwareErrorFlags.OVERLOAD   # latched until reboot
     bus.faults(3).glitch(200)              # the next reply reads Present Position 200 ticks off
     bus.faults(3).glitch(0.5, unit="rad", replies=None, rate=0.05)  # 5 % of replies, 0.5 rad
+    bus.faults(3).reply_id = 4             # replies (and fast-read slices) say they are from 4
 
 A glitched reply is well formed: the Present Position value in it is rewritten and the
 packet's CRC (or checksum) computed over the new bytes, as an encoder glitch or two
@@ -83,6 +84,8 @@ class ServoFaults:
         glitch_rate: chance that a reply carrying Present Position is glitched.
         glitch_replies: how many more replies may be glitched; ``None`` for no end.
         glitched: replies glitched so far.
+        reply_id: the id this servo's status packets and fast-read slices carry instead
+            of its own (a valid CRC or checksum over it), ``None`` for its own.
     """
 
     servo_id: int
@@ -100,6 +103,7 @@ class ServoFaults:
     glitch_rate: float = 0.0
     glitch_replies: int | None = 0
     glitched: int = 0
+    reply_id: int | None = None
     _rng: np.random.Generator = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -112,6 +116,8 @@ class ServoFaults:
             raise ValueError(f"glitch_offset must be finite, got {value!r}")
         elif name == "glitch_unit" and value not in GLITCH_UNITS:
             raise ValueError(f"glitch_unit must be one of {', '.join(GLITCH_UNITS)}, got {value!r}")
+        elif name == "reply_id" and value is not None and not 0 <= int(value) <= 253:  # type: ignore[call-overload]
+            raise ValueError(f"reply_id must be an id 0..253 or None, got {value!r}")
         elif name == "glitch_replies" and value is not None and not int(value) >= 0:  # type: ignore[call-overload]
             raise ValueError(f"glitch_replies must be >= 0 or None, got {value!r}")
         elif name == "truncate_keep" and not int(value) >= 0:  # type: ignore[call-overload]
@@ -225,6 +231,7 @@ class ServoFaults:
         self.glitch_offset = 0.0
         self.glitch_rate = 0.0
         self.glitch_replies = 0
+        self.reply_id = None
         self.delay = 0.0
         self.hardware_error = HardwareErrorFlags.NONE
         self.replug()

@@ -105,10 +105,13 @@ class FeetechInstructionHandler:
         )
 
     def _deliver(self, servo_id: int, error: int, params: bytes, delay: float) -> Reply | None:
-        def encode(keep: int | None) -> bytes:
-            return encode_status(StatusPacket(servo_id, error, params[:keep]))
+        faults = self.faults.get(servo_id)
+        answer_id = servo_id if faults is None or faults.reply_id is None else faults.reply_id
 
-        return faulted_reply(self.faults.get(servo_id), delay, encode)
+        def encode(keep: int | None) -> bytes:
+            return encode_status(StatusPacket(answer_id, error, params[:keep]))
+
+        return faulted_reply(faults, delay, encode)
 
     def _unicast(self, item: InstructionPacket, servo: FeetechServo, now: float) -> Reply | None:
         # The reply follows the settings the instruction found (a write of ID or of

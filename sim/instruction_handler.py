@@ -118,11 +118,14 @@ class InstructionHandler:
         )
 
     def _deliver(self, packet: StatusPacket, delay: float) -> Reply | None:
+        faults = self.faults.get(packet.id)
+        answer_id = packet.id if faults is None or faults.reply_id is None else faults.reply_id
+
         def encode(keep: int | None) -> bytes:
             cut = packet.params[:keep]
-            return encode_status(StatusPacket(packet.protocol, packet.id, packet.error, cut))
+            return encode_status(StatusPacket(packet.protocol, answer_id, packet.error, cut))
 
-        return faulted_reply(self.faults.get(packet.id), delay, encode)
+        return faulted_reply(faults, delay, encode)
 
     @staticmethod
     def _hear(servos: Iterable[VirtualServo | None], now: float) -> None:
@@ -325,7 +328,8 @@ class InstructionHandler:
                 complete = False
                 break
             error, data = self._read(servo, address, length, now)
-            parts.append(FastStatusPart(servo_id, error, data.ljust(length, b"\0")))
+            answer_id = servo_id if faults is None or faults.reply_id is None else faults.reply_id
+            parts.append(FastStatusPart(answer_id, error, data.ljust(length, b"\0")))
             delay = max(delay, servo.return_delay + (faults.delay if faults else 0.0))
             damaged |= fate is ReplyFate.CORRUPT
         if not parts:

@@ -47,6 +47,7 @@ from hilbot.hal.errors import (
     MalformedReply,
     PortError,
     ServoError,
+    WrongReplyId,
 )
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,8 @@ class DynamixelBus:
         self.byte_time = 10.0 / baudrate
         self._plans: dict[tuple[ReadMethod, tuple[tuple[int, int, int], ...]], _ReadPlan] = {}
         self._write_heads: dict[tuple[int, ...], _WriteHead] = {}
+        #: ``{id asked for: id that answered instead}`` of the group read attempt under way.
+        self._wrong: dict[int, int] = {}
         #: Called (on this bus's thread) as soon as a group read's reply has fully arrived,
         #: before it is decoded: the bus is free then, and the backend sends the goal write
         #: queued behind the read. It must only send; errors it raises end the read.
@@ -385,13 +388,17 @@ class DynamixelBus:
         read, so one slow servo cannot break a fast reply twice.
 
         Raises:
-            CrcError: a servo's reply was still corrupt after the retries.
+            CrcError: a servo's reply was still corrupt after the retries
+                (``WrongReplyId``: a valid reply came from another id in its place).
             CommTimeout: a servo still did not answer (``servo_id`` is the first one).
         """
         replies, pending, corrupt = self.group_read_partial(method, reads)
         if not pending:
             return replies
         name = (plain(method) if self.retries else method).name
+        refused = next((i for i in pending if i in corrupt and i in self._wrong), None)
+        if refused is not None:  # named first: another id answered in its place
+            raise WrongReplyId(refused, self._wrong[refused], name)
         if any(i in corrupt for i in pending):
             raise CrcError(next(i for i in pending if i in corrupt), name)
         raise CommTimeout(pending[0], name)
@@ -411,6 +418,7 @@ class DynamixelBus:
             if attempt:
                 self.counters.retries += 1
                 method = plain(method)
+            self._wrong = {}
             got, corrupt = self._group_attempt(method, pending)
             if not attempt and len(got) == len(pending):  # the usual cycle: all answered
                 return got, [], set()
@@ -472,6 +480,8 @@ class DynamixelBus:
             if collector.complete:
                 break
             chunk = self.port.read_available(deadline - time.monotonic())
+        if collector.wrong:
+            self._wrong.update(collector.wrong)
         return collector.finish()
 
     def _read_plan(self, method: ReadMethod, reads: Sequence[tuple[int, int, int]]) -> _ReadPlan:

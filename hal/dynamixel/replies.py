@@ -187,6 +187,13 @@ class WholeReply:
 class ReplyCollector:
     """Sorts the replies to one group read.
 
+    Every reply is checked against the id that was asked for: a fast-read slice against
+    the servo at its place in the request, a status packet against the order in which
+    the servos answer a sync or bulk read (the request's). A valid reply from an id not
+    asked for, from one that already answered or out of turn, is refused: its data is
+    taken for no servo, the servo whose turn it was counts as corrupt (``corrupt``,
+    ``BusCounters.crc_errors``) and ``wrong`` remembers the two ids for the error.
+
     Args:
         protocol: 1 or 2.
         reads: what each servo was asked for.
@@ -204,6 +211,11 @@ class ReplyCollector:
         self.lengths = {r[0]: r[2] for r in reads}
         self.replies: dict[int, ServoReply] = {}
         self.corrupt: set[int] = set()
+        #: ``{id asked for: id that answered in its place}`` of refused replies.
+        self.wrong: dict[int, int] = {}
+        self._order = {r[0]: k for k, r in enumerate(self.reads)}
+        self._next = 0  # the place in ``reads`` of the next status packet expected
+        self._turns: dict[int, int] = {}  # id -> the place that was next when it answered
         self._decoder = P.PacketDecoder(protocol, P.PacketKind.STATUS)
         self._whole = WholeReply(protocol, self.reads, fast=fast)
 
@@ -212,7 +224,9 @@ class ReplyCollector:
         """Every servo is accounted for (or the one fast reply has arrived)."""
         if self.fast and (self.replies or self.corrupt):
             return True
-        return len(self.replies) + len(self.corrupt) >= len(self.reads)
+        if not self.wrong:
+            return len(self.replies) + len(self.corrupt) >= len(self.reads)
+        return len(self.replies.keys() | self.corrupt) >= len(self.reads)
 
     def feed(self, data: bytes) -> None:
         """Add received bytes.
@@ -238,10 +252,39 @@ class ReplyCollector:
         """
         if self.fast and not self.replies and self._decoder.pending:
             raw = self._decoder.take_pending()
-            for part in P.fast_status_prefix(raw, [r[2] for r in self.reads]):
-                if self.lengths.get(part.id) == len(part.data):
-                    self.replies[part.id] = ServoReply(part.id, part.data, part.error)
+            self._slices(P.fast_status_prefix(raw, [r[2] for r in self.reads]))
         return self.replies, self.corrupt
+
+    def _refuse(self, expected: int, received: int) -> None:
+        """A valid reply from ``received`` where ``expected`` was to answer."""
+        self.counters.crc_errors += 1
+        self.corrupt.add(expected)
+        self.wrong[expected] = received
+
+    def _out_of_turn(self, received: int) -> None:
+        """Refuse a status packet from an id not asked for, or from one that answered."""
+        turn = self._next
+        if received in self._turns:
+            # A second reply with this id: which of the two is its own is unknown, so
+            # neither is taken. If the first came in an earlier servo's turn (skipping
+            # it), that servo's reply is the one that was re-addressed.
+            self.replies.pop(received, None)
+            self.corrupt.add(received)
+            turn = min(turn, self._turns.pop(received))
+            if self.reads[turn][0] == received:
+                turn = self._next
+        if turn < len(self.reads):
+            self._refuse(self.reads[turn][0], received)
+        else:  # after every servo's turn: it displaces no one's reply
+            self.counters.crc_errors += 1
+
+    def _slices(self, parts: Sequence[P.FastStatusPart]) -> None:
+        """Take fast-read slices, each from the servo at its place in the request."""
+        for (servo_id, _, length), part in zip(self.reads, parts, strict=False):
+            if part.id != servo_id:
+                self._refuse(servo_id, part.id)
+            elif len(part.data) == length:
+                self.replies[servo_id] = ServoReply(servo_id, part.data, part.error)
 
     def _corrupt(self, item: P.DecodeError) -> None:
         self.counters.crc_errors += 1
@@ -258,12 +301,14 @@ class ReplyCollector:
                 self.counters.crc_errors += 1
                 self.corrupt.update(self.lengths)
                 return
-            for part in parts:
-                if part.id in self.lengths:
-                    self.replies[part.id] = ServoReply(part.id, part.data, part.error)
+            self._slices(parts)
             return
-        if item.id not in self.lengths:
+        place = self._order.get(item.id, -1)
+        if place < self._next:  # not asked for, or a second reply of one id
+            self._out_of_turn(item.id)
             return
+        self._turns[item.id] = self._next
+        self._next = place + 1  # the servos in between did not answer (timeouts)
         if command_failed(self.protocol, item.error):
             self.counters.servo_errors += 1
             reason = describe_error(self.protocol, item.error)

@@ -9,6 +9,11 @@ past the parameters. Here a read and a ping check the parameter count the status
 announces, and any exception the SDK raises while decoding becomes
 :class:`~hilbot.hal.errors.MalformedReply`, naming the servo and the instruction.
 
+A read and a ping also check the id of the status packet that answers: the SDK's
+``txRxPacket`` skips a packet from another id and waits on, so a reply re-addressed by
+a glitch (or a stray one) ended as a timeout that named nothing; here it is refused at
+once as :class:`~hilbot.hal.errors.WrongReplyId`, naming both ids (see :func:`txrx`).
+
 Every function returns what the SDK would, ``(value, COMM_* result, ERR byte)``, so
 :class:`~hilbot.hal.dynamixel.bus.DynamixelBus` keeps one retry loop for all of them.
 """
@@ -20,7 +25,7 @@ from typing import Any, TypeVar
 
 import dynamixel_sdk as sdk
 
-from hilbot.hal.errors import MalformedReply
+from hilbot.hal.errors import MalformedReply, WrongReplyId
 
 T = TypeVar("T")
 #: What the SDK raises when it indexes a reply that is shorter than it assumes.
@@ -36,6 +41,35 @@ def guarded(servo_id: int | None, instruction: str, call: Callable[[], T]) -> T:
         return call()
     except SDK_DECODE_ERRORS as exc:
         raise MalformedReply(servo_id, instruction, f"{type(exc).__name__}: {exc}") from exc
+
+
+def txrx(
+    packets: Any, port: Any, protocol: int, tx: list[int], instruction: str
+) -> tuple[list[int], int, int]:
+    """Send ``tx`` and receive its status packet: ``(rx, result, ERR)``, as ``txRxPacket``.
+
+    The SDK's own loop with its reply timeouts (the data length + the status frame),
+    except that the first valid status packet must come from the id addressed.
+
+    Raises:
+        WrongReplyId: it came from another id (its data is never used).
+    """
+    result = packets.txPacket(port, tx)
+    if result != sdk.COMM_SUCCESS:
+        return [], result, 0
+    if protocol == 1:  # FF FF ID LEN INST params.. CHK; READ's length is tx[6]
+        port.setPacketTimeout((tx[6] if tx[4] == _READ else 0) + 6)
+        rx, result = packets.rxPacket(port)
+        at_id, at_error = 2, 4
+    else:  # FF FF FD 00 ID LEN_L LEN_H INST params.. CRC; READ's length is tx[10:12]
+        port.setPacketTimeout((tx[10] | tx[11] << 8 if tx[7] == _READ else 0) + 11)
+        rx, result = packets.rxPacket(port, False)
+        at_id, at_error = 4, 8
+    if result != sdk.COMM_SUCCESS:
+        return rx, result, 0
+    if rx[at_id] != tx[at_id]:
+        raise WrongReplyId(tx[at_id], rx[at_id], instruction)
+    return rx, result, rx[at_error]
 
 
 def status_params(protocol: int, rx: list[int]) -> bytes:
@@ -55,7 +89,8 @@ def read(
     """READ ``length`` bytes at ``address``: ``(data, result, ERR)``; data checked in length.
 
     Raises:
-        MalformedReply: the status packet carries another number of bytes than asked.
+        MalformedReply: the status packet carries another number of bytes than asked
+            (``WrongReplyId``: it comes from another servo).
     """
     if protocol == 1:
         tx = [0] * 8
@@ -64,7 +99,7 @@ def read(
         tx = [0] * 14
         tx[4], tx[5], tx[7] = servo_id, 7, _READ
         tx[8], tx[9], tx[10], tx[11] = address & 0xFF, address >> 8, length & 0xFF, length >> 8
-    rx, result, error = guarded(servo_id, "READ", lambda: packets.txRxPacket(port, tx))
+    rx, result, error = guarded(servo_id, "READ", lambda: txrx(packets, port, protocol, tx, "READ"))
     if result != sdk.COMM_SUCCESS:
         return b"", result, error
     data = guarded(servo_id, "READ", lambda: status_params(protocol, rx))
@@ -82,7 +117,8 @@ def ping(packets: Any, port: Any, protocol: int, servo_id: int) -> tuple[int, in
     as the SDK does, but with the length checked.
 
     Raises:
-        MalformedReply: a reply without the model number.
+        MalformedReply: a reply without the model number (``WrongReplyId``: a reply from
+            another servo).
     """
     if protocol == 1:
         tx = [0] * 6
@@ -90,7 +126,7 @@ def ping(packets: Any, port: Any, protocol: int, servo_id: int) -> tuple[int, in
     else:
         tx = [0] * 10
         tx[4], tx[5], tx[7] = servo_id, 3, _PING
-    rx, result, error = guarded(servo_id, "PING", lambda: packets.txRxPacket(port, tx))
+    rx, result, error = guarded(servo_id, "PING", lambda: txrx(packets, port, protocol, tx, "PING"))
     if result != sdk.COMM_SUCCESS:
         return 0, result, error
     if protocol == 1:

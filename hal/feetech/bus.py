@@ -17,7 +17,14 @@ import time
 from collections.abc import Mapping, Sequence
 
 from hilbot.hal.backend import BusCounters
-from hilbot.hal.errors import CommError, CommResult, CommTimeout, CrcError, MalformedReply
+from hilbot.hal.errors import (
+    CommError,
+    CommResult,
+    CommTimeout,
+    CrcError,
+    MalformedReply,
+    WrongReplyId,
+)
 from hilbot.hal.feetech import protocol
 from hilbot.hal.feetech.port import FeetechPort
 
@@ -187,18 +194,43 @@ class FeetechBus:
 
         A servo missing from the bus leaves its slot empty and the next servo's reply moves
         up, so the replies are found by their ids: the first id without one is the servo
-        that timed out (or whose reply was corrupt).
+        that timed out (or whose reply was corrupt). The servos answer in the order of
+        ``ids``; a valid reply from an id not asked for, or out of that order (a second
+        reply of one id), is refused and taken for no servo (``WrongReplyId``).
         """
         decoder = protocol.PacketDecoder(protocol.PacketKind.STATUS)
         replies: dict[int, tuple[bytes, int]] = {}
         corrupt: set[int] = set()
+        wrong: dict[int, int] = {}  # id whose turn it was -> the id that answered
+        order = {servo_id: k for k, servo_id in enumerate(ids)}
+        turns: dict[int, int] = {}  # id -> the place that was next when it answered
+        turn = 0  # the place in ``ids`` of the next reply expected
         for item in decoder.feed(raw):
+            place = order.get(item.id, -1)
+            if isinstance(item, protocol.StatusPacket) and place < turn:
+                refused = turn
+                if item.id in turns:  # a second reply of this id: neither is taken
+                    replies.pop(item.id, None)
+                    corrupt.add(item.id)
+                    first = turns.pop(item.id)
+                    refused = first if ids[first] != item.id else turn
+                if refused < len(ids):
+                    corrupt.add(ids[refused])
+                    wrong[ids[refused]] = item.id
+                continue
+            if place >= turn:
+                turns[item.id] = turn
+                turn = place + 1
             if isinstance(item, protocol.DecodeError):
                 corrupt.add(item.id)
             elif isinstance(item, protocol.StatusPacket) and len(item.params) == length:
                 replies[item.id] = (bytes(item.params), item.error)
             else:
                 corrupt.add(item.id)
+        displaced = next((i for i in ids if i in wrong and i not in replies), None)
+        if displaced is not None:  # named first: another id answered in its place
+            self.counters.crc_errors += 1
+            raise WrongReplyId(displaced, wrong[displaced], "SYNC_READ")
         for servo_id in ids:
             if servo_id in replies:
                 continue
@@ -249,7 +281,7 @@ class FeetechBus:
         # The reply's length is known, so it is checked in place: header, id, length byte,
         # checksum (the stream decoder, protocol.PacketDecoder, is for unknown lengths).
         # ``count=False``: a sync read's fast path; its framed fallback does the counting.
-        if reply[:2] != protocol.HEADER or reply[3] != length + 2 or reply[2] != servo_id:
+        if reply[:2] != protocol.HEADER or reply[3] != length + 2:
             self.counters.crc_errors += count
             raise MalformedReply(
                 servo_id, instruction, f"expected a status of id {servo_id} with {length} bytes"
@@ -257,6 +289,9 @@ class FeetechBus:
         if protocol.checksum(reply[2:-1]) != reply[-1]:
             self.counters.crc_errors += count
             raise CrcError(servo_id, instruction)
+        if reply[2] != servo_id:  # valid, but from another servo: never its data
+            self.counters.crc_errors += count
+            raise WrongReplyId(servo_id, reply[2], instruction)
         error = reply[4]
         if error and count:
             self.counters.servo_errors += 1
