@@ -14,9 +14,11 @@ import pytest
 import serial
 
 from hilbot.hal.dynamixel import protocol as dxl
+from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.params import bulk_read_params, read_params, sync_read_params
 from hilbot.hal.feetech import protocol as ft
-from hilbot.hal.mapping import ServoSpec
+from hilbot.hal.feetech.backend import FeetechBackend
+from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.sim import running_virtual_bus
 from hilbot.sim.faults import ServoFaults
 from hilbot.sim.feetech_bus_runner import running_feetech_bus
@@ -217,3 +219,28 @@ async def test_sim_backend_readings_are_glitched_in_joint_units(clock):
         assert second[1] == pytest.approx(before[1])
         assert (await sim.read()).position.tolist() == pytest.approx(before.tolist())
         assert sim.faults(3).glitched == 0
+
+
+# ---------------------------------------------------------------------- the real backends
+
+
+@pytest.mark.parametrize("family", ["dynamixel", "feetech"])
+async def test_a_glitch_reaches_the_real_backends_reading_as_a_valid_one(family):
+    model = "XM430-W350" if family == "dynamixel" else "STS3215"
+    servos = [ServoSpec(1, model, "a"), ServoSpec(2, model, "b")]
+    runner = running_virtual_bus if family == "dynamixel" else running_feetech_bus
+    with runner({1: model, 2: model}, return_delay_time=0) as bus:
+        spec = BusSpec(bus.port, 1_000_000, family=family)
+        kind = DynamixelBackend if family == "dynamixel" else FeetechBackend
+        async with kind(spec, servos, margin_ms=300.0, pipeline=False) as backend:
+            before = (await backend.read()).position
+            bus.faults(2).glitch(0.46, unit="rad")
+            glitched = await backend.read()
+            after = (await backend.read()).position
+        tick = bus.servo(2).spec.radians_per_tick
+        assert glitched.position[1] - before[1] == pytest.approx(0.46, abs=tick)
+        assert glitched.position[0] == before[0]
+        assert after.tolist() == before.tolist()
+        assert glitched.counters.crc_errors == 0  # a valid reply: nothing noticed it
+        assert bus.faults(2).glitched == 1
+        assert bus.errors == []
