@@ -1,7 +1,8 @@
 """The local e-stop of ``hilbot run``: a key in its terminal and a signal, never through MQTT.
 
 - **Keys** (when stdin is the terminal ``hilbot run`` runs in, in the foreground):
-  space or ``e`` e-stops, ``r`` resets. The terminal is put in cbreak mode (keys
+  space or ``e`` e-stops, ``c`` resets (as in the jog terminal, ``hilbot teleop
+  --pattern jog``, where ``r`` jogs up). The terminal is put in cbreak mode (keys
   arrive one by one, unechoed; Ctrl+C still interrupts) and restored on exit.
 - **Signal**: ``SIGUSR1`` e-stops (``kill -USR1 <pid>``), from another terminal or a
   watchdog script. SIGINT, SIGTERM and SIGHUP stay the shutdown signals.
@@ -26,10 +27,10 @@ from typing import Any, Protocol, Self, TextIO
 from hilbot.driver.state import Command
 
 #: Keys of the local e-stop and what they send.
-KEYS: dict[str, Command] = {" ": Command.ESTOP, "e": Command.ESTOP, "r": Command.RESET}
+KEYS: dict[str, Command] = {" ": Command.ESTOP, "e": Command.ESTOP, "c": Command.RESET}
 #: The signal that e-stops (``None`` where the platform has none, e.g. Windows).
 ESTOP_SIGNAL: signal.Signals | None = getattr(signal, "SIGUSR1", None)
-HINT = "local e-stop: space or e (or kill -USR1 {pid}); r resets"
+HINT = "local e-stop: space or e (or kill -USR1 {pid}); c resets"
 
 log = logging.getLogger("hilbot.driver.run")
 
@@ -108,7 +109,7 @@ class LocalStop:
             log.warning("local %s (%s) refused: %s", command.value, source, err)
             return
         if command is Command.ESTOP:
-            log.warning("local e-stop (%s): e-stopped; key r or cmd reset clears it", source)
+            log.warning("local e-stop (%s): e-stopped; key c or cmd reset clears it", source)
         else:
             log.warning("local %s (%s) done", command.value, source)
 

@@ -8,7 +8,7 @@ the config), and the last lines say what the shutdown did.
 
 Local e-stop, never through MQTT: press space or e in this terminal, or send SIGUSR1
 (kill -USR1 PID). It latches like the MQTT estop (hold or torque off per
-safety.estop_action) until a reset: the key r, or cmd reset over MQTT.
+safety.estop_action) until a reset: the key c, or cmd reset over MQTT.
 """
 
 from __future__ import annotations

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import enum
 import math
 
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot._compat import StrEnum
 
-class Pattern(enum.StrEnum):
+
+class Pattern(StrEnum):
     """What ``hilbot teleop`` publishes."""
 
     CIRCLE = "circle"
@@ -17,7 +18,7 @@ class Pattern(enum.StrEnum):
     JOG = "jog"
 
 
-class Plane(enum.StrEnum):
+class Plane(StrEnum):
     """The plane a pattern is drawn in, in the chain's source frame."""
 
     XY = "xy"
@@ -66,14 +67,19 @@ JOG_KEYS: dict[str, tuple[float, float, float]] = {
     "f": (0.0, 0.0, -1.0),
 }
 #: Keyboard jogging: key -> command name.
+#: The e-stop and reset keys are those of ``hilbot run``'s terminal (space or e e-stops,
+#: c resets): one key never means two things.
 JOG_COMMANDS: dict[str, str] = {
-    "e": "enable",
+    "n": "enable",
     "x": "disable",
     " ": "estop",
+    "e": "estop",
     "c": "reset",
     "h": "home",
 }
-JOG_HELP = "jog: w/s ±x, a/d ±y, r/f ±z; e enable, x disable, space e-stop, c reset, h home, q quit"
+JOG_HELP = (
+    "jog: w/s ±x, a/d ±y, r/f ±z; n enable, x disable, space or e e-stop, c reset, h home, q quit"
+)
 
 
 def jog_step(key: str, step: float) -> NDArray[np.float64] | None:
