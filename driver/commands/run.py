@@ -136,6 +136,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run even though the MQTT broker is reachable beyond this machine without a login",
     )
     parser.add_argument(
+        "--takeover",
+        action="store_true",
+        help="answer to this robot's MQTT topics even if another driver is online there "
+        "(that one stops); without it, hilbot run refuses to start",
+    )
+    parser.add_argument(
         "--demo", choices=("circle", "figure8"), help="publish a demo pattern through MQTT"
     )
     parser.add_argument("--stats", type=Path, metavar="FILE", help="write final loop stats as JSON")
@@ -454,7 +460,14 @@ def _save_recording(args: argparse.Namespace) -> None:
 async def _teleop(args: argparse.Namespace, config: Any, runtime: Any) -> None:
     from hilbot.driver.teleop import serve
 
-    await serve(runtime, config.teleop, args.mqtt, robot_name=config.name, demo=args.demo)
+    await serve(
+        runtime,
+        config.teleop,
+        args.mqtt,
+        robot_name=config.name,
+        demo=args.demo,
+        takeover=getattr(args, "takeover", False),
+    )
 
 
 def status_text(state: Any) -> str:

@@ -28,9 +28,17 @@ from hilbot.driver.state import Command
 from hilbot.driver.teleop.backoff import Backoff
 from hilbot.driver.teleop.client import MqttClient
 from hilbot.driver.teleop.command_errors import report_failure
-from hilbot.driver.teleop.errors import BrokerUnreachable
+from hilbot.driver.teleop.errors import (
+    BrokerUnreachable,
+    NameTaken,
+    TakenOver,
+    TeleopError,
+    first_teleop_error,
+)
 from hilbot.driver.teleop.freshness import FreshnessFilter
 from hilbot.driver.teleop.inbox import dispatching_queue
+from hilbot.driver.teleop.instance import Instance, Seen, read_status
+from hilbot.driver.teleop.lease import DEFAULT_TIMEOUT_S, Lease
 from hilbot.driver.teleop.messages import (
     CommandMessage,
     CommandName,
@@ -149,6 +157,9 @@ class TeleopBridge:
         wall_clock: Unix time source [s], for ``stamp`` checks and payloads.
         rng: random source of the reconnect jitter.
         commands: maps a teleop command to what ``runtime.command`` takes.
+        instance: this driver's identity in ``status`` and ``state`` (a fresh random
+            one by default); ``Instance(takeover=True)`` takes over a name another
+            driver is online under.
     """
 
     def __init__(
@@ -162,6 +173,7 @@ class TeleopBridge:
         wall_clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
         commands: Callable[[CommandName], Any] = runtime_command,
+        instance: Instance | None = None,
     ) -> None:
         self.runtime = runtime
         self.settings = settings
@@ -182,6 +194,28 @@ class TeleopBridge:
         self._wall = wall_clock
         self._rng = rng if rng is not None else random.Random()
         self._to_command = commands
+        #: This driver's instance id, start time and takeover flag.
+        self.instance = instance if instance is not None else Instance()
+        #: Who may send targets and commands (see :mod:`~hilbot.driver.teleop.lease`).
+        self.lease = Lease(settings.lease_timeout_s or DEFAULT_TIMEOUT_S)
+        self._lease_holder: str | None = None  # the holder last logged
+        self._first_status = True  # the next status check is this driver's first
+        self._seen_status: Seen | None = None  # the status read while connecting
+        self._status_stale = False  # a will or another driver overwrote our status
+        self._taken_over: TakenOver | None = None
+        self._taken = asyncio.Event()
+        fleet = settings.fleet_topic
+        self._fleet: tuple[str, Vocabulary] | None = None
+        if fleet is not None:
+            self._fleet = (
+                fleet,
+                Vocabulary(
+                    prefix=fleet.rsplit("/", 1)[0],
+                    chains=frozenset(),
+                    joints=frozenset(),
+                    max_payload_bytes=settings.max_payload_bytes,
+                ),
+            )
         self._vocabulary = Vocabulary(
             prefix=self.topics.prefix,
             chains=frozenset(runtime.chains),
@@ -224,8 +258,16 @@ class TeleopBridge:
                     self._connect_forever("commands", self._command_session),
                     name="teleop-command-connection",
                 )
-        except* BrokerUnreachable as group:
-            raise group.exceptions[0] from None
+                group.create_task(self._watch_takeover(), name="teleop-takeover")
+        except* TeleopError as group:
+            error = first_teleop_error(group)
+            assert error is not None
+            raise error from None
+
+    async def _watch_takeover(self) -> None:
+        await self._taken.wait()
+        assert self._taken_over is not None
+        raise self._taken_over
 
     async def _connect_forever(
         self, kind: str, session: Callable[[aiomqtt.Client], Coroutine[Any, Any, None]]
@@ -234,6 +276,10 @@ class TeleopBridge:
         while True:
             try:
                 async with self._client(kind) as client:
+                    if backoff.attempts:
+                        self._logger.warning(
+                            "reconnected to the MQTT broker %s (%s connection)", self.url, kind
+                        )
                     backoff.reset()
                     if kind == "targets":
                         self.counters.connects += 1
@@ -284,7 +330,7 @@ class TeleopBridge:
                 cert_reqs=ssl.CERT_REQUIRED,
             )
             tls["tls_insecure"] = settings.tls.insecure
-        offline = status_payload(online=False, mode=None, faults=[], stamp=self._wall())
+        offline = self._offline_status()
         identifier = settings.client_id or f"hilbot-{self._robot}-{uuid.uuid4().hex[:8]}"
         will = aiomqtt.Will(self.topics.status, offline, qos=1, retain=True)
         return MqttClient(
@@ -303,9 +349,21 @@ class TeleopBridge:
             **tls,
         )
 
+    def _offline_status(self) -> bytes:
+        return status_payload(
+            online=False, mode=None, faults=[], stamp=self._wall(), identity=self.instance.fields()
+        )
+
     async def _session(self, client: aiomqtt.Client) -> None:
         qos: int = self.settings.qos
-        await client.subscribe([(self.topics.targets, qos), (self.topics.joints, qos)])
+        self._seen_status = None
+        await client.subscribe(
+            [(self.topics.targets, qos), (self.topics.joints, qos), (self.topics.status, 1)]
+        )
+        # The broker sends the retained status right after the SUBACK: one more round trip
+        # and it has arrived (see _on_status), so the check below sees it.
+        await client.unsubscribe(f"{self.topics.status}/sync")
+        self._check_name()
         # Online only once both are subscribed: a client that acts on the status (hilbot
         # teleop sends "enable" when it sees the robot online) must not lose its first
         # command; a retained e-stop arrives on subscribing, before the status goes out.
@@ -326,9 +384,62 @@ class TeleopBridge:
             await self._say_goodbye(client)
             raise
 
+    def _check_name(self) -> None:
+        """Refuse to go online where another driver is (unless taking over, or outranking it).
+
+        Raises:
+            NameTaken: at this driver's first connection, another instance is online.
+            TakenOver: on a later one, another instance that outranks this one is.
+        """
+        first, self._first_status = self._first_status, False
+        seen = self._seen_status
+        if seen is None or not seen.online or seen.instance == self.instance.id:
+            return
+        if first and not self.instance.takeover:
+            raise NameTaken(self.topics.prefix, str(self.url), seen.instance)
+        if not self.instance.outranks(seen):
+            raise self._yield_to(seen)
+        self._logger.warning(
+            "taking over %s/ from driver %s", self.topics.prefix, seen.instance or "(unnamed)"
+        )
+
+    def _on_status(self, payload: bytes) -> None:
+        """A ``status`` of this robot's name arrived (ours, a will, or another driver's)."""
+        seen = read_status(payload)
+        if not self._online:
+            self._seen_status = seen  # connecting: _check_name decides
+            return
+        if seen is not None and seen.online and seen.instance == self.instance.id:
+            return  # our own
+        if seen is not None and seen.online and not self.instance.outranks(seen):
+            self._yield_to(seen)
+            return
+        # A will (ours from an earlier connection, or another driver's), a cleared status,
+        # or a driver this one outranks: publish ours again (the telemetry task does).
+        self._logger.warning(
+            "the status of %s/ was overwritten (%s); publishing it again",
+            self.topics.prefix,
+            "offline" if seen is None or not seen.online else f"by driver {seen.instance}",
+        )
+        self._status_stale = True
+
+    def _yield_to(self, seen: Seen) -> TakenOver:
+        """Another driver took this name over: stop obeying, and end the bridge."""
+        if self._taken_over is None:
+            self._taken_over = TakenOver(self.topics.prefix, seen.instance)
+            self.connected.clear()
+            self._taken.set()
+        return self._taken_over
+
     async def _command_session(self, client: aiomqtt.Client) -> None:
-        """The ``cmd`` connection: it subscribes to nothing else, so no flood shares it."""
-        await client.subscribe(self.topics.cmd, qos=1)
+        """The ``cmd`` connection: it subscribes to nothing else, so no flood shares it.
+
+        It also follows the fleet-wide stop topic (``teleop.fleet_topic``).
+        """
+        topics = [(self.topics.cmd, 1)]
+        if self._fleet is not None:
+            topics.append((self._fleet[0], 1))
+        await client.subscribe(topics)
         # The broker sends a retained command right after the SUBACK: one more round
         # trip lets it arrive before going online, so the first status reports it.
         await client.unsubscribe(f"{self.topics.cmd}/sync")
@@ -350,9 +461,15 @@ class TeleopBridge:
         return self._command_client if self._command_client is not None else targets_client
 
     async def _say_goodbye(self, client: aiomqtt.Client) -> None:
-        """Publish ``status`` offline on a clean shutdown (the will covers the rest)."""
+        """Publish ``status`` offline on a clean shutdown (the will covers the rest).
+
+        Not once taken over: the status is the other driver's now.
+        """
         self.connected.clear()
-        payload = status_payload(online=False, mode=None, faults=[], stamp=self._wall())
+        self._online = False  # our own offline status, coming back, is no will to undo
+        if self._taken_over is not None:
+            return
+        payload = self._offline_status()
         for publisher in dict.fromkeys((self._publisher(client), client)):
             with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
                 await publisher.publish(
@@ -377,6 +494,9 @@ class TeleopBridge:
         Returns:
             The accepted message, or None if it was rejected.
         """
+        if topic == self.topics.status:
+            self._on_status(payload)
+            return None
         message = self.accept(topic, payload, retained)
         if message is None or not self.deliver(topic, message):
             return None
@@ -394,12 +514,26 @@ class TeleopBridge:
             The valid message, or None if it was rejected.
         """
         self.counters.received += 1
-        if topic == self.topics.cmd and not payload:
+        fleet = self._fleet is not None and topic == self._fleet[0]
+        if (topic == self.topics.cmd or fleet) and not payload:
             self._retained_cleared()  # an empty (retained) message clears the retained one
             return None
         try:
-            message = parse(topic, payload, self._vocabulary)
+            if self._fleet is not None and fleet:
+                message = parse(self._fleet[1].prefix + "/cmd", payload, self._fleet[1])
+            else:
+                message = parse(topic, payload, self._vocabulary)
             estop = isinstance(message, CommandMessage) and message.command is CommandName.ESTOP
+            if fleet and not estop:
+                raise MessageRejected(
+                    Rejection(
+                        RejectReason.REFUSED,
+                        "the fleet-wide stop topic takes only 'estop'; send other commands "
+                        f"to {self.topics.cmd}",
+                        topic,
+                        message.header.seq,
+                    )
+                )
             if estop and retained:
                 self._found_retained_estop(topic)
             if not estop:
@@ -449,12 +583,49 @@ class TeleopBridge:
         """
         self.current = (topic, message.header.seq)
         try:
+            self._check_lease(topic, message)
             self._dispatch(topic, message)
         except MessageRejected as exc:
             self.reject(exc.rejection)
             return False
         self.counters.accepted += 1
         return True
+
+    def _check_lease(self, topic: str, message: Message) -> None:
+        """Refuse a message of anyone but the lease holder (an e-stop passes: anyone's).
+
+        A sender takes a free lease with its first accepted target or command;
+        ``disable`` and ``release`` end it, as does the holder's silence.
+        """
+        command = message.command if isinstance(message, CommandMessage) else None
+        if command is CommandName.ESTOP:
+            return
+        if self._taken_over is not None:
+            raise MessageRejected(
+                Rejection(RejectReason.REFUSED, str(self._taken_over), topic, message.header.seq)
+            )
+        sender = message.header.sender
+        if not self.lease.admit(sender):
+            raise MessageRejected(
+                Rejection(
+                    RejectReason.NOT_LEASE_HOLDER,
+                    self.lease.refusal(sender),
+                    topic,
+                    message.header.seq,
+                )
+            )
+        if command in (CommandName.DISABLE, CommandName.RELEASE):
+            self.lease.end(sender)
+        if self.lease.holder != self._lease_holder:
+            self._log_lease()
+
+    def _log_lease(self) -> None:
+        holder = self.lease.holder
+        if holder is None:
+            self._logger.info("lease: sender %r no longer holds the robot", self._lease_holder)
+        else:
+            self._logger.info("lease: sender %r holds the robot", holder)
+        self._lease_holder = holder
 
     def _dispatch(self, topic: str, message: Message) -> None:
         try:
@@ -465,6 +636,8 @@ class TeleopBridge:
                     self.runtime.set_joint_targets(message.positions)
                 case CommandMessage(command=CommandName.ESTOP):
                     self._estop(message)
+                case CommandMessage(command=CommandName.RELEASE):
+                    pass  # the lease (see _check_lease); nothing for the runtime
                 case CommandMessage() if not self.settings.command_allowed(message.command):
                     raise MessageRejected(self._not_allowed(topic, message))
                 case CommandMessage():
@@ -585,14 +758,24 @@ class TeleopBridge:
             if deadline < time.monotonic() - period:
                 deadline = time.monotonic()  # fell behind: skip, never burst
             body = state_body(self.runtime.state())
+            holder = self.lease.holder
+            if holder != self._lease_holder:
+                self._log_lease()  # the holder fell silent
             payload = encode(
-                {"stamp": round(self._wall(), 6), **body, "teleop": self.counters.as_dict()}
+                {
+                    "stamp": round(self._wall(), 6),
+                    **body,
+                    "teleop": self.counters.as_dict(),
+                    "instance": self.instance.id,
+                    "lease": holder,
+                }
             )
             await self._publisher(client).publish(
                 self.topics.state, payload, qos=self.settings.qos, timeout=PUBLISH_TIMEOUT_S
             )
             status = (body["mode"], body["faults"], self.retained_estop)
-            if status != last_status:
+            if status != last_status or self._status_stale:
+                self._status_stale = False
                 await self._publish_status(client, body)
                 last_status = status
 
@@ -608,6 +791,7 @@ class TeleopBridge:
             faults=body["faults"],
             stamp=self._wall(),
             retained_estop=retained.as_json() if retained is not None else None,
+            identity=self.instance.fields(),
         )
         await self._publisher(client).publish(
             self.topics.status, payload, qos=1, retain=True, timeout=PUBLISH_TIMEOUT_S

@@ -7,7 +7,9 @@
         ├── BrokerUrlError (ValueError)     a ``--mqtt`` URL that cannot be used
         ├── EmbeddedBrokerError (OSError)   the embedded broker could not listen
         ├── BrokerUnreachable (ConnectionError)  no broker, or a refused login, at start-up
-        └── InsecureBroker                  a broker beyond loopback without a login
+        ├── InsecureBroker                  a broker beyond loopback without a login
+        ├── NameTaken                       another driver is online under this robot's topics
+        └── TakenOver                       another driver took this robot's topics over
 """
 
 from __future__ import annotations
@@ -93,4 +95,40 @@ class InsecureBroker(TeleopError):
         super().__init__(
             f"{where} is reachable beyond this machine and has no login, so anyone who "
             f"reaches it could arm and move the robot: {fix}, or pass --insecure to run anyway"
+        )
+
+
+class NameTaken(TeleopError):
+    """Another driver is online under this robot's topic prefix (found at start).
+
+    Attributes:
+        prefix: the topic prefix both answer to.
+        other: the other driver's instance id (None if its status names none).
+    """
+
+    def __init__(self, prefix: str, url: str, other: str | None) -> None:
+        self.prefix = prefix
+        self.other = other
+        who = f"driver {other}" if other else "driver"
+        super().__init__(
+            f"another {who} is online as {prefix}/ on {url}: give this robot another name "
+            "(the config's name) or topic prefix (teleop.prefix), stop the other one, or "
+            "start this one with --takeover"
+        )
+
+
+class TakenOver(TeleopError):
+    """Another driver took over this robot's topic prefix while this one ran.
+
+    Attributes:
+        prefix: the topic prefix.
+        other: the instance id of the driver that took it.
+    """
+
+    def __init__(self, prefix: str, other: str | None) -> None:
+        self.prefix = prefix
+        self.other = other
+        super().__init__(
+            f"driver {other or '(unnamed)'} took over {prefix}/: this one stopped obeying "
+            "MQTT and stops"
         )

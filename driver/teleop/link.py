@@ -63,12 +63,14 @@ async def serve_isolated(
     robot_name: str,
     logger: logging.Logger,
     ready: asyncio.Future[Any] | None = None,
+    instance: Any = None,
 ) -> None:
     """Run teleop in a worker process until cancelled; restart the worker if it dies.
 
     The worker holds the MQTT connection (and the embedded broker when ``url``
     is None). While it is down the runtime gets no targets, so its watchdog
-    holds the robot. ``ready`` is resolved with the :class:`TeleopLink`.
+    holds the robot. ``ready`` is resolved with the :class:`TeleopLink`. Every worker
+    gets the same ``instance`` (:class:`~hilbot.driver.teleop.instance.Instance`).
 
     Raises:
         TeleopError: the worker could not start serving (bad URL, busy port).
@@ -76,7 +78,7 @@ async def serve_isolated(
     link = TeleopLink(Topics(settings.topic_prefix(robot_name)))
     backoff = Backoff(settings.reconnect_min_s, settings.reconnect_max_s)
     while True:
-        code = await _run_worker(runtime, settings, url, robot_name, logger, link, ready)
+        code = await _run_worker(runtime, settings, url, robot_name, logger, link, ready, instance)
         link.connected.clear()
         link.restarts += 1
         delay = backoff.next_delay()
@@ -92,6 +94,7 @@ async def _run_worker(
     logger: logging.Logger,
     link: TeleopLink,
     ready: asyncio.Future[Any] | None,
+    instance: Any = None,
 ) -> int | None:
     ours, theirs = socket.socketpair()
     process = await asyncio.create_subprocess_exec(
@@ -122,6 +125,7 @@ async def _run_worker(
         "chains": tuple(runtime.chains),
         "joint_names": tuple(runtime.joint_names),
         "log_level": logger.getEffectiveLevel(),
+        "instance": instance,
     }
     writer.write(pack(("init", init)) + pack(("state", state_body(runtime.state()))))
     push = asyncio.get_running_loop().create_task(

@@ -53,6 +53,7 @@ class CommandName(enum.StrEnum):
     RESET = "reset"
     HOME = "home"
     REBOOT = "reboot"
+    RELEASE = "release"  # ends the sender's lease; never reaches the runtime
 
 
 Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_COORDINATE_M, le=MAX_COORDINATE_M)]

@@ -82,6 +82,16 @@ class StatePayload(BaseModel):
     clamp_counts: dict[str, Any]
     stats: Stats
     teleop: TeleopCounts
+    instance: Annotated[
+        str, Field(description="The driver's instance id, as in status (random per run).")
+    ]
+    lease: Annotated[
+        str | None,
+        Field(
+            description="The sender holding the robot's lease (others' targets and commands "
+            "but estop are refused), or null."
+        ),
+    ]
 
 
 class RetainedEstopPayload(BaseModel):
@@ -107,6 +117,15 @@ class StatusPayload(BaseModel):
         RetainedEstopPayload | None,
         Field(description="Set while a retained estop e-stops the robot at every start."),
     ] = None
+    instance: Annotated[
+        str,
+        Field(
+            description="The driver's instance id (random per run; the will carries it too). "
+            "A driver refuses to start while another instance of its name is online."
+        ),
+    ]
+    started: Annotated[float, Field(description="When that driver started [s since the epoch].")]
+    takeover: Annotated[bool, Field(description="That driver was started with --takeover.")] = False
 
 
 class ErrorPayload(BaseModel):

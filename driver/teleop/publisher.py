@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -91,7 +92,9 @@ class TeleopPublisher:
             self.url.port,
             username=self.url.username or settings.username,
             password=self.url.password or password,
-            identifier=f"hilbot-teleop-{self.sender}",
+            # Random, never the sender (which every message carries): a client id anyone
+            # can read is one anyone can connect with, and the broker drops its owner.
+            identifier=f"hilbot-teleop-{secrets.token_hex(8)}",
             keepalive=settings.keepalive_s,
             timeout=5.0,
             logger=self._logger,

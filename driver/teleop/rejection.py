@@ -23,6 +23,7 @@ class RejectReason(enum.StrEnum):
     FUTURE_STAMP = "future_stamp"
     RETAINED = "retained"  # a retained target or command is never acted on
     REFUSED = "refused"  # well-formed, but the runtime refused it
+    NOT_LEASE_HOLDER = "not_lease_holder"  # another sender holds the robot's lease
 
 
 @dataclass(frozen=True, slots=True)

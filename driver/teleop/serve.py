@@ -10,6 +10,8 @@ from hilbot.driver.teleop.bridge import TeleopBridge, TeleopRuntime
 from hilbot.driver.teleop.broker import EmbeddedBroker
 from hilbot.driver.teleop.demo import play_pattern
 from hilbot.driver.teleop.errors import first_teleop_error
+from hilbot.driver.teleop.instance import Instance
+from hilbot.driver.teleop.lease import DEFAULT_TIMEOUT_S
 from hilbot.driver.teleop.link import serve_isolated
 from hilbot.driver.teleop.patterns import Pattern
 from hilbot.driver.teleop.publisher import TeleopPublisher
@@ -28,6 +30,7 @@ async def serve(
     demo_chain: str | None = None,
     ready: asyncio.Future[Any] | None = None,
     isolate: bool = True,
+    takeover: bool = False,
 ) -> None:
     """Serve MQTT teleop for ``runtime`` until cancelled.
 
@@ -69,14 +72,19 @@ async def serve(
             :class:`~hilbot.driver.teleop.bridge.TeleopBridge`; both have
             ``url``, ``topics``, ``counters`` and ``connected``.
         isolate: run MQTT in a worker process (the default) or in this loop.
+        takeover: go online even if another driver is online under the same topics
+            (it then stops); without it, that refuses with :class:`NameTaken`.
 
     Raises:
         BrokerUrlError: ``url`` is malformed.
         EmbeddedBrokerError: the embedded broker could not listen.
         BrokerUnreachable: the broker cannot be reached, or refused the login.
+        NameTaken: another driver is online under this robot's topics.
+        TakenOver: another driver took this robot's topics over (``--takeover``).
         TeleopError: the worker process could not start serving.
     """
-    settings = settings.with_environment()
+    settings = _with_lease_timeout(settings.with_environment(), runtime)
+    instance = Instance(takeover=takeover)
     log = logger if logger is not None else logging.getLogger("hilbot.driver.teleop")
     if url is not None:
         parse_broker_url(url)  # fail here, in the caller's process, on a bad URL
@@ -85,7 +93,9 @@ async def serve(
     if pattern is not None and chain is None:
         raise ValueError("the demo needs a chain, and this robot has none")
     try:
-        await _serve(runtime, settings, url, robot_name, log, pattern, chain, ready, isolate)
+        await _serve(
+            runtime, settings, url, robot_name, log, pattern, chain, ready, isolate, instance
+        )
     except BaseExceptionGroup as group:
         # One error for the caller (hilbot run prints it as one line), not a group.
         error = first_teleop_error(group)
@@ -104,20 +114,33 @@ async def _serve(
     chain: str | None,
     ready: asyncio.Future[Any] | None,
     isolate: bool,
+    instance: Instance,
 ) -> None:
     connected: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     async with asyncio.TaskGroup() as group:
         if isolate:
             group.create_task(
                 serve_isolated(
-                    runtime, settings, url, robot_name=robot_name, logger=log, ready=connected
+                    runtime,
+                    settings,
+                    url,
+                    robot_name=robot_name,
+                    logger=log,
+                    ready=connected,
+                    instance=instance,
                 ),
                 name="teleop-worker",
             )
         else:
             group.create_task(
                 serve_in_process(
-                    runtime, settings, url, robot_name=robot_name, logger=log, ready=connected
+                    runtime,
+                    settings,
+                    url,
+                    robot_name=robot_name,
+                    logger=log,
+                    ready=connected,
+                    instance=instance,
                 ),
                 name="teleop-bridge",
             )
@@ -138,10 +161,13 @@ async def serve_in_process(
     robot_name: str,
     logger: logging.Logger,
     ready: asyncio.Future[Any] | None = None,
+    instance: Instance | None = None,
 ) -> None:
     """Run the broker bridge (and the embedded broker if ``url`` is None) in this loop."""
     if url is not None:
-        bridge = TeleopBridge(runtime, settings, url, robot_name=robot_name, logger=logger)
+        bridge = TeleopBridge(
+            runtime, settings, url, robot_name=robot_name, logger=logger, instance=instance
+        )
         await _run_bridge(bridge, ready)
         return
     users = {}
@@ -154,7 +180,9 @@ async def serve_in_process(
         users=users if settings.password_file is None else None,
         password_file=settings.password_file,
     ) as broker:
-        bridge = TeleopBridge(runtime, settings, broker.url, robot_name=robot_name, logger=logger)
+        bridge = TeleopBridge(
+            runtime, settings, broker.url, robot_name=robot_name, logger=logger, instance=instance
+        )
         await _run_bridge(bridge, ready)
 
 
@@ -164,6 +192,15 @@ async def _run_bridge(bridge: TeleopBridge, ready: asyncio.Future[Any] | None) -
         await bridge.connected.wait()
         if ready is not None and not ready.done():
             ready.set_result(bridge)
+
+
+def _with_lease_timeout(settings: TeleopSettings, runtime: TeleopRuntime) -> TeleopSettings:
+    """``settings`` with ``lease_timeout_s`` set: the robot's watchdog timeout unless given."""
+    if settings.lease_timeout_s is not None:
+        return settings
+    safety = getattr(getattr(runtime, "config", None), "safety", None)
+    timeout = getattr(safety, "watchdog_timeout", None)
+    return settings.model_copy(update={"lease_timeout_s": timeout or DEFAULT_TIMEOUT_S})
 
 
 def _demo_pattern(demo: Pattern | str | None) -> Pattern | None:

@@ -21,6 +21,9 @@ ENV_KEY_FILE = "HILBOT_MQTT_KEY_FILE"
 ENV_TLS_INSECURE = "HILBOT_MQTT_TLS_INSECURE"
 ENV_CLIENT_ID = "HILBOT_MQTT_CLIENT_ID"
 
+#: The default fleet-wide stop topic (``teleop.fleet_topic``).
+FLEET_TOPIC = "hilbot/_all/cmd"
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -87,6 +90,10 @@ class TeleopSettings(BaseModel):
             CPU-bound jobs on 2 cores delayed it by up to 2 s; the control loop
             kept its rate under a flood with the worker at 0 (it sleeps most of
             each cycle, so the scheduler favours it anyway).
+        lease_timeout_s: the lease holder's silence [s] that ends its lease; None
+            means the robot's ``safety.watchdog_timeout`` (0.5 s if that is off).
+        fleet_topic: the fleet-wide stop: an ``estop`` published there stops every
+            driver on the broker (anything else is refused); None listens to none.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -109,6 +116,8 @@ class TeleopSettings(BaseModel):
     embedded_host: str = Field(default="127.0.0.1", min_length=1)
     password_file: Path | None = None
     allowed_commands: frozenset[CommandName] | None = None
+    lease_timeout_s: float | None = Field(default=None, gt=0.0, le=3600.0)
+    fleet_topic: str | None = Field(default=FLEET_TOPIC, min_length=1)
 
     @field_validator("allowed_commands", mode="after")
     @classmethod
@@ -138,15 +147,14 @@ class TeleopSettings(BaseModel):
                 f"reconnect_min_s ({self.reconnect_min_s}) must not exceed "
                 f"reconnect_max_s ({self.reconnect_max_s})"
             )
-        if self.prefix is not None and (
-            self.prefix.startswith("/")
-            or self.prefix.endswith("/")
-            or any(c in self.prefix for c in "#+\0")
-        ):
-            raise ValueError(
-                f"prefix {self.prefix!r} must not start or end with '/' "
-                "nor contain the wildcards '#' or '+'"
-            )
+        for name, topic in (("prefix", self.prefix), ("fleet_topic", self.fleet_topic)):
+            if topic is not None and (
+                topic.startswith("/") or topic.endswith("/") or any(c in topic for c in "#+\0")
+            ):
+                raise ValueError(
+                    f"{name} {topic!r} must not start or end with '/' "
+                    "nor contain the wildcards '#' or '+'"
+                )
         return self
 
     def topic_prefix(self, robot_name: str) -> str:

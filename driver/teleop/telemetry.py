@@ -106,11 +106,14 @@ def status_payload(
     faults: Any,
     stamp: float,
     retained_estop: Mapping[str, Any] | None = None,
+    identity: Mapping[str, Any] | None = None,
 ) -> bytes:
     """The retained ``status`` payload (also the last will, with ``online`` false).
 
     ``retained_estop`` (None: there is none) says that a retained ``estop`` on
-    ``cmd`` e-stopped the robot, and with which command to clear it.
+    ``cmd`` e-stopped the robot, and with which command to clear it. ``identity``
+    holds the driver's ``instance``, ``started`` and ``takeover`` fields
+    (:meth:`hilbot.driver.teleop.instance.Instance.fields`).
     """
     return encode(
         {
@@ -121,5 +124,6 @@ def status_payload(
             "faults": to_jsonable(faults),
             "stamp": round(stamp, DECIMALS),
             "retained_estop": None if retained_estop is None else dict(retained_estop),
+            **(identity or {}),
         }
     )

@@ -220,6 +220,7 @@ async def _serve(
                 init["settings"],
                 init["url"],
                 robot_name=init["robot_name"],
+                instance=init.get("instance"),
                 logger=logger,
                 ready=ready,
             )

@@ -195,7 +195,8 @@ async def test_a_burst_mixing_bad_and_good_targets_reports_every_bad_one_and_end
     async with (
         kit.running_sim(chains=False) as runtime,
         kit.serving(runtime, mosquitto.url, isolate=isolate) as bridge,
-        TeleopPublisher(mosquitto.url, PREFIX) as pub,
+        # The sender of the burst arms the robot: it holds the lease.
+        TeleopPublisher(mosquitto.url, PREFIX, sender="burst") as pub,
     ):
         await armed(kit, runtime, pub)
         for _, payload in messages:  # back to back, no sleeps: one flush window or less
