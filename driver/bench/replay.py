@@ -174,7 +174,11 @@ async def replay(recording: Recording, config: RobotConfig, *, progress: bool = 
                     record = bench.faults(servo_of[fault["joint"]])
                     action = FaultAction(fault["action"])
                     apply_fault(
-                        record, action, float(fault.get("rate", 1.0)), clear="clear" in fault
+                        record,
+                        action,
+                        float(fault.get("rate", 1.0)),
+                        clear="clear" in fault,
+                        offset=float(fault.get("offset", 0.0)),
                     )
                     recorder.note_fault({k: v for k, v in fault.items() if k != "cycle"})
                 _send(runtime, recording, row)

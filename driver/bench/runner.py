@@ -323,23 +323,33 @@ class ScenarioRunner:
     def _inject(self, step: FaultStep, *, clear: bool) -> None:
         assert self.bench.faults is not None  # checked in check_supported
         record = self.bench.faults(self._servo_of[step.joint])
-        apply_fault(record, step.action, step.rate, clear=clear)
+        apply_fault(record, step.action, step.rate, clear=clear, offset=step.offset)
         note: dict[str, Any] = {"action": step.action.value, "joint": step.joint}
         note.update({"clear": True} if clear else {"rate": step.rate})
+        if step.action is FaultAction.GLITCH and not clear:
+            note["offset"] = step.offset
         self.recorder.note_fault(note)
 
 
-def apply_fault(record: Any, action: FaultAction, rate: float, *, clear: bool) -> None:
+def apply_fault(
+    record: Any, action: FaultAction, rate: float, *, clear: bool, offset: float = 0.0
+) -> None:
     """Set (or clear) one fault on a servo's ``ServoFaults`` record.
 
     Hardware errors latch in the servo until it is rebooted, as real firmware
-    does: clearing them here only stops injecting new ones.
+    does: clearing them here only stops injecting new ones. A glitch moves the
+    Present Position of a ``rate`` share of the replies by ``offset`` [rad].
     """
     match action:
         case FaultAction.DROP_REPLIES:
             record.drop_rate = 0.0 if clear else rate
         case FaultAction.CORRUPT:
             record.corrupt_rate = 0.0 if clear else rate
+        case FaultAction.GLITCH:
+            if clear:
+                record.glitch(0.0, replies=0)
+            else:
+                record.glitch(offset, unit="rad", replies=None, rate=rate)
         case FaultAction.UNPLUG:
             if clear:
                 record.replug()

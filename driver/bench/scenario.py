@@ -205,14 +205,17 @@ class FaultAction(enum.StrEnum):
     UNPLUG = "unplug"
     OVERLOAD = "overload"
     OVERHEATING = "overheating"
+    GLITCH = "glitch"
 
 
 class FaultStep(_Model):
     """Inject a fault on one servo for ``duration`` [s], then clear it.
 
     ``rate`` is the fraction of replies dropped or corrupted (``drop_replies``,
-    ``corrupt``). Hardware-error faults (``overload``, ``overheating``) latch in
-    the servo as real firmware does; a later ``command: reboot`` clears them.
+    ``corrupt``), or glitched (``glitch``: the reply's Present Position moved by
+    ``offset`` [rad of the servo shaft], the packet still valid). Hardware-error faults
+    (``overload``, ``overheating``) latch in the servo as real firmware does; a later
+    ``command: reboot`` clears them.
     """
 
     kind: Literal["fault"]
@@ -220,6 +223,13 @@ class FaultStep(_Model):
     joint: str
     duration: PositiveFloat = 0.5
     rate: float = Field(default=1.0, gt=0, le=1)
+    offset: float = Field(default=0.0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _glitch_offset(self) -> FaultStep:
+        if self.action is FaultAction.GLITCH and self.offset == 0.0:
+            raise ValueError("a glitch fault needs a non-zero offset [rad]")
+        return self
 
 
 Step = Annotated[
