@@ -36,7 +36,7 @@ from hilbot.driver.commands.failures import (
     reason_of,
 )
 from hilbot.driver.commands.local_stop import HINT, LocalStop
-from hilbot.driver.commands.shutdown_report import TorqueWatch, shutdown_text
+from hilbot.driver.commands.shutdown_report import TorqueWatch, shutdown_text, torque_left_on
 from hilbot.driver.errors import DriverError
 
 DEFAULT_CONFIG = "openmanipulator_x"
@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     from hilbot.driver.config import load_config
     from hilbot.driver.errors import ConfigError
     from hilbot.driver.ticker import enable_realtime
-    from hilbot.hal.errors import HalError, PortError
+    from hilbot.hal.errors import HalError
 
     problem = option_problem(args)
     if problem is not None:
@@ -200,15 +200,27 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         return asyncio.run(_main(args, config, trajectory, build_backend))
-    except PortError as exc:
-        origin = port_origin(args, config, exc.port)
-        print(f"hilbot run: {port_problem(exc.port, reason_of(exc), origin)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except (BackendError, HalError) as exc:
-        print(f"hilbot run: {exc}", file=sys.stderr)
+        if getattr(args, "torque_watch", None) is None:  # failed to start: said below
+            return _start_failure(args, config, exc)
+        # The bus failed while the robot ran (a port gone, an adapter unplugged).
+        print(shutdown_text(config, args.torque_watch))
+        print(f"hilbot run: the bus failed while running: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _start_failure(args: argparse.Namespace, config: Any, exc: Exception) -> int:
+    """One line on why the run could not start (a port, the virtual bus); its exit code."""
+    from hilbot.hal.errors import PortError
+
+    if isinstance(exc, PortError):
+        origin = port_origin(args, config, exc.port)
+        print(f"hilbot run: {port_problem(exc.port, reason_of(exc), origin)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"hilbot run: {exc}", file=sys.stderr)
+    return 1
 
 
 def option_problem(args: argparse.Namespace) -> str | None:
@@ -367,6 +379,7 @@ async def _main(
         Runtime(config, watch := TorqueWatch(built)) as runtime,
         LocalStop(runtime) as local_stop,
     ):
+        args.torque_watch = watch  # running: a bus failure from here on leaves a shutdown
         first = runtime.state().joints
         if calibrated is not None and first is not None:
             try:
@@ -410,6 +423,7 @@ async def _main(
         state = runtime.state()
     status.close()
     print(shutdown_text(config, watch))
+    torque_left = torque_left_on(config, watch)  # says what the servos are left doing
     _save_recording(args)  # --record: written once the runtime has stopped
     if getattr(args, "live_view", None) is not None:
         args.live_view.close()
@@ -424,7 +438,7 @@ async def _main(
             return 2
         print(f"hilbot run: stopped by an error: {error!r}", file=sys.stderr)
         return 1
-    return 0
+    return 0 if not torque_left else 1
 
 
 def extra_listeners(

@@ -24,6 +24,7 @@ class TorqueWatch:
         torque: torque of every servo after the last whole-robot ``set_torque`` that
             succeeded; ``None`` before any, or after one that failed.
         error: the error of the last whole-robot ``set_torque`` that failed, if any.
+        enabled: whether this run turned torque on at all (its servos then held goals).
     """
 
     def __init__(self, backend: Any) -> None:
@@ -32,6 +33,7 @@ class TorqueWatch:
         self.write = backend.write
         self.torque: bool | None = None
         self.error: BaseException | None = None
+        self.enabled = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._backend, name)
@@ -52,6 +54,7 @@ class TorqueWatch:
         """Enable or disable torque, remembering how a whole-robot call ended."""
         if joints is not None:
             await self._backend.set_torque(enabled, joints)
+            self.enabled = self.enabled or enabled
             return
         try:
             await self._backend.set_torque(enabled)
@@ -59,6 +62,12 @@ class TorqueWatch:
             self.torque, self.error = None, err
             raise
         self.torque, self.error = enabled, None
+        self.enabled = self.enabled or enabled
+
+
+def torque_left_on(config: RobotConfig, watch: TorqueWatch) -> bool:
+    """Whether the shutdown was to turn torque off and did not (``hilbot run`` exits 1)."""
+    return config.safety.torque_off_on_shutdown and watch.torque is not False
 
 
 def shutdown_text(config: RobotConfig, watch: TorqueWatch) -> str:
@@ -77,4 +86,9 @@ def shutdown_text(config: RobotConfig, watch: TorqueWatch) -> str:
         else "cut the servos' power"
     )
     reason = f": {watch.error}" if watch.error is not None else ""
-    return f"shutdown: could not turn torque off on {servos} servos{reason}; {hint}"
+    left = (
+        "they may still have torque on, holding their last goal"
+        if watch.enabled
+        else "their torque is as this run found it (it never turned torque on)"
+    )
+    return f"shutdown: could not turn torque off on {servos} servos{reason}; {left}; {hint}"
