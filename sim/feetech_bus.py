@@ -30,6 +30,9 @@ from hilbot.hal.feetech.protocol import (
     PacketDecoder,
     PacketKind,
 )
+from hilbot.hal.feetech.protocol import (
+    Instruction as Instruction_,
+)
 from hilbot.hal.feetech.register_names import FeetechRegister
 from hilbot.sim.feetech_handler import FeetechInstructionHandler
 from hilbot.sim.feetech_physics import feetech_physics
@@ -91,6 +94,13 @@ class FeetechVirtualBus(PtyBusServer[FeetechServo, Instruction]):
 
     def _wire_size(self, item: Instruction) -> int:
         return len(item.raw) if isinstance(item, DecodeError) else len(item.params) + OVERHEAD
+
+    def _write_span(self, item: Instruction) -> tuple[int, int, int] | None:
+        if isinstance(item, DecodeError) or item.instruction != Instruction_.WRITE:
+            return None
+        if len(item.params) < 2:
+            return None
+        return item.id, item.params[0], len(item.params) - 1
 
     # ------------------------------------------------------------------ test API
 

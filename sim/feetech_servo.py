@@ -159,6 +159,16 @@ class FeetechServo(ServoFirmware[FeetechModel, Register]):
                 self.memory.saved[reg.address : reg.end] = image[reg.address : reg.end]
         self.reboot()
 
+    def setting_addresses(self) -> tuple[range, range]:
+        """The bytes of ID and of Baud Rate."""
+        table = self.spec.table
+        return tuple(range(table[n].address, table[n].end) for n in (N.ID, N.BAUD_RATE))  # type: ignore[return-value]
+
+    def factory_fresh(self) -> None:
+        """Straight from the box: every register at its factory value, ID 1, then power up."""
+        self.memory.factory_reset(1)
+        self.reboot()
+
     def factory_reset(self) -> None:
         """Factory values in every register but ID (the servo stays reachable), then restart."""
         self.memory.factory_reset(self.id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 
 from hilbot.hal.mapping import ServoSpec
@@ -42,15 +43,40 @@ def hand_on(
     motion: str,
     ranges: Mapping[str, tuple[float, float]],
     center: Pose,
+    *,
+    begin: threading.Event | None = None,
+    delay: float = 0.0,
 ) -> Iterator[Hand]:
     """A hand playing the named motion on ``bus`` until the context ends.
 
     ``sweep`` sweeps once and then holds; ``wave`` waves about ``center`` (clipped to the
-    ranges) until the end.
+    ranges) until the end. The motion starts ``delay`` seconds after ``begin`` is set (a
+    virtual bus's ``first_packet``: when a client first talks on the port), or after
+    ``delay`` seconds from now without ``begin``.
     """
     joints = {s.joint for s in servos}
     ranges = {j: r for j, r in ranges.items() if j in joints}
     middle = {j: min(max(center.get(j, 0.5 * (lo + hi)), lo), hi) for j, (lo, hi) in ranges.items()}
+    chosen = motion_named(motion, ranges, middle)
     with Hand(bus, servos) as hand:
-        hand.play(motion_named(motion, ranges, middle))
-        yield hand
+        if begin is None and delay <= 0:
+            hand.play(chosen)
+            yield hand
+            return
+        ended = threading.Event()
+
+        def later() -> None:
+            if begin is not None:
+                while not begin.wait(0.1):
+                    if ended.is_set():
+                        return
+            if not ended.wait(delay):
+                hand.play(chosen)
+
+        waiter = threading.Thread(target=later, name="virtual-hand-start", daemon=True)
+        waiter.start()
+        try:
+            yield hand
+        finally:
+            ended.set()
+            waiter.join(timeout=5.0)

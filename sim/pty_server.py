@@ -29,13 +29,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar, Generic, Protocol, Self, TypedDict, TypeGuard, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, Self, TypedDict, TypeGuard, TypeVar
 
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.errors import ConfigError, HalError, PortError
 from hilbot.sim.bus_replies import Reply
 from hilbot.sim.eeprom_file import EepromFile
 from hilbot.sim.faults import FaultTable, ServoFaults
+from hilbot.sim.plug_in import PlugIn
 from hilbot.sim.server_timing import GilTuning, Sleeper, raise_priority
 from hilbot.sim.servo_model import ServoModel
 from hilbot.sim.servo_physics import ServoPhysics
@@ -136,6 +137,10 @@ class ServedServo(Protocol):
         """The EEPROM as it would survive power-off."""
         ...
 
+    def setting_addresses(self) -> tuple[range, range]:
+        """The bytes of its ID register and of its Baud Rate register."""
+        ...
+
     def restore_eeprom(self, image: bytes) -> None:
         """Power up with ``image`` as the EEPROM."""
         ...
@@ -156,6 +161,9 @@ ItemT_contra = TypeVar("ItemT_contra", contravariant=True)
 
 class InstructionHandling(Protocol[ItemT_contra]):
     """Plans the replies to one decoded instruction (or undecodable frame)."""
+
+    #: The servos on the wire (``PtyBusServer.connect`` changes them).
+    servos: list[Any]
 
     def handle(self, item: ItemT_contra, now: float) -> Sequence[Reply]:
         """Execute ``item`` at ``now`` [s]; the replies to send, in order."""
@@ -333,6 +341,11 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
         )
         #: What loading the EEPROM file said (slots left factory-fresh).
         self.eeprom_notes: list[str] = []
+        #: Servos plugged in one at a time (``hilbot.sim.plug_in``), or ``None``.
+        self.plug_in: PlugIn | None = None
+        #: Set when the first bytes from a host arrive (a client opened the port and
+        #: talks; opening a pty alone sends nothing the bus can see).
+        self.first_packet = threading.Event()
 
     @abstractmethod
     def _new_decoder(self) -> PacketFeed:
@@ -345,6 +358,24 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
     @abstractmethod
     def _wire_size(self, item: ItemT) -> int:
         """Bytes ``item`` took on the wire."""
+
+    def _write_span(self, item: ItemT) -> tuple[int, int, int] | None:
+        """``(id, address, length)`` of a WRITE instruction, else ``None``; by default none."""
+        return None
+
+    def connect(self, slots: Iterable[int]) -> None:
+        """Put exactly the servos of ``slots`` (indexes in bus order) on the wire.
+
+        The others are unplugged: they hear nothing. One newly connected powers up.
+        """
+        with self.lock:
+            chosen = sorted(set(slots))
+            wired = set(map(id, self.handler.servos))
+            servos = [self.servos[k] for k in chosen]
+            for servo in servos:
+                if id(servo) not in wired:
+                    servo.reboot()
+            self.handler.servos = servos
 
     def _before_step(self, now: float) -> None:
         """Run before the model is stepped to ``now``; by default nothing."""
@@ -512,6 +543,7 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
                 data = os.read(self._master, 4096)
             except OSError:
                 return
+            self.first_packet.set()
             for item in decoder.feed(data):
                 if not self._is_instruction(item):
                     continue
@@ -535,7 +567,16 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
         """
         with self.lock:
             now = self._advance()
+            plug_in, old_id = self.plug_in, None
+            if plug_in is not None:
+                plug_in.before(getattr(item, "id", -1), int(getattr(item, "instruction", -1)))
+                slot = plug_in.slot
+                old_id = None if slot is None else self.servos[slot].id
             replies = self.handler.handle(item, now)
+            if plug_in is not None and old_id is not None:
+                span = self._write_span(item)
+                if span is not None and span[0] in (old_id, 0xFE):
+                    plug_in.after_write(span[1], span[2])
             idle = self.model.at_rest()
         if not self.wire_timing:
             if replies:

@@ -28,6 +28,9 @@ from hilbot.hal.dynamixel.protocol import (
     PacketDecoder,
     PacketKind,
 )
+from hilbot.hal.dynamixel.protocol import (
+    Instruction as Ins,
+)
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.sim.instruction_handler import InstructionHandler
@@ -97,6 +100,15 @@ class VirtualBus(PtyBusServer[VirtualServo, Instruction]):
             return len(item.raw)
         # 2.0: header 4, id, length 2, instruction, CRC 2; 1.0: header 2, id, length, checksum
         return len(item.params) + (10 if item.protocol == 2 else 6)
+
+    def _write_span(self, item: Instruction) -> tuple[int, int, int] | None:
+        if isinstance(item, DecodeError) or item.instruction != Ins.WRITE:
+            return None
+        width = 2 if item.protocol == 2 else 1
+        if len(item.params) <= width:
+            return None
+        address = int.from_bytes(item.params[:width], "little")
+        return item.id, address, len(item.params) - width
 
     def _before_step(self, now: float) -> None:
         self._expire_watchdogs(now)

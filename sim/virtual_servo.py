@@ -215,6 +215,15 @@ class VirtualServo(ServoFirmware[ModelSpec, Register]):
         self._load_config()
         self.reboot()
 
+    def setting_addresses(self) -> tuple[range, range]:
+        """The bytes of ID and of Baud Rate."""
+        table = self.spec.table
+        return tuple(range(table[n].address, table[n].end) for n in (N.ID, N.BAUD_RATE))  # type: ignore[return-value]
+
+    def factory_fresh(self) -> None:
+        """Straight from the box: every register at its factory value, ID 1, then power up."""
+        self.factory_reset(keep_id=False, keep_baud=False)
+
     def factory_reset(self, keep_id: bool, keep_baud: bool) -> None:
         """FACTORY_RESET: every register back to its default (optionally keeping ID/baud)."""
         servo_id, baud = self.id, self.memory.get(N.BAUD_RATE)

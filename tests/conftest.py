@@ -35,6 +35,21 @@ def pytest_configure(config: pytest.Config) -> None:
     home = tempfile.mkdtemp(prefix="hilbot-test-config-")
     _CONFIG_HOME.append(home)
     os.environ["XDG_CONFIG_HOME"] = home
+    # Likewise the state folder, where ``hilbot sim-bus`` keeps its servos' EEPROM.
+    state = tempfile.mkdtemp(prefix="hilbot-test-state-")
+    _CONFIG_HOME.append(state)
+    os.environ["XDG_STATE_HOME"] = state
+
+
+@pytest.fixture(autouse=True)
+def _fresh_virtual_eeprom(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test's virtual buses start factory-fresh: EEPROM kept by ``hilbot sim-bus`` in
+    one test (ids, offsets a calibration wrote) is not what the next one finds. The
+    folder is made only when a bus saves into it."""
+    import uuid
+
+    base = os.environ.get("XDG_STATE_HOME") or tempfile.gettempdir()
+    monkeypatch.setenv("HILBOT_STATE_DIR", os.path.join(base, "eeprom", uuid.uuid4().hex))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

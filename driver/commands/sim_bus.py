@@ -106,6 +106,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "from the config's URDF (the mujoco extra; needs a robot config)",
     )
     parser.add_argument(
+        "--hand-start",
+        default="now",
+        metavar="WHEN",
+        help="--hand: start moving 'now' (default), at 'open' (when a client first talks "
+        "on the port), or after S seconds ('5', or 'open+5': 5 s after the client came)",
+    )
+    parser.add_argument(
+        "--factory-reset",
+        action="store_true",
+        help="start with every servo factory-fresh: forget the EEPROM kept from earlier runs",
+    )
+    parser.add_argument(
+        "--no-persist",
+        action="store_true",
+        help="keep no EEPROM across restarts (by default ids, baud rates, offsets and limits "
+        "written to the servos are kept in the state folder, per robot and bus)",
+    )
+    parser.add_argument(
+        "--eeprom-file",
+        type=Path,
+        metavar="FILE",
+        help="keep the servos' EEPROM in FILE instead of the state folder (one bus only)",
+    )
+    parser.add_argument(
+        "--plug-in-one-at-a-time",
+        action="store_true",
+        help="set up a new arm as lerobot-setup-motors does: every servo factory-fresh (id 1, "
+        "factory baud) and one on the wire at a time, last first; the next is plugged in "
+        "once the host wrote the servo's ID and Baud Rate and searches again, or on Enter",
+    )
+    parser.add_argument(
         "--scene",
         type=Path,
         metavar="FILE",
@@ -122,23 +153,41 @@ def run(args: argparse.Namespace) -> int:
     except (DriverError, HalError, ValueError) as exc:
         print(f"hilbot sim-bus: {exc}", file=sys.stderr)
         return 2
-    if args.link is not None and len(buses) != 1:
-        print("hilbot sim-bus: --link needs exactly one bus (use --bus)", file=sys.stderr)
-        return 2
+    for option, given in (
+        ("--link", args.link is not None),
+        ("--eeprom-file", args.eeprom_file is not None),
+        ("--plug-in-one-at-a-time", args.plug_in_one_at_a_time),
+    ):
+        if given and len(buses) != 1:
+            print(f"hilbot sim-bus: {option} needs exactly one bus (use --bus)", file=sys.stderr)
+            return 2
     try:
-        with _serving(buses, args) as ports:
-            for bus, port in zip(buses, ports, strict=True):
+        hand_start = _hand_start(args.hand_start)
+        if args.plug_in_one_at_a_time and args.hand:
+            raise ValueError(
+                "--hand needs the servos at their ids: not with --plug-in-one-at-a-time"
+            )
+        files = [_eeprom_file(bus, args) for bus in buses]
+        with _serving(buses, args, files, hand_start) as served:
+            for bus, vbus in zip(buses, served, strict=True):
                 ids = " ".join(str(i) for i in _ids(bus.servos))
                 kind = "Feetech" if bus.family == "feetech" else f"Protocol {bus.protocol}.0"
                 print(
-                    f"{bus.name}: {port}  ({kind}, {bus.baudrate} bit/s, servos {ids})",
+                    f"{bus.name}: {vbus.port}  ({kind}, {bus.baudrate} bit/s, servos {ids})",
                     flush=True,
                 )
+            for vbus, path in zip(served, files, strict=True):
+                for note in vbus.eeprom_notes:
+                    print(f"EEPROM: {note}", flush=True)
+                if path is not None:
+                    print(f"EEPROM: {path}", flush=True)
             if args.link is not None:
-                _link(args.link, ports[0])
-                print(f"{args.link} -> {ports[0]}", flush=True)
+                _link(args.link, served[0].port)
+                print(f"{args.link} -> {served[0].port}", flush=True)
+            if args.plug_in_one_at_a_time:
+                _plug_in(served[0], buses[0])
             _wait(args.duration)
-    except HalError as exc:
+    except (HalError, ValueError) as exc:
         print(f"hilbot sim-bus: {exc}", file=sys.stderr)
         return 2
     finally:
@@ -211,36 +260,138 @@ def _ids(servos: Sequence[ServoSpec] | dict[int, str]) -> list[int]:
     return sorted(servos) if isinstance(servos, dict) else [s.id for s in servos]
 
 
+@dataclass(frozen=True, slots=True)
+class _HandStart:
+    on_open: bool  # wait for the first packet from a client
+    delay: float  # then (or from now) this many seconds
+
+
+def _hand_start(text: str) -> _HandStart:
+    """``--hand-start``: ``now``, ``open``, ``S`` or ``open+S``."""
+    word = text.strip().lower()
+    on_open, _, rest = word.partition("+") if word.startswith("open") else ("", "", word)
+    if on_open not in ("", "open"):
+        on_open, rest = "", word
+    if rest in ("", "now"):
+        return _HandStart(bool(on_open), 0.0)
+    try:
+        delay = float(rest)
+    except ValueError:
+        delay = -1.0
+    if not (math.isfinite(delay) and delay >= 0):
+        raise ValueError(
+            f"--hand-start {text!r}: expected now, open, seconds (e.g. 5) or open+seconds"
+        )
+    return _HandStart(bool(on_open), delay)
+
+
+def _eeprom_file(bus: _Bus, args: argparse.Namespace) -> Path | None:
+    """Where ``bus`` keeps its EEPROM, or ``None`` (``--no-persist``, or run for a process).
+
+    ``--factory-reset`` removes the file first, so every servo starts factory-fresh.
+    """
+    from hilbot.sim.eeprom_file import state_dir
+
+    if args.eeprom_file is not None:
+        path: Path | None = args.eeprom_file
+    elif args.no_persist or os.environ.get(PARENT_ENV):
+        # A bus another hilbot process starts for itself is a fresh device every time.
+        path = None
+    else:
+        path = state_dir() / f"{_robot_key(args, bus)}.json"
+    if path is not None and args.factory_reset:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    return path
+
+
+def _robot_key(args: argparse.Namespace, bus: _Bus) -> str:
+    """The file name of a bus's EEPROM: the robot (config name or file) and the bus."""
+    import hashlib
+    import re
+
+    if args.servo:
+        servos = bus.servos if isinstance(bus.servos, dict) else {}
+        body = "_".join(f"{i}-{m}" for i, m in sorted(servos.items()))
+        key = f"servos-{bus.family}-{body}"
+    else:
+        config = str(args.config)
+        path = Path(config)
+        if path.suffix.lower() in (".yaml", ".yml") or path.exists():
+            digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]
+            key = f"{path.stem}-{digest}-{bus.name}"
+        else:
+            key = f"{config}-{bus.name}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", key)[:150]
+
+
 @contextlib.contextmanager
-def _serving(buses: Sequence[_Bus], args: argparse.Namespace) -> Iterator[list[str]]:
+def _serving(
+    buses: Sequence[_Bus],
+    args: argparse.Namespace,
+    files: Sequence[Path | None],
+    hand_start: _HandStart,
+) -> Iterator[list[Any]]:
     from hilbot.sim.hand_runner import hand_on
     from hilbot.sim.virtual_bus_runner import running_virtual_bus
 
     with contextlib.ExitStack() as stack:
-        ports = []
-        for bus in buses:
+        served: list[Any] = []
+        for bus, path in zip(buses, files, strict=True):
             servos = bus.servos
             if bus.family == "feetech":
-                fbus = stack.enter_context(_feetech_bus(bus, args))
-                ports.append(fbus.port)
-                if args.hand is not None and not isinstance(servos, dict):
-                    stack.enter_context(
-                        hand_on(fbus, servos, args.hand, bus.ranges or {}, bus.home)
-                    )
-                continue
-            vbus = running_virtual_bus(
-                servos,
-                protocol=bus.protocol,
-                baudrate=bus.baudrate,
-                initial_positions=bus.home or None,
-                return_delay_time=args.return_delay,
-                wire_timing=not args.no_wire_timing,
-                **_physics(args, servos, bus.home),
-            )
-            ports.append(stack.enter_context(vbus).port)
+                vbus = _feetech_bus(bus, args, path)
+            else:
+                vbus = running_virtual_bus(
+                    servos,
+                    protocol=bus.protocol,
+                    baudrate=bus.baudrate,
+                    initial_positions=bus.home or None,
+                    return_delay_time=args.return_delay,
+                    wire_timing=not args.no_wire_timing,
+                    eeprom_file=path,
+                    **_physics(args, servos, bus.home),
+                )
+            served.append(stack.enter_context(vbus))
             if args.hand is not None and not isinstance(servos, dict):
-                stack.enter_context(hand_on(vbus, servos, args.hand, bus.ranges or {}, bus.home))
-        yield ports
+                begin = vbus.first_packet if hand_start.on_open else None
+                hand = hand_on(
+                    vbus,
+                    servos,
+                    args.hand,
+                    bus.ranges or {},
+                    bus.home,
+                    begin=begin,
+                    delay=hand_start.delay,
+                )
+                stack.enter_context(hand)
+        yield served
+
+
+def _plug_in(vbus: Any, bus: _Bus) -> None:
+    """Start plugging ``bus``'s servos in one at a time; Enter plugs in the next."""
+    from hilbot.sim.plug_in import PlugIn
+
+    if isinstance(bus.servos, dict):
+        labels = [f"servo {i}" for i in bus.servos]
+    else:
+        labels = [f"{s.joint} (servo {s.id})" for s in bus.servos]
+
+    def report(line: str) -> None:
+        with contextlib.suppress(OSError):
+            print(f"plug-in: {line}", flush=True)
+
+    plug_in = PlugIn(vbus, vbus.servos, labels=labels, report=report)
+    plug_in.begin()
+    vbus.plug_in = plug_in
+
+    def enter() -> None:
+        for _ in sys.stdin:
+            plug_in.advance()
+            if plug_in.finished.is_set():
+                return
+
+    threading.Thread(target=enter, name="plug-in-enter", daemon=True).start()
 
 
 def _physics(
@@ -270,7 +421,7 @@ def _physics(
     return {"model_factory": body_model_factory(robot, servos, scene=scene, home=home)}
 
 
-def _feetech_bus(bus: _Bus, args: argparse.Namespace) -> Any:
+def _feetech_bus(bus: _Bus, args: argparse.Namespace, eeprom_file: Path | None = None) -> Any:
     """A virtual Feetech bus (``hilbot.sim.feetech_bus``) for ``bus``, at its home pose."""
     from hilbot.hal.feetech.units import FeetechUnits
     from hilbot.sim.feetech_bus import FeetechVirtualBus
@@ -289,6 +440,7 @@ def _feetech_bus(bus: _Bus, args: argparse.Namespace) -> Any:
         return_delay_time=args.return_delay,
         initial_positions=ticks,
         wire_timing=not args.no_wire_timing,
+        eeprom_file=eeprom_file,
         **physics,
     )
 

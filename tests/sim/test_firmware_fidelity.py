@@ -313,3 +313,128 @@ def test_a_broken_eeprom_file_is_one_line_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"bad\.json: not an EEPROM file"):
         bus.start()
     bus.stop()
+
+
+# ---------------------------------------------------------------- servos plugged in one at a time
+
+
+def _broadcast_ping(port: scs.PortHandler, ph: object) -> list[int]:
+    """LeRobot's Feetech broadcast ping: a PING to 0xFE, then every reply in a window."""
+    port.clearPort()
+    assert ph.txPacket(port, [0xFF, 0xFF, 0xFE, 2, 1, 0]) == scs.COMM_SUCCESS  # type: ignore[attr-defined]
+    port.setPacketTimeoutMillis(300)
+    ids = []
+    while True:
+        packet, result = ph.rxPacket(port)  # type: ignore[attr-defined]
+        if result != scs.COMM_SUCCESS:
+            return sorted(ids)
+        ids.append(packet[2])
+
+
+def test_lerobot_setup_motors_flow_on_one_feetech_bus(tmp_path: Path) -> None:
+    """Each factory servo (id 1, 1 Mbps) is found alone, given its id and baud rate, and
+    the next search finds the next one; at the end the arm answers at ids 1-3, and a
+    restart of the bus keeps them."""
+    from hilbot.sim.plug_in import PlugIn
+
+    state = tmp_path / "arm.json"
+    servos = [(1, "STS3215"), (2, "STS3215"), (3, "STS3215")]
+    lines: list[str] = []
+    with running_feetech_bus(servos, eeprom_file=state) as bus:
+        plug_in = PlugIn(bus, bus.servos, report=lines.append)
+        plug_in.begin()
+        bus.plug_in = plug_in
+        for target in (3, 2, 1):  # LeRobot sets up the last motor first
+            found = {}
+            for rate in (57_600, 115_200, 1_000_000):  # the search over bit rates
+                port, ph = _scs(bus.port, rate)
+                try:
+                    found[rate] = _broadcast_ping(port, ph)
+                finally:
+                    port.closePort()
+            assert found == {57_600: [], 115_200: [], 1_000_000: [1]}, target
+            port, ph = _scs(bus.port)
+            try:
+                ph.write1ByteTxRx(port, 1, 5, target)  # type: ignore[attr-defined]  # ID
+                ph.write1ByteTxRx(port, target, 6, 0)  # type: ignore[attr-defined]  # Baud Rate
+            finally:
+                port.closePort()
+        port, ph = _scs(bus.port)
+        try:
+            assert _broadcast_ping(port, ph) == [1, 2, 3]
+        finally:
+            port.closePort()
+        assert plug_in.finished.is_set()
+        assert bus.errors == []
+    assert any("every servo is connected" in line for line in lines)
+    with running_feetech_bus(servos, eeprom_file=state) as bus:
+        port, ph = _scs(bus.port)
+        try:
+            assert _broadcast_ping(port, ph) == [1, 2, 3]
+        finally:
+            port.closePort()
+
+
+def test_dynamixel_setup_flow_finds_factory_servos_at_57600(tmp_path: Path) -> None:
+    """X-series servos leave the factory at 57600 bit/s (Baud Rate 1): found there alone,
+    moved to 1 Mbps with their ids, then the next; Enter (``advance``) also moves on."""
+    from hilbot.sim.plug_in import PlugIn
+
+    with running_virtual_bus({1: "XL430-W250", 2: "XL330-M288"}, return_delay_time=0) as bus:
+        plug_in = PlugIn(bus, bus.servos)
+        plug_in.begin()
+        bus.plug_in = plug_in
+        for target in (2, 1):
+            found = {}
+            for rate in (57_600, 1_000_000):
+                sdk = open_sdk(bus, 2, rate)
+                try:
+                    ids, result = sdk.packet.broadcastPing(sdk.port)
+                    found[rate] = sorted(ids) if result == dxl.COMM_SUCCESS else []
+                finally:
+                    sdk.port.closePort()
+            assert found == {57_600: [1], 1_000_000: []}, target
+            sdk = open_sdk(bus, 2, 57_600)
+            try:
+                assert sdk.packet.write1ByteTxRx(sdk.port, 1, 7, target) == (dxl.COMM_SUCCESS, 0)
+                assert sdk.packet.write1ByteTxRx(sdk.port, target, 8, 3) == (dxl.COMM_SUCCESS, 0)
+            finally:
+                sdk.port.closePort()
+            if target == 2:
+                plug_in.advance()  # Enter, without waiting for the next search
+        plug_in.advance()
+        sdk = open_sdk(bus, 2, 1_000_000)
+        try:
+            ids, result = sdk.packet.broadcastPing(sdk.port)
+            assert (sorted(ids), result) == ([1, 2], dxl.COMM_SUCCESS)
+        finally:
+            sdk.port.closePort()
+
+
+# ---------------------------------------------------------------- the hand's start
+
+
+def test_the_hand_waits_for_a_client_then_sweeps() -> None:
+    """``--hand-start open``: the arm lies still until a client talks on the port."""
+    from hilbot.hal.mapping import ServoSpec
+    from hilbot.sim.hand_runner import hand_on
+
+    specs = (ServoSpec(1, "XL430-W250", "a"),)
+    with running_virtual_bus(specs, return_delay_time=0) as bus:
+
+        def position() -> float:
+            with bus.lock:
+                return float(bus.model.position[0])
+
+        begin = bus.first_packet
+        with hand_on(bus, specs, "sweep", {"a": (-1.0, 1.0)}, {"a": 0.0}, begin=begin) as hand:
+            assert not begin.is_set()
+            time.sleep(0.3)  # a hand that started would have moved by now
+            assert position() == 0.0 and not hand.joint_positions()["a"]
+            sdk = open_sdk(bus, 2, 1_000_000)  # the client comes and talks
+            try:
+                sdk.packet.ping(sdk.port, 1)
+            finally:
+                sdk.port.closePort()
+            assert begin.is_set()
+            _until(lambda: abs(position()) > 0.1)
