@@ -5,11 +5,15 @@ preallocated numpy rows (no I/O, no per-cycle allocation beyond what the
 record's own fields hold). Forward kinematics of the measured positions is
 computed once, vectorised, when the recording is finished.
 
+With a :class:`~hilbot.driver.bench.stream.RecordingStream`, about once a second
+it also hands the rows finished since the last time to the stream's writer
+thread (a queue put, no I/O in the loop), so that a crash keeps the recording.
+
 ``hilbot run --record FILE`` uses :func:`attach`::
 
     recorder = attach(runtime, "run.npz", config_path="openmanipulator_x")
-    ...                                   # the runtime runs
-    recorder.save()                       # after the runtime stopped
+    ...                                   # the runtime runs, streaming to run.npz.partial
+    recorder.save()                       # after the runtime stopped: run.npz
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 from hilbot.driver.bench.buffer import CycleBuffer
 from hilbot.driver.bench.pose_targets import split_pose_target
 from hilbot.driver.bench.recording import ClampKind, Recording, RecordingHeader
+from hilbot.driver.bench.stream import Chunk, RecordingStream, header_copy
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.safety import ClampKind as SafetyClampKind
 from hilbot.driver.safety import Mode
@@ -47,9 +52,16 @@ class Recorder:
         header: metadata stored with the recording; its joint and chain names
             are taken from the runtime.
         capacity: rows to preallocate (the expected number of cycles).
+        stream: stream the cycles to disk during the run (``None``: memory only).
     """
 
-    def __init__(self, runtime: Runtime, header: RecordingHeader, capacity: int = 4096) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        header: RecordingHeader,
+        capacity: int = 4096,
+        stream: RecordingStream | None = None,
+    ) -> None:
         self.runtime = runtime
         header.joint_names = tuple(runtime.joint_names)
         header.chain_names = tuple(runtime.chains)
@@ -61,6 +73,10 @@ class Recorder:
         self._previous: dict[str, Any] = {}
         self._t0: float | None = None
         self._attached = False
+        self.stream = stream
+        self._streamed = (0, 0)  # rows and clamp events handed to the stream
+        self._streamed_at: float | None = None
+        self._logged = (-1, -1)  # header commands and faults in the stream's header
         joints = runtime.state().joints
         if joints is not None:
             header.initial_positions = joints.positions()
@@ -107,6 +123,32 @@ class Recorder:
             flag = int(_CLAMP_FLAGS.get(event.kind, ClampKind.LIMIT))
             a["clamped"][row, j] |= flag
             buf.clamp_events.append((event.cycle, j, flag, event.before, event.after))
+        stream = self.stream
+        if stream is not None and (
+            self._streamed_at is None or rec.deadline - self._streamed_at >= stream.period
+        ):  # the first cycle (with the header), then about once a period
+            self._streamed_at = rec.deadline
+            self._stream()
+
+    def _stream(self) -> None:
+        """Hand the rows finished since the last chunk to the stream (references only)."""
+        assert self.stream is not None
+        buf, header = self.buffer, self.header
+        logged = (len(header.commands), len(header.faults))
+        rows, events = self._streamed
+        end, events_end = len(buf), len(buf.clamp_events)
+        self.stream.submit(
+            Chunk(
+                arrays=dict(buf.arrays),
+                start=rows,
+                end=end,
+                events=buf.clamp_events,
+                events_start=events,
+                events_end=events_end,
+                header=header_copy(header) if logged != self._logged else None,
+            )
+        )
+        self._streamed, self._logged = (end, events_end), logged
 
     def _targets(self, row: int, targets: Mapping[str, Any]) -> None:
         a, buf = self.buffer.arrays, self.buffer
@@ -153,16 +195,32 @@ class Recorder:
         if self._attached:
             self.runtime.remove_cycle_listener(self)
             self._attached = False
+        if self.stream is not None:
+            self._stream()  # the last rows; the caller closes the stream
         recording = self.buffer.finish(self.header)
         fill_ee_measured(recording, self.runtime)
         return recording
 
     def save(self, path: str | Path | None = None) -> Path:
-        """Finish and write the recording to ``path`` (default: the path given to ``attach``)."""
+        """Finish and write the recording to ``path`` (default: the path given to ``attach``).
+
+        Call it after the runtime stopped: it waits for the stream's writer. Once the file
+        is written, the stream's partial folder is removed.
+
+        Raises:
+            RecordingError: the file could not be written (an earlier file at ``path`` is
+                kept, and so is the partial folder).
+        """
         target = Path(path) if path is not None else self.path
         if target is None:
             raise ValueError("no path to save the recording to")
-        return self.finish().save(target)
+        recording = self.finish()
+        if self.stream is not None:
+            self.stream.close()
+        saved = recording.save(target)
+        if self.stream is not None:
+            self.stream.discard()
+        return saved
 
 
 def fill_ee_measured(recording: Recording, runtime: Runtime) -> None:
@@ -208,8 +266,11 @@ def attach(
     config_path: str | None = None,
     clock: str = "monotonic",
 ) -> Recorder:
-    """Start recording ``runtime``; call ``recorder.save()`` after it stopped to write ``path``."""
+    """Start recording ``runtime``, streaming to ``path.partial``.
+
+    Call ``recorder.save()`` after the runtime stopped to write ``path``.
+    """
     header = run_header(runtime, backend=backend, config_path=config_path, clock=clock)
-    recorder = Recorder(runtime, header)
+    recorder = Recorder(runtime, header, stream=RecordingStream(Path(path)))
     recorder.path = Path(path)
     return recorder.start()

@@ -52,6 +52,7 @@ from numpy.typing import NDArray
 
 from hilbot import __version__
 from hilbot.driver.bench.errors import RecordingError
+from hilbot.driver.files import write_atomic
 
 FORMAT = "hilbot-recording"
 FORMAT_VERSION = 1
@@ -255,10 +256,15 @@ def _json_default(value: Any) -> Any:
 
 @dataclass
 class Recording:
-    """A finished recording: the header and its channels (see the module docstring)."""
+    """A finished recording: the header and its channels (see the module docstring).
+
+    ``cut_short`` is true for a recording read from its ``.partial`` folder: the run that
+    wrote it did not end cleanly (see :mod:`hilbot.driver.bench.stream`).
+    """
 
     header: RecordingHeader
     channels: dict[str, NDArray[Any]]
+    cut_short: bool = False
 
     def __post_init__(self) -> None:
         self._validate(Path("<memory>"))
@@ -277,14 +283,18 @@ class Recording:
         return self.channels.get("clamp_events", np.zeros((0, 5)))
 
     def save(self, path: str | Path) -> Path:
-        """Write the recording as a compressed ``.npz``; returns the path written."""
+        """Write the recording as a compressed ``.npz``; returns the path written.
+
+        The file is written under a temporary name and renamed into place: a failed
+        write (a full disk) leaves an earlier file at ``path`` as it was.
+        """
         path = Path(path)
         # typed Any: numpy's stub types **kwds as if they could be its allow_pickle flag
         arrays: dict[str, Any] = {n: np.ascontiguousarray(a) for n, a in self.channels.items()}
+        header = np.array(self.header.to_json())
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("wb") as fh:
-                np.savez_compressed(fh, header=np.array(self.header.to_json()), **arrays)
+            write_atomic(path, lambda fh: np.savez_compressed(fh, header=header, **arrays))
         except OSError as exc:
             raise RecordingError(path, f"cannot write: {exc.strerror}") from exc
         return path
@@ -293,11 +303,20 @@ class Recording:
     def load(cls, path: str | Path) -> Recording:
         """Read a recording written by ``save``.
 
+        When the run that recorded to ``path`` did not end cleanly, there is no file
+        ``path`` but a folder ``path.partial``: that is read instead (or when ``path`` is
+        that folder), and the recording's ``cut_short`` is true.
+
         Raises:
             RecordingError: missing, not a recording, a newer format, or channels
                 with the wrong shape.
         """
         path = Path(path)
+        from hilbot.driver.bench.stream import load_partial, partial_source
+
+        partial = partial_source(path)  # a run that did not end cleanly: its .partial folder
+        if partial is not None:
+            return load_partial(partial)
         try:
             raw = path.read_bytes()
         except OSError as exc:

@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     except (DriverError, ValueError) as exc:
         print(f"hilbot replay: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    _say_if_cut_short(args.recording, recording)
     header = recording.header
     print(
         f"replaying {recording.n_cycles} cycles of {args.recording} "
@@ -84,6 +85,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"hilbot replay: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
     return code
+
+
+def _say_if_cut_short(path: Path, recording: Any) -> None:
+    """One line when the recording is a run's partial one, or a newer partial one sits beside."""
+    from hilbot.driver.bench.stream import partial_path
+
+    if recording.cut_short:
+        end = float(recording["t"][-1]) if recording.n_cycles else 0.0
+        print(f"recording cut short at {end:.1f} s (the run did not end cleanly)")
+    elif partial_path(path).is_dir():
+        print(
+            f"note: {partial_path(path)} holds a later recording to {path} that was cut short "
+            f"(hilbot replay {partial_path(path)} reads it)"
+        )
 
 
 def _view(args: argparse.Namespace, recording: Any, config: Any) -> None:

@@ -249,6 +249,10 @@ def option_problem(args: argparse.Namespace) -> str | None:
         path = getattr(args, option, None)
         if path is not None and not Path(path).parent.is_dir():
             return f"--{option} {path}: the folder {Path(path).parent} does not exist"
+    if getattr(args, "record", None) is not None:
+        from hilbot.driver.bench.stream import leftover_problem
+
+        return leftover_problem(Path(args.record), "--record")
     return None
 
 
@@ -424,12 +428,12 @@ async def _main(
     status.close()
     print(shutdown_text(config, watch))
     torque_left = torque_left_on(config, watch)  # says what the servos are left doing
-    _save_recording(args)  # --record: written once the runtime has stopped
+    recorded = _save_recording(args)  # --record: written once the runtime has stopped
     if getattr(args, "live_view", None) is not None:
         args.live_view.close()
     _summary(state)
-    if args.stats is not None:
-        args.stats.write_text(json.dumps(stats_dict(state), indent=2))
+    if args.stats is not None and not _save_stats(args.stats, state):
+        recorded = False
     if error is not None:
         from hilbot.driver.teleop.errors import TeleopError
 
@@ -438,7 +442,7 @@ async def _main(
             return 2
         print(f"hilbot run: stopped by an error: {error!r}", file=sys.stderr)
         return 1
-    return 0 if not torque_left else 1
+    return 0 if recorded and not torque_left else 1
 
 
 def extra_listeners(
@@ -459,16 +463,48 @@ def extra_listeners(
     if getattr(args, "record", None) is None:
         return listeners
     from hilbot.driver.bench.recorder import Recorder, run_header
+    from hilbot.driver.bench.stream import RecordingStream
 
     header = run_header(runtime, backend=args.backend, config_path=str(args.config))
-    args.recorder = Recorder(runtime, header)
+    args.recorder = Recorder(runtime, header, stream=RecordingStream(args.record))
     return [*listeners, args.recorder]
 
 
-def _save_recording(args: argparse.Namespace) -> None:
+def _save_recording(args: argparse.Namespace) -> bool:
+    """``--record``: write the file (streamed to FILE.partial until now); False if it failed."""
+    from hilbot.driver.bench.errors import RecordingError
+
     recorder = getattr(args, "recorder", None)
-    if recorder is not None:
+    if recorder is None:
+        return True
+    try:
         print(f"recorded {len(recorder.buffer)} cycles to {recorder.save(args.record)}")
+    except RecordingError as exc:
+        path, folder = Path(args.record), recorder.stream.folder
+        cause = exc.__cause__
+        reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else exc.reason
+        kept = f"the earlier {path} is kept" if path.exists() else "no file was written"
+        streamed = (
+            f"; the cycles streamed during the run are in {folder} (hilbot replay {folder})"
+            if folder.is_dir()
+            else ""
+        )
+        said = f"could not write the recording {path}: {reason}; {kept}{streamed}"
+        print(f"hilbot run: {said}", file=sys.stderr)
+        return False
+    return True
+
+
+def _save_stats(path: Path, state: Any) -> bool:
+    """``--stats``: write the final loop stats (atomically); False, said in one line, if not."""
+    from hilbot.driver.files import write_text_atomic
+
+    try:
+        write_text_atomic(path, json.dumps(stats_dict(state), indent=2))
+    except OSError as exc:
+        print(f"hilbot run: could not write --stats {path}: {exc.strerror or exc}", file=sys.stderr)
+        return False
+    return True
 
 
 async def _teleop(args: argparse.Namespace, config: Any, runtime: Any) -> None:
