@@ -9,6 +9,9 @@ the config), and the last lines say what the shutdown did.
 Local e-stop, never through MQTT: press space or e in this terminal, or send SIGUSR1
 (kill -USR1 PID). It latches like the MQTT estop (hold or torque off per
 safety.estop_action) until a reset: the key c, or cmd reset over MQTT.
+
+Exit status: 0 when the run ended (--duration, the trajectory, SIGTERM, SIGHUP), 130
+after Ctrl+C (SIGINT), as hilbot lead and hilbot bench; 1 on a failure, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from hilbot.driver.commands.shutdown_report import TorqueWatch, shutdown_text, t
 from hilbot.driver.errors import DriverError
 
 DEFAULT_CONFIG = "openmanipulator_x"
+EXIT_INTERRUPTED = 130  # Ctrl+C (SIGINT), as the shell reports it and lead and bench exit
 STATUS_PERIOD = 0.25  # [s] between status line refreshes
 
 log = logging.getLogger("hilbot.driver.run")
@@ -74,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve a live 3D view of the robot on 127.0.0.1 (the view extra)",
     )
     parser.add_argument(
-        "--view-port", type=int, default=8080, metavar="PORT", help="port of --view (default 8080)"
+        "--view-port", type=int, metavar="PORT", help="port of --view (default 8080)"
     )
     parser.add_argument(
         "--port",
@@ -227,6 +231,8 @@ def option_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with a combination of options (one they ignore), if anything."""
     if getattr(args, "demo", None) is not None and args.no_mqtt:
         return "--demo publishes through MQTT; drop --no-mqtt"
+    if getattr(args, "view_port", None) is not None and not getattr(args, "view", False):
+        return "--view-port is the port of --view; add --view (or drop --view-port)"
     if args.port is not None and args.backend != HARDWARE:
         return (
             f"--port is for --backend hardware; the {args.backend} backend opens no serial "
@@ -356,16 +362,30 @@ async def _cancel_all(tasks: list[asyncio.Task[Any]], *, attempts: int = 5) -> l
 async def _main(
     args: argparse.Namespace, config: Any, trajectory: Any, build: Callable[..., Any]
 ) -> int:
+    """Run the robot; 130 when Ctrl+C (SIGINT) ended a run that otherwise went well."""
+    code = await _run_robot(args, config, trajectory, build)
+    return EXIT_INTERRUPTED if code == 0 and args.interrupted else code
+
+
+async def _run_robot(
+    args: argparse.Namespace, config: Any, trajectory: Any, build: Callable[..., Any]
+) -> int:
     from hilbot.driver.runtime import Runtime
     from hilbot.driver.state import Command
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        args.interrupted = args.interrupted or sig == signal.SIGINT  # exits 130
+        stop.set()
+
+    args.interrupted = False
     for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if sig is None:
             continue
         with contextlib.suppress(NotImplementedError):  # not on Windows
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal, sig)
     backend_options: dict[str, Any] = {"virtual_return_delay": args.virtual_return_delay or 0}
     sim_bus_args = sim_bus_options(args)
     if sim_bus_args:
@@ -411,7 +431,9 @@ async def _main(
             # Without --duration the run ends with the trajectory; with it, the robot holds.
             (background if args.duration is not None else ending).append(player)
         if not args.no_mqtt:
+            args.teleop_ready = loop.create_future()
             ending.append(asyncio.create_task(_teleop(args, config, runtime), name="mqtt"))
+            background.append(asyncio.create_task(_announce(args, status), name="announce"))
         if status.enabled:
             background.append(asyncio.create_task(_status_line(runtime, status), name="status"))
         await asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)
@@ -431,7 +453,7 @@ async def _main(
     recorded = _save_recording(args)  # --record: written once the runtime has stopped
     if getattr(args, "live_view", None) is not None:
         args.live_view.close()
-    _summary(state)
+    _summary(final_state(state, watch))  # as the shutdown left it
     if args.stats is not None and not _save_stats(args.stats, state):
         recorded = False
     if error is not None:
@@ -455,7 +477,7 @@ def extra_listeners(
 
         args.live_view = start_view(
             runtime,
-            port=args.view_port,
+            port=8080 if args.view_port is None else args.view_port,
             scene=getattr(args, "scene_objects", ()),
             poses=getattr(backend, "scene_poses", None),  # --backend mujoco: pushed boxes
         )
@@ -517,7 +539,41 @@ async def _teleop(args: argparse.Namespace, config: Any, runtime: Any) -> None:
         robot_name=config.name,
         demo=args.demo,
         takeover=getattr(args, "takeover", False),
+        ready=getattr(args, "teleop_ready", None),
     )
+
+
+async def _announce(args: argparse.Namespace, status: Progress) -> None:
+    """Say once, when teleop is up, where its broker is and how to drive the robot."""
+    link = await args.teleop_ready
+    status.clear_line()
+    print(teleop_hint(link.url, link.topics.prefix), file=sys.stderr, flush=True)
+
+
+def teleop_hint(url: Any, prefix: str) -> str:
+    """The line ``hilbot run`` prints when MQTT teleop is up: the broker and the next step."""
+    from hilbot.driver.commands.teleop import DEFAULT_URL
+
+    broker = "" if str(url) == DEFAULT_URL else f" --mqtt {url}"
+    return (
+        f"teleop: MQTT broker {url}, topics {prefix}/...; drive it from another terminal: "
+        f"hilbot teleop{broker} --pattern jog (or --pattern circle)"
+    )
+
+
+def final_state(state: Any, watch: TorqueWatch) -> Any:
+    """``state`` as the shutdown left it: an armed robot whose torque went off is disarmed.
+
+    The runtime's snapshot is taken before its shutdown turns torque off; the summary line
+    must not say ``armed`` after "shutdown: torque off" (``--stats`` keeps the loop's mode).
+    """
+    import dataclasses
+
+    from hilbot.driver.safety import Mode
+
+    if watch.torque is False and state.mode is Mode.ARMED:
+        return dataclasses.replace(state, mode=Mode.DISARMED)
+    return state
 
 
 def status_text(state: Any) -> str:
