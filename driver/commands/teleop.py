@@ -8,7 +8,9 @@ the one robot online on the broker is used. Credentials and TLS come from the
 HILBOT_MQTT_* environment variables.
 
 On a terminal a status line shows what is being sent: pattern, chain, rate, the number
-of targets and the last one, and the robot's mode as its state reports it. Options a
+of targets and the last one, and the robot's mode as its state reports it. A lost broker
+is reconnected with backoff (the line says so; targets are dropped meanwhile, and the
+robot's watchdog holds it); in jog the e-stop key keeps sending until the robot confirms. Options a
 pattern does not use are refused (--step is for jog; --radius, --period, --plane,
 --duration and --no-enable are for circle and figure8).
 """
@@ -182,9 +184,10 @@ def status_text(publisher: ShownPublisher, args: argparse.Namespace, chain: str)
     last = publisher.last_target
     where = "none yet" if last is None else "[" + ", ".join(f"{v:+.3f}" for v in last) + "] m"
     mode = (publisher.state or {}).get("mode", "unknown")
+    link = "" if publisher.connected.is_set() else "; broker lost, reconnecting"
     return (
         f"{args.pattern} r={args.radius:g} m in {args.plane} on {chain!r} at {args.rate:g} Hz: "
-        f"{publisher.sent} targets, last {where}; robot {mode}"
+        f"{publisher.sent} targets, last {where}; robot {mode}{link}"
     )
 
 

@@ -12,6 +12,7 @@ from typing import TextIO
 
 import numpy as np
 
+from hilbot.driver.teleop.errors import NotConnected
 from hilbot.driver.teleop.patterns import (
     JOG_COMMANDS,
     JOG_HELP,
@@ -135,6 +136,10 @@ async def jog(
     The target starts at the present position; each key press moves it by
     ``step`` [m]. It is re-published at ``rate_hz`` so the watchdog stays fed
     while a key is held or not.
+
+    The e-stop key (space) works while the broker is lost: it says the e-stop was
+    not delivered and keeps sending it until the robot's state reports it
+    e-stopped, or the operator quits (which then says it never was).
     """
     try:
         import termios
@@ -156,11 +161,52 @@ async def jog(
     tty.setcbreak(fd)
     loop.add_reader(fd, lambda: keys.put_nowait(stream.read(1)))
     print(JOG_HELP, file=console)
+    estops: list[asyncio.Task[None]] = []
     try:
-        await _jog_loop(publisher, chain, target, keys, step, 1.0 / rate_hz, console)
+        await _jog_loop(publisher, chain, target, keys, step, 1.0 / rate_hz, console, estops)
     finally:
         loop.remove_reader(fd)
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        for task in estops:
+            if not task.done():
+                task.cancel()
+                print(
+                    "\nquitting: the e-stop was NOT delivered (the robot never confirmed it)",
+                    file=console,
+                    flush=True,
+                )
+
+
+async def _jog_command(
+    publisher: TeleopPublisher, name: str, console: TextIO, estops: list[asyncio.Task[None]]
+) -> None:
+    """Send a jog key's command; an e-stop is sent until the robot confirms it."""
+    if name != "estop":
+        try:
+            await publisher.command(name)
+        except NotConnected as exc:
+            print(f"\r{name} not sent: {exc}", file=console, flush=True)
+        return
+    if not any(not task.done() for task in estops):
+        estops[:] = [asyncio.get_running_loop().create_task(_estop(publisher, console))]
+
+
+async def _estop(publisher: TeleopPublisher, console: TextIO) -> None:
+    told = False
+
+    def not_yet(why: str) -> None:
+        nonlocal told
+        if not told:
+            print(
+                f"\re-stop NOT delivered: {why}; sending it until the robot confirms it (q quits)",
+                file=console,
+                flush=True,
+            )
+            told = True
+
+    await publisher.estop(on_retry=not_yet)
+    if told:
+        print("\re-stop delivered: the robot reports it e-stopped", file=console, flush=True)
 
 
 async def _jog_loop(
@@ -171,6 +217,7 @@ async def _jog_loop(
     step: float,
     period: float,
     console: TextIO,
+    estops: list[asyncio.Task[None]],
 ) -> None:
     next_publish = time.monotonic()
     while True:
@@ -184,7 +231,7 @@ async def _jog_loop(
         if key == "q":
             return
         if key in JOG_COMMANDS:
-            await publisher.command(JOG_COMMANDS[key])
+            await _jog_command(publisher, JOG_COMMANDS[key], console, estops)
             continue
         delta = jog_step(key, step)
         if delta is not None:

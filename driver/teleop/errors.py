@@ -9,7 +9,8 @@
         ├── BrokerUnreachable (ConnectionError)  no broker, or a refused login, at start-up
         ├── InsecureBroker                  a broker beyond loopback without a login
         ├── NameTaken                       another driver is online under this robot's topics
-        └── TakenOver                       another driver took this robot's topics over
+        ├── TakenOver                       another driver took this robot's topics over
+        └── NotConnected (ConnectionError)  a command while a client is reconnecting
 """
 
 from __future__ import annotations
@@ -132,3 +133,16 @@ class TakenOver(TeleopError):
             f"driver {other or '(unnamed)'} took over {prefix}/: this one stopped obeying "
             "MQTT and stops"
         )
+
+
+class NotConnected(TeleopError, ConnectionError):
+    """A command could not be sent: the broker is lost and the client is reconnecting.
+
+    Attributes:
+        url: the broker.
+    """
+
+    def __init__(self, url: str, why: str = "") -> None:
+        self.url = url
+        detail = f" ({why})" if why else ""
+        super().__init__(f"not connected to the MQTT broker {url}{detail}; reconnecting")

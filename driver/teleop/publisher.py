@@ -1,7 +1,10 @@
 """A teleop client: publishes targets and commands, follows ``state`` and ``status``.
 
-Used by ``hilbot teleop``, by the ``hilbot run`` demo and by the tests; it is an
-ordinary MQTT client and knows nothing of the runtime.
+Used by ``hilbot teleop``, ``hilbot lead``, the ``hilbot run`` demo and the tests;
+it is an ordinary MQTT client and knows nothing of the runtime. A lost broker is
+reconnected with jittered backoff (one warning when lost, one when back);
+meanwhile targets are dropped (the robot's watchdog holds it) and commands raise
+:class:`~hilbot.driver.teleop.errors.NotConnected`.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import numpy as np
 import numpy.typing as npt
 from numpy.typing import NDArray
 
+from hilbot.driver.teleop.backoff import Backoff
 from hilbot.driver.teleop.bridge import NO_DELAY
 from hilbot.driver.teleop.client import MqttClient
+from hilbot.driver.teleop.errors import NotConnected
 from hilbot.driver.teleop.settings import TeleopSettings
 from hilbot.driver.teleop.topics import Topics
 from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
@@ -75,8 +80,20 @@ class TeleopPublisher:
         self._client: aiomqtt.Client | None = None
         self._reader: asyncio.Task[None] | None = None
         self._updated = asyncio.Condition()
+        #: Set while connected to the broker (cleared while reconnecting).
+        self.connected = asyncio.Event()
+        #: Times the connection was lost and made again.
+        self.reconnects = 0
+        #: Targets not sent because the broker was unreachable.
+        self.dropped = 0
 
     async def __aenter__(self) -> Self:
+        client = await self._connect()  # the first attempt's failure is the caller's
+        self._reader = asyncio.get_running_loop().create_task(self._keep(client))
+        return self
+
+    async def _connect(self) -> aiomqtt.Client:
+        """A new connection, subscribed to ``state``, ``status`` and ``error``."""
         settings = self.settings
         password = settings.password.get_secret_value() if settings.password else None
         tls: dict[str, Any] = {}
@@ -102,16 +119,45 @@ class TeleopPublisher:
             **tls,
         )
         await client.__aenter__()
-        self._client = client
         try:
             await client.subscribe(
                 [(self.topics.state, 0), (self.topics.status, 1), (self.topics.error, 0)]
             )
         except BaseException:
-            await self.__aexit__(None, None, None)
+            with contextlib.suppress(aiomqtt.MqttError):
+                await client.__aexit__(None, None, None)
             raise
-        self._reader = asyncio.get_running_loop().create_task(self._read(client))
-        return self
+        self._client = client
+        self.connected.set()
+        return client
+
+    async def _keep(self, client: aiomqtt.Client) -> None:
+        """Read messages; when the broker is lost, say so and reconnect with backoff."""
+        backoff = Backoff(self.settings.reconnect_min_s, self.settings.reconnect_max_s)
+        while True:
+            try:
+                await self._read(client)
+                reason = "the connection closed"
+            except aiomqtt.MqttError as exc:
+                reason = str(exc)
+            self._client = None
+            self.connected.clear()
+            with contextlib.suppress(aiomqtt.MqttError):
+                await client.__aexit__(None, None, None)
+            self._logger.warning(
+                "lost the MQTT broker %s (%s); reconnecting with backoff", self.url, reason
+            )
+            while True:
+                await asyncio.sleep(backoff.next_delay())
+                try:
+                    client = await self._connect()
+                except aiomqtt.MqttError as exc:
+                    self._logger.debug("reconnecting to %s: %s", self.url, exc)
+                    continue
+                break
+            backoff.reset()
+            self.reconnects += 1
+            self._logger.warning("reconnected to the MQTT broker %s", self.url)
 
     async def __aexit__(
         self,
@@ -125,6 +171,7 @@ class TeleopPublisher:
             with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
                 await reader
         client, self._client = self._client, None
+        self.connected.clear()
         if client is not None:
             with contextlib.suppress(aiomqtt.MqttError):
                 await client.__aexit__(exc_type, exc, tb)
@@ -148,8 +195,15 @@ class TeleopPublisher:
 
     @property
     def client(self) -> aiomqtt.Client:
-        """The connected MQTT client; raises outside ``async with``."""
+        """The connected MQTT client.
+
+        Raises:
+            RuntimeError: outside ``async with``.
+            NotConnected: the broker is lost; reconnecting.
+        """
         if self._client is None:
+            if self._reader is not None:
+                raise NotConnected(str(self.url))
             raise RuntimeError("TeleopPublisher is not connected: use it in 'async with'")
         return self._client
 
@@ -191,8 +245,45 @@ class TeleopPublisher:
         return np.asarray(self.state["chains"][chain]["position"], dtype=np.float64)
 
     async def command(self, name: str) -> int:
-        """Publish a command (QoS 1); returns its ``seq``."""
+        """Publish a command (QoS 1); returns its ``seq``.
+
+        Raises:
+            NotConnected: the broker is lost (the publisher is reconnecting).
+        """
         return await self._publish(self.topics.cmd, {"command": name}, qos=1, stamp=False)
+
+    async def estop(
+        self, *, confirm_s: float = 1.0, on_retry: Callable[[str], None] | None = None
+    ) -> None:
+        """Publish ``estop`` until the robot's ``state`` reports it e-stopped.
+
+        While the broker is lost, waits for the reconnection; an e-stop sent before the
+        robot's own connection is back could reach nobody, so it is sent again every
+        ``confirm_s`` [s] until the state confirms it. Returns only then (cancel to give
+        up). ``on_retry`` is told why each attempt did not stop the robot.
+        """
+
+        def estopped(publisher: TeleopPublisher) -> bool:
+            return publisher.state is not None and publisher.state.get("mode") == "estopped"
+
+        while True:
+            try:
+                await self.command("estop")
+            except NotConnected as exc:
+                if on_retry is not None:
+                    on_retry(str(exc))
+                await self.connected.wait()
+                continue
+            try:
+                await asyncio.wait_for(self._until(estopped), confirm_s)
+                return
+            except (TimeoutError, asyncio.TimeoutError):  # 3.10's wait_for raises the latter
+                if on_retry is not None:
+                    on_retry(f"the robot did not report it e-stopped within {confirm_s:g} s")
+
+    async def _until(self, predicate: Callable[[TeleopPublisher], bool]) -> None:
+        async with self._updated:
+            await self._updated.wait_for(lambda: predicate(self))
 
     async def target(
         self,
@@ -202,7 +293,10 @@ class TeleopPublisher:
         *,
         ttl: float | None = None,
     ) -> int:
-        """Publish a pose target for ``chain``; returns its ``seq``."""
+        """Publish a pose target for ``chain``; returns its ``seq``.
+
+        While the broker is lost, the target is dropped (counted in :attr:`dropped`).
+        """
         body: dict[str, Any] = {"position": np.asarray(position, dtype=float).tolist()}
         if orientation is not None:
             body["orientation"] = dict(orientation)
@@ -211,7 +305,7 @@ class TeleopPublisher:
     async def joint_target(
         self, positions: Mapping[str, float], *, ttl: float | None = None
     ) -> int:
-        """Publish joint targets [rad or m]; returns its ``seq``."""
+        """Publish joint targets [rad or m]; returns its ``seq`` (dropped while disconnected)."""
         body = {"positions": {k: float(v) for k, v in positions.items()}}
         return await self._publish(self.topics.joints, body, ttl=ttl)
 
@@ -229,11 +323,19 @@ class TeleopPublisher:
         if stamp:
             message["stamp"] = self._wall()
             message["ttl"] = ttl if ttl is not None else self.default_ttl_s
-        await self.client.publish(
-            topic,
-            json.dumps(message, separators=(",", ":")),
-            qos=self.settings.qos if qos is None else qos,
-        )
+        try:
+            await self.client.publish(
+                topic,
+                json.dumps(message, separators=(",", ":")),
+                qos=self.settings.qos if qos is None else qos,
+            )
+        except (NotConnected, aiomqtt.MqttError) as exc:
+            if stamp:  # a target: dropped (the next one replaces it anyway)
+                self.dropped += 1
+                return seq
+            if isinstance(exc, NotConnected):
+                raise
+            raise NotConnected(str(self.url), str(exc)) from exc
         return seq
 
 
