@@ -1,7 +1,9 @@
-"""Shipped robot configs (YAML) and their URDFs, as package data.
+"""Shipped robot configs (YAML) and their URDFs, and shipped trajectories, as package data.
 
 >>> config_path("openmanipulator_x").name
 'openmanipulator_x.yaml'
+>>> trajectory_path("wave.yaml").name
+'wave.yaml'
 """
 
 from __future__ import annotations
@@ -9,8 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 
 ROBOTS_DIR = Path(__file__).parent / "robots"
+TRAJECTORIES_DIR = Path(__file__).parent / "trajectories"
+_TRAJECTORY = (".yaml", ".yml", ".csv")  # the suffixes of a trajectory file
 
-__all__ = ["ROBOTS_DIR", "config_path", "robot_names"]
+__all__ = [
+    "ROBOTS_DIR",
+    "TRAJECTORIES_DIR",
+    "config_path",
+    "robot_names",
+    "trajectory_names",
+    "trajectory_path",
+]
 
 
 def robot_names() -> tuple[str, ...]:
@@ -40,3 +51,24 @@ def config_path(name: str) -> Path:
             f"shipped robots: {', '.join(robot_names())}"
         )
     return path
+
+
+def trajectory_names() -> tuple[str, ...]:
+    """File names of the shipped trajectories, e.g. ``("wave.yaml",)``."""
+    return tuple(sorted(p.name for p in TRAJECTORIES_DIR.iterdir() if p.suffix in _TRAJECTORY))
+
+
+def trajectory_path(name: str) -> Path:
+    """Return the path of the shipped trajectory ``name`` (``"wave.yaml"`` or ``"wave"``).
+
+    Raises:
+        FileNotFoundError: none has that name; the message lists those that exist.
+    """
+    for candidate in (name, *(name + suffix for suffix in _TRAJECTORY)):
+        path = TRAJECTORIES_DIR / candidate
+        if Path(candidate).name == candidate and path.is_file():
+            return path
+    raise FileNotFoundError(
+        f"no trajectory file {name!r} and no shipped trajectory of that name; "
+        f"shipped trajectories: {', '.join(trajectory_names())}"
+    )

@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         if args.trajectory is not None:
             from hilbot.driver.trajectory import load_trajectory
 
-            trajectory = load_trajectory(args.trajectory)
+            trajectory = load_trajectory(trajectory_file(args.trajectory))
     except ConfigError as exc:
         print(f"hilbot run: bad config: {exc}", file=sys.stderr)
         return 2
@@ -225,6 +225,25 @@ def _start_failure(args: argparse.Namespace, config: Any, exc: Exception) -> int
         return EXIT_BAD_INPUT
     print(f"hilbot run: {exc}", file=sys.stderr)
     return 1
+
+
+def trajectory_file(path: Path) -> Path:
+    """``--trajectory``: the file, or else the shipped trajectory of that name (``wave.yaml``).
+
+    Raises:
+        TrajectoryError: neither exists; the message names the shipped ones.
+    """
+    from hilbot.configs import trajectory_names, trajectory_path
+    from hilbot.driver.errors import TrajectoryError
+
+    if path.exists():
+        return path
+    try:
+        return trajectory_path(str(path))
+    except FileNotFoundError:
+        shipped = ", ".join(trajectory_names())
+        reason = f"no such file, and no shipped trajectory of that name (shipped: {shipped})"
+        raise TrajectoryError(path, "file", reason) from None
 
 
 def option_problem(args: argparse.Namespace) -> str | None:
