@@ -7,7 +7,7 @@ one is on the wire. Once the host has written the plugged servo's ID and Baud Ra
 (LeRobot's ``setup_motor`` writes both), the next broadcast PING (the start of the next
 servo's search) finds the next servo plugged in instead; :meth:`PlugIn.advance` (Enter
 at ``hilbot sim-bus --plug-in-one-at-a-time``) moves on without waiting. After the last
-servo every servo is connected, as on the assembled arm.
+servo is set up every servo is connected, as on the assembled arm.
 """
 
 from __future__ import annotations
@@ -129,16 +129,15 @@ class PlugIn:
         # The write of ID went to the servo's old id; it answers to its new one after.
         self._id_written |= bool(set(written) & set(id_bytes))
         self._baud_written |= bool(set(written) & set(baud_bytes))
-        if self.configured:
-            servo = self.servos[slot]
-            rate = servo.baudrate
-            self.report(
-                f"{self.labels[slot]} is set up: id {servo.id} at {rate} bit/s; the next "
-                f"search (a broadcast ping) or Enter plugs in the next servo"
-                if self.step + 1 < len(self.order)
-                else f"{self.labels[slot]} is set up: id {servo.id} at {rate} bit/s; the "
-                f"next search or Enter connects every servo"
-            )
+        if not self.configured:
+            return
+        servo = self.servos[slot]
+        done = f"{self.labels[slot]} is set up: id {servo.id} at {servo.baudrate} bit/s"
+        if self.step + 1 < len(self.order):
+            self.report(f"{done}; the next search (a broadcast ping) or Enter plugs in the next")
+        else:
+            self.report(done)
+            self._plug_next()  # the last one: the arm is assembled
 
     def _plug_next(self) -> None:
         self.step += 1

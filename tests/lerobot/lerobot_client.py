@@ -1,0 +1,97 @@
+"""LeRobot's own motor-bus code, run against a port given on the command line.
+
+Runs in LeRobot's environment (not hilbot's): ``python lerobot_client.py STEP PORT``
+prints one JSON object and exits 0, or prints the failure and exits 1. The steps are
+what a LeRobot user does with an SO-101 (Feetech) or a Koch (Dynamixel) arm:
+
+- ``feetech-configure`` / ``dynamixel-configure``: connect (handshake), configure_motors,
+  read back what it wrote, and Goal_Current / Goal_PWM at power-up (Dynamixel);
+- ``feetech-scan`` / ``dynamixel-scan``: ``scan_port`` over every rate LeRobot knows;
+- ``feetech-offset-write`` / ``feetech-offset-read``: a Homing_Offset written on one run
+  of the bus, read on the next;
+- ``feetech-setup`` / ``dynamixel-setup``: ``setup_motor`` for every motor, last first (as
+  ``lerobot-setup-motors``), then a handshake of the whole arm.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from lerobot.motors import Motor, MotorNormMode
+
+SO101 = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
+KOCH = [
+    ("shoulder_pan", "xl430-w250"),
+    ("shoulder_lift", "xl430-w250"),
+    ("elbow_flex", "xl330-m288"),
+    ("wrist_flex", "xl330-m288"),
+    ("wrist_roll", "xl330-m288"),
+    ("gripper", "xl330-m288"),
+]
+
+
+def _feetech(port: str):  # LeRobot's class
+    from lerobot.motors.feetech import FeetechMotorsBus
+
+    motors = {
+        name: Motor(i + 1, "sts3215", MotorNormMode.RANGE_M100_100) for i, name in enumerate(SO101)
+    }
+    return FeetechMotorsBus(port, motors)
+
+
+def _dynamixel(port: str):
+    from lerobot.motors.dynamixel import DynamixelMotorsBus
+
+    motors = {
+        name: Motor(i + 1, model, MotorNormMode.RANGE_M100_100)
+        for i, (name, model) in enumerate(KOCH)
+    }
+    return DynamixelMotorsBus(port, motors)
+
+
+def run(step: str, port: str) -> dict[str, object]:
+    out: dict[str, object] = {}
+    started = time.perf_counter()
+    family, _, action = step.partition("-")
+    bus = _feetech(port) if family == "feetech" else _dynamixel(port)
+    if action == "scan":
+        out["found"] = {str(k): v for k, v in type(bus).scan_port(port).items()}
+    elif action == "configure":
+        bus.connect()
+        bus.configure_motors()
+        if family == "feetech":
+            out["Maximum_Acceleration"] = bus.sync_read("Maximum_Acceleration", normalize=False)
+            out["Acceleration"] = bus.sync_read("Acceleration", normalize=False)
+        else:
+            out["Goal_Current"] = bus.read("Goal_Current", "gripper", normalize=False)
+            out["Current_Limit"] = bus.read("Current_Limit", "gripper", normalize=False)
+            out["Goal_PWM"] = bus.read("Goal_PWM", "shoulder_pan", normalize=False)
+        out["Return_Delay_Time"] = bus.sync_read("Return_Delay_Time", normalize=False)
+        bus.disconnect()
+    elif action == "offset-write":
+        bus.connect()
+        bus.write("Homing_Offset", "wrist_flex", 321, normalize=False)
+        bus.write("Max_Position_Limit", "wrist_flex", 3000, normalize=False)
+        out["Homing_Offset"] = bus.read("Homing_Offset", "wrist_flex", normalize=False)
+        bus.disconnect()
+    elif action == "offset-read":
+        bus.connect()
+        out["Homing_Offset"] = bus.read("Homing_Offset", "wrist_flex", normalize=False)
+        out["Max_Position_Limit"] = bus.read("Max_Position_Limit", "wrist_flex", normalize=False)
+        bus.disconnect()
+    elif action == "setup":
+        for motor in reversed(list(bus.motors)):
+            bus.setup_motor(motor)
+        bus.connect()  # the handshake: every motor at its id and model
+        out["ids"] = sorted(bus.broadcast_ping() or {})
+        bus.disconnect()
+    else:
+        raise SystemExit(f"unknown step {step!r}")
+    out["seconds"] = round(time.perf_counter() - started, 3)
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(sys.argv[1], sys.argv[2])), flush=True)
