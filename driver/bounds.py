@@ -9,6 +9,8 @@ from __future__ import annotations
 
 MAX_DELTA_PER_CYCLE = 0.5  # [rad or m] beyond this one cycle is a jump, not a step
 MAX_JOINT_VELOCITY = 50.0  # [rad/s or m/s] a per-joint velocity limit (XL330-M077: ~40 rad/s)
+MAX_JOINT_ACCELERATION = 5000.0  # [rad/s² or m/s²] a per-joint acceleration limit
+MAX_JOINT_JERK = 1e6  # [rad/s³ or m/s³] a per-joint jerk limit
 MAX_WATCHDOG_TIMEOUT = 60.0  # [s]
 MIN_RATE_HZ = 1.0  # [Hz]
 MAX_RATE_HZ = 2000.0  # [Hz] the loop's timing and stats are not made for more

@@ -10,7 +10,6 @@ bad config fails before any port opens, with the path of the bad field::
 
 from __future__ import annotations
 
-import enum
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -28,8 +27,11 @@ from pydantic import (
     model_validator,
 )
 
+from hilbot._compat import StrEnum
 from hilbot.driver.bounds import (
     MAX_DELTA_PER_CYCLE,
+    MAX_JOINT_ACCELERATION,
+    MAX_JOINT_JERK,
     MAX_JOINT_VELOCITY,
     MAX_RATE_HZ,
     MAX_WATCHDOG_TIMEOUT,
@@ -133,21 +135,40 @@ class ChainConfig(_Frozen):
         return value
 
 
-class EstopAction(enum.StrEnum):
-    """What an e-stop does: hold the present pose with torque on, or cut torque."""
+class EstopAction(StrEnum):
+    """What an e-stop (and an internal fault) does: the stop categories of IEC 60204-1.
+
+    ``torque_off`` is category 0 (torque off at once). ``stop`` is category 2: a
+    controlled stop along the commanded state (the motion layer decelerates every joint
+    to rest within its acceleration and jerk limits), then hold that final command.
+    ``stop_then_torque_off`` is category 1: the same controlled stop, then torque off.
+    ``hold`` is the name earlier configs used for ``stop``; it means the same.
+    """
 
     HOLD = "hold"
+    STOP = "stop"
+    STOP_THEN_TORQUE_OFF = "stop_then_torque_off"
     TORQUE_OFF = "torque_off"
+
+    @property
+    def controlled(self) -> bool:
+        """Whether it begins with a controlled stop (categories 1 and 2)."""
+        return self is not EstopAction.TORQUE_OFF
 
 
 class SafetyConfig(_Frozen):
     """Limits applied to every command, whatever its source.
 
     Attributes:
-        max_delta_per_cycle: largest change of any joint's command per cycle [rad or m];
+        max_delta_per_cycle: largest change of any joint's command per cycle [rad or m],
+            or per joint ``{joint: delta}`` with a ``default`` key for the others (0.02);
             a bigger step is scaled down as a whole, so its direction is kept.
         velocity_limit: a scale (0, 1] of the URDF velocity limits, or per-joint
             limits [rad/s or m/s] (joints not listed keep their URDF limit).
+        acceleration_limit: per-joint acceleration limits [rad/s² or m/s²], or one number
+            for every joint; unset (or joints not listed), ``ACCELERATION_PER_VELOCITY``
+            times the joint's velocity limit (full speed in 0.1 s). The safety layer
+            enforces it on every command, whatever its source.
         watchdog_timeout: hold when no fresh target arrived for this long [s];
             ``None`` disables it (targets are then held until replaced). It must be
             longer than one cycle of ``rate_hz``.
@@ -158,7 +179,8 @@ class SafetyConfig(_Frozen):
             config fails at load naming the joint.
         soft_limits: per-joint ``[lower, upper]`` limits, intersected with the URDF's
             (the intersection must not be empty).
-        estop_action: ``hold`` or ``torque_off``.
+        estop_action: ``stop`` (category 2: controlled stop, then hold), ``stop_then_torque_off``
+            (category 1) or ``torque_off`` (category 0); ``hold`` is ``stop``.
         torque_off_on_shutdown: disable torque when the runtime exits.
         bus_watchdog: servo-side dead-man [s] where the firmware has one (X series):
             the servos stop by themselves when the host goes silent this long;
@@ -167,10 +189,9 @@ class SafetyConfig(_Frozen):
             stall: 0.5 s by default (a loaded 2-core machine stalled up to 133 ms).
     """
 
-    max_delta_per_cycle: Annotated[
-        float, Field(gt=0.0, le=MAX_DELTA_PER_CYCLE, allow_inf_nan=False)
-    ] = 0.02
+    max_delta_per_cycle: float | dict[str, float] = 0.02
     velocity_limit: float | dict[str, float] = 1.0
+    acceleration_limit: float | dict[str, float] | None = None
     watchdog_timeout: (
         Annotated[float, Field(gt=0.0, le=MAX_WATCHDOG_TIMEOUT, allow_inf_nan=False)] | None
     ) = 0.5
@@ -203,6 +224,33 @@ class SafetyConfig(_Frozen):
                 )
         return value
 
+    @field_validator("max_delta_per_cycle", "acceleration_limit", mode="before")
+    @classmethod
+    def _per_joint_numbers(cls, value: object, info: ValidationInfo) -> object:
+        """One number for every joint, or ``{joint: number}``: each finite, > 0, sane."""
+        top = (
+            MAX_DELTA_PER_CYCLE
+            if info.field_name == "max_delta_per_cycle"
+            else (MAX_JOINT_ACCELERATION)
+        )
+        if value is None and info.field_name == "acceleration_limit":
+            return None
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        for joint, number in items:
+            where = () if joint is None else (str(joint),)
+            if isinstance(number, bool) or not isinstance(number, int | float):
+                raise ConfigError(None, where, f"Input should be a number (got {number!r:.60})")
+            if not math.isfinite(number):
+                raise ConfigError(None, where, f"Input should be a finite number (got {number})")
+            if not 0.0 < number <= top:
+                raise ConfigError(
+                    None,
+                    where,
+                    "Input should be greater than 0 and less than or equal to "
+                    f"{top:g} (got {number})",
+                )
+        return value
+
     @field_validator("soft_limit_margin")
     @classmethod
     def _margin(cls, value: float | dict[str, float]) -> float | dict[str, float]:
@@ -225,6 +273,44 @@ class SafetyConfig(_Frozen):
         return value
 
 
+class MotionConfig(_Frozen):
+    """The motion layer: how the command moves toward the targets (see ``docs/runtime.md``).
+
+    Attributes:
+        enabled: track targets as a jerk-limited motion; ``false`` sends each target to the
+            safety layer as it comes (the behaviour before the motion layer, for comparison).
+        velocity_share: the share of the safety layer's velocity, acceleration and
+            max-delta limits the motion layer plans with, so that it stays inside them.
+        jerk_limit: per-joint jerk limits [rad/s³ or m/s³], or one number; unset,
+            ``JERK_PER_ACCELERATION`` times the joint's acceleration limit.
+        bandwidth: how tightly the command follows the reference [rad/s]; lower is smoother
+            and lags more (lowered automatically where the loop rate is too low for it).
+        latency: per target source (``joints`` or a chain's name, ``default`` for the
+            rest), the look-behind [s] at which the stream is interpolated; ``auto`` (the
+            default) is the stream's period plus its observed lateness.
+        max_extrapolation: how many periods the reference runs on past the newest target
+            before it stops there.
+    """
+
+    enabled: bool = True
+    velocity_share: float = Field(default=0.95, gt=0.0, le=1.0, allow_inf_nan=False)
+    jerk_limit: (
+        Annotated[float, Field(gt=0.0, le=MAX_JOINT_JERK, allow_inf_nan=False)]
+        | dict[str, Annotated[float, Field(gt=0.0, le=MAX_JOINT_JERK, allow_inf_nan=False)]]
+        | None
+    ) = None
+    bandwidth: float = Field(default=30.0, gt=0.0, le=500.0, allow_inf_nan=False)
+    latency: dict[
+        str, Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | Literal["auto"]
+    ] = Field(default_factory=dict)
+    max_extrapolation: float = Field(default=1.0, ge=0.0, le=10.0, allow_inf_nan=False)
+
+    def latency_of(self, source: str) -> float | None:
+        """The configured look-behind of ``source`` [s], ``None`` for auto."""
+        value = self.latency.get(source, self.latency.get("default", "auto"))
+        return None if value == "auto" else float(value)
+
+
 class RobotConfig(_Frozen):
     """A robot: URDF, buses, servos, chains, rate, safety, home, teleop, calibration, lead.
 
@@ -239,6 +325,7 @@ class RobotConfig(_Frozen):
     chains: tuple[ChainConfig, ...] = ()
     rate_hz: RateHz = 100.0
     safety: SafetyConfig = SafetyConfig()
+    motion: MotionConfig = MotionConfig()
     home: dict[str, Finite] = Field(default_factory=dict)
     teleop: TeleopSettings = TeleopSettings()
     calibration: CalibrationSettings = CalibrationSettings()
@@ -437,6 +524,8 @@ def parse_config(
 
 
 def _config_error(exc: ValidationError, source: Path | None) -> ConfigError:
+    from hilbot._bounded import quote  # the input may be huge: quoted in bounded effort
+
     errors = exc.errors()
     first = errors[0]
     loc: tuple[str | int, ...] = tuple(first["loc"])
@@ -449,7 +538,7 @@ def _config_error(exc: ValidationError, source: Path | None) -> ConfigError:
     elif first["type"] == "missing":
         problem = "required field is missing"
     if "input" in first and first["type"] not in ("missing", "extra_forbidden"):
-        problem += f" (got {first['input']!r})"
+        problem += f" (got {quote(first['input'])})"
     if len(errors) > 1:
         problem += f"; and {len(errors) - 1} more error(s)"
     return ConfigError(source, loc, problem)
@@ -465,15 +554,16 @@ def load_config(path: str | Path) -> RobotConfig:
     Raises:
         ConfigError: the file is missing or unreadable, or a field is bad.
     """
+    from hilbot._bounded import load_yaml, yaml_problem
     from hilbot.driver.validation import check_config  # imports the URDF parser lazily
 
     file = _resolve(path)
     try:
-        data = yaml.safe_load(file.read_text())
+        data = load_yaml(file.read_text())
     except OSError as exc:
         raise ConfigError(file, (), f"cannot read the config: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(file, (), f"not valid YAML: {exc}") from exc
+        raise ConfigError(file, (), f"not valid YAML: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(file, (), "expected a mapping of config fields at the top level")
     from hilbot.driver.config_source import expand  # extends:, and the URDF wherever it is

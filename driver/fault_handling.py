@@ -9,8 +9,10 @@ Bus Watchdog errors of every joint state, and puts the robot in its safe state:
   turns torque off at the next cycle;
 - an unexpected exception (an ``internal`` fault, reported once each: see
   :mod:`hilbot.driver.internal_errors`) or a goal a servo's limit register refuses
-  takes ``safety.estop_action``'s safe state: ``hold`` writes goal := present once,
-  ``torque_off`` turns torque off.
+  takes ``safety.estop_action``'s safe state: ``stop`` (or ``hold``) and
+  ``stop_then_torque_off`` begin a controlled stop from the commanded state (the motion
+  layer brakes every joint to rest; never toward a reading), ``torque_off`` turns torque
+  off.
 
 Either is retried every cycle until the backend takes it. The runtime's control loop
 writes the hold goal (telling :meth:`FaultHandler.hold_written`) and calls
@@ -25,7 +27,6 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -63,15 +64,17 @@ class FaultHandler:
         safety: the robot's safety config (``estop_action``).
         clock: monotonic clock [s] (fault times, how long the bus has been failing).
         log: where to log faults.
-        present: the positions to hold [rad or m] (the last joint state read, or the
-            command when none was read).
+        begin_stop: start a controlled stop of the commanded motion (``reason``); the
+            runtime steps it and calls :meth:`stop_done` at rest.
         drop_targets: drop every target and the ``home`` move, so nothing is tracked.
 
     Attributes:
         active: the active faults, one per (kind, joint); cleared by ``reset``.
         fault_log: the last 64 faults reported, active or not.
-        hold: the hold goal of the e-stop or of a fault [rad or m], ``None`` when none.
-        hold_pending: the fault hold goal has yet to be written.
+        hold: the hold goal of the e-stop or of a fault [rad or m]: where its controlled
+            stop came to rest; ``None`` when none (or while the stop is under way).
+        stopping: a controlled stop is under way (the runtime writes its steps).
+        hold_pending: the fault's controlled stop has yet to come to rest.
         torque_off_pending: torque is to go off (retried every cycle until it does).
         bus_watchdog_faulted: some joint's Bus Watchdog read tripped last read.
     """
@@ -86,7 +89,7 @@ class FaultHandler:
         safety: SafetyConfig,
         clock: Callable[[], float],
         log: logging.Logger,
-        present: Callable[[], NDArray[Any]],
+        begin_stop: Callable[[str], None],
         drop_targets: Callable[[], None],
     ) -> None:
         self._backend = backend
@@ -96,8 +99,9 @@ class FaultHandler:
         self._safety = safety
         self._clock = clock
         self._log = log
-        self._present = present
+        self._begin_stop = begin_stop
         self._drop_targets = drop_targets
+        self._stopping = False  # a controlled stop is under way
         self.active: dict[FaultKey, Fault] = {}
         self.fault_log: deque[Fault] = deque(maxlen=64)
         self._bus_failing_since: float | None = None
@@ -113,6 +117,11 @@ class FaultHandler:
     def hold(self) -> NDArray[np.float64] | None:
         """The hold goal of the e-stop or of a fault [rad or m], ``None`` when none."""
         return self._hold
+
+    @property
+    def stopping(self) -> bool:
+        """A controlled stop is under way: the runtime writes its steps."""
+        return self._stopping
 
     @property
     def hold_pending(self) -> bool:
@@ -256,6 +265,7 @@ class FaultHandler:
         if self._modes.mode is Mode.FAULTED:
             self._torque_off_pending = True
             self._hold_pending = False
+            self._stopping = False
             self._hold = None
         # Else a latched e-stop keeps its own safe state, a torque-off still being
         # retried included (it was cleared here, and a refused torque-off then stopped).
@@ -271,31 +281,49 @@ class FaultHandler:
         if self._safety.estop_action is EstopAction.TORQUE_OFF:
             self._torque_off_pending = True
             return
-        self._hold = self._hold_goal()
+        self._start_stop("fault")
         self._hold_pending = True
 
     async def estop(self, *, in_effect: bool = False) -> None:
         """The e-stop's safe state (the mode machine latched it): the hold goal, or torque off.
 
-        ``safety.estop_action`` ``hold``: goal := present, clipped to the limits, which the
-        runtime writes every cycle while e-stopped. ``torque_off``: torque goes off now; if
-        the backend refuses it, it is retried every cycle (nothing more is written).
+        ``safety.estop_action`` ``stop`` (``hold``) and ``stop_then_torque_off``: a
+        controlled stop from the commanded state; at rest its final command is the hold
+        goal, which the runtime writes every cycle while e-stopped (or torque then goes
+        off). ``torque_off``: torque goes off now; if the backend refuses it, it is
+        retried every cycle (nothing more is written).
 
         ``in_effect``: the robot was e-stopped already. Its safe state stays as it is (the
         same hold goal; torque off, or its torque off retried every cycle), with no bus
         traffic: a flood of e-stops costs the loop nothing.
         """
         if in_effect and (
-            self._hold is not None or self._safety.estop_action is EstopAction.TORQUE_OFF
+            self._hold is not None
+            or self._stopping
+            or self._safety.estop_action is EstopAction.TORQUE_OFF
         ):
             return
         self._hold_pending = False
         if self._safety.estop_action is EstopAction.TORQUE_OFF:
             self._hold = None
+            self._stopping = False
             self._torque_off_pending = True  # latched first, then torque off
             await self.torque_off()
             return
-        self._hold = self._hold_goal()
+        self._start_stop("estop")
+
+    def _start_stop(self, reason: str) -> None:
+        self._hold = None
+        self._stopping = True
+        self._begin_stop(reason)
+
+    def stop_done(self, command: NDArray[np.float64]) -> None:
+        """The controlled stop came to rest at ``command``: hold it, or (category 1) cut torque."""
+        self._stopping = False
+        self._hold_pending = False
+        self._hold = np.array(command, dtype=np.float64)
+        if self._safety.estop_action is EstopAction.STOP_THEN_TORQUE_OFF:
+            self._torque_off_pending = True
 
     def torque_is_off(self) -> None:
         """Torque went off another way (``disable``, ``reset``): no torque off is pending."""
@@ -309,15 +337,6 @@ class FaultHandler:
         """An explicit ``enable`` overrides a pending torque off."""
         self._torque_off_pending = False
 
-    def hold_written(self, command: NDArray[np.float64]) -> None:
-        """The fault hold went through the safety layer as ``command``; done once it is all there.
-
-        A hold more than one step away is written a step at a time; once the goal is the
-        hold, the servos keep it without being told again.
-        """
-        if self._hold is not None:
-            self._hold_pending = not np.array_equal(command, self._hold)
-
     def clear_active(self) -> None:
         """``reset`` from faulted: no fault is active any more."""
         self.active.clear()
@@ -326,13 +345,8 @@ class FaultHandler:
         """After ``reset``: no hold goal, and each internal fault is reported again."""
         self._hold = None
         self._hold_pending = False
+        self._stopping = False
         self.clear_internal()
-
-    def _hold_goal(self) -> NDArray[np.float64]:
-        """Goal := present, clipped to the limits [rad or m]."""
-        return np.clip(
-            np.asarray(self._present(), dtype=np.float64), self._limits.lower, self._limits.upper
-        )
 
     async def torque_off(self) -> None:
         """Turn torque off after a fault; retried every cycle until the backend takes it."""

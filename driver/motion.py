@@ -40,6 +40,8 @@ MAX_GAIN_STEP = 0.5
 #: A stopping joint is at rest below these [rad/s], [rad/s²].
 REST_VELOCITY = 1e-4
 REST_ACCELERATION = 1e-3
+#: A joint this close to a still reference [rad or m], and at rest, is put exactly on it.
+SNAP_POSITION = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,22 +75,47 @@ class MotionLimits:
                 bad = self.names[int(np.argmax(~(np.isfinite(array) & (array > 0))))]
                 raise ValueError(f"joint {bad!r}: the motion {field} limit must be finite and > 0")
 
-    def stopping_distance(self, velocity: NDArray[np.float64]) -> NDArray[np.float64]:
-        """An upper bound of the distance a stop from ``velocity`` (at zero acceleration) takes.
+    def _peak(
+        self, velocity: NDArray[np.float64], acceleration: NDArray[np.float64] | None
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """(speed it may still reach, time to bring the acceleration to zero) at a stop's start.
 
-        Jerk-limited braking reaches full deceleration in ``A / J``, brakes, and releases
-        it again: at most ``v² / (2 A') + v A / J`` with ``A'`` the braking share of ``A``.
+        An acceleration that still speeds the joint up takes ``a / J`` to ramp down, during
+        which the speed grows by ``a² / (2 J)``.
         """
         v = np.abs(velocity)
+        if acceleration is None:
+            return v, np.zeros_like(v)
+        a = np.abs(acceleration)
+        speeding_up = np.sign(acceleration) * np.sign(velocity) > 0
+        ramp = a / self.jerk
+        peak: NDArray[np.float64] = v + np.where(speeding_up, a * a / (2.0 * self.jerk), 0.0)
+        return peak, ramp
+
+    def stopping_distance(
+        self, velocity: NDArray[np.float64], acceleration: NDArray[np.float64] | None = None
+    ) -> NDArray[np.float64]:
+        """An upper bound of the distance a stop from ``velocity`` and ``acceleration`` takes.
+
+        Jerk-limited braking first ramps any acceleration down, then reaches full
+        deceleration in ``A / J``, brakes, and releases it again: at most
+        ``v (a / J) + v² / (2 A') + v A / J`` from the speed ``v`` it may still reach, with
+        ``A'`` the braking share of ``A``.
+        """
+        v, ramp = self._peak(velocity, acceleration)
         a = self.acceleration * BRAKING_SHARE
-        bound: NDArray[np.float64] = v * v / (2.0 * a) + v * self.acceleration / self.jerk
+        bound: NDArray[np.float64] = (
+            v * ramp + v * v / (2.0 * a) + v * self.acceleration / self.jerk
+        )
         return bound
 
-    def stopping_time(self, velocity: NDArray[np.float64]) -> NDArray[np.float64]:
-        """An upper bound of the time a stop from ``velocity`` takes [s]."""
-        v = np.abs(velocity)
+    def stopping_time(
+        self, velocity: NDArray[np.float64], acceleration: NDArray[np.float64] | None = None
+    ) -> NDArray[np.float64]:
+        """An upper bound of the time a stop from ``velocity`` and ``acceleration`` takes [s]."""
+        v, ramp = self._peak(velocity, acceleration)
         a = self.acceleration * BRAKING_SHARE
-        bound: NDArray[np.float64] = v / a + 2.0 * self.acceleration / self.jerk
+        bound: NDArray[np.float64] = ramp + v / a + 2.0 * self.acceleration / self.jerk
         return bound
 
 
@@ -340,7 +367,11 @@ class MotionLayer:
         self._next = (np.zeros(n), np.zeros(n), np.zeros(n))
         self._braking_a = limits.acceleration * BRAKING_SHARE
         self._braking_j = limits.jerk * BRAKING_SHARE
-        self._stop: tuple[str, float, NDArray[np.float64], NDArray[np.float64]] | None = None
+        # within these of rest, one cycle to exact rest stays within the limits
+        self._snap_v = self._braking_a * period * 0.5 + REST_VELOCITY
+        self._snap_a = self._braking_j * period * 0.5 + REST_ACCELERATION
+        # (reason, start time, position, velocity, acceleration) of the stop under way
+        self._stop: tuple[str, float, NDArray[np.float64], ...] | None = None
         self.stopping = np.zeros(n, dtype=bool)  # joints braking to rest (not tracking)
         self.last_stop: StopReport | None = None
         self.stops = 0
@@ -362,10 +393,9 @@ class MotionLayer:
         acceleration, setting both to zero is a change the limits allow in one cycle: the
         stop ends there instead of creeping to rest along the loop's exponential tail.
         """
-        dt = self.period
         return bool(
-            np.all(np.abs(self.velocity) <= self._braking_a * dt * 0.5 + REST_VELOCITY)
-            and np.all(np.abs(self.acceleration) <= self._braking_j * dt * 0.5 + REST_ACCELERATION)
+            np.all(np.abs(self.velocity) <= self._snap_v)
+            and np.all(np.abs(self.acceleration) <= self._snap_a)
         )
 
     # -- stops ------------------------------------------------------------------------------
@@ -377,7 +407,13 @@ class MotionLayer:
         """
         self.stopping[:] = True
         if self._stop is None:
-            self._stop = (reason, now, self.position.copy(), np.abs(self.velocity))
+            self._stop = (
+                reason,
+                now,
+                self.position.copy(),
+                self.velocity.copy(),
+                self.acceleration.copy(),
+            )
 
     @property
     def stop_in_progress(self) -> bool:
@@ -386,7 +422,7 @@ class MotionLayer:
 
     def _finish_stop(self, now: float) -> None:
         assert self._stop is not None
-        reason, start, where, speed = self._stop
+        reason, start, where, velocity, acceleration = self._stop
         self._stop = None
         self.velocity[:] = 0.0
         self.acceleration[:] = 0.0
@@ -395,9 +431,10 @@ class MotionLayer:
             reason,
             now - start,
             np.abs(self.position - where),
-            speed,
-            limits.stopping_distance(speed),
-            float(np.max(limits.stopping_time(speed), initial=0.0)) + 2 * self.period,
+            np.abs(velocity),
+            limits.stopping_distance(velocity, acceleration) + limits.velocity * self.period,
+            float(np.max(limits.stopping_time(velocity, acceleration), initial=0.0))
+            + 2 * self.period,
         )
         self.stops += 1
 
@@ -441,6 +478,15 @@ class MotionLayer:
         # the hard envelope, as the safety layer sees it (step per cycle)
         np.clip(v1, -limits.velocity, limits.velocity, out=v1)
         np.clip(q1, limits.lower, limits.upper, out=q1)
+        # At rest within one cycle's limits: be exactly at rest (a hold is a constant goal,
+        # not an exponential tail), at the reference where there is a still one.
+        settled = (np.abs(v) <= self._snap_v) & (np.abs(a) <= self._snap_a)
+        still = ~active | ((rd == 0.0) & (rdd == 0.0) & (ae <= SNAP_POSITION))
+        snap = settled & still
+        if snap.any():
+            q1[snap] = np.where(active, r, q)[snap]
+            v1[snap] = 0.0
+            a1[snap] = 0.0
         self._next = (q1, v1, a1)
         return q1
 

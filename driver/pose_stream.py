@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot.driver.targets import robust_norm
+
 
 class PoseForm(enum.Enum):
     """The shape of a pose target."""
@@ -72,7 +74,7 @@ def rebuild_pose(form: PoseForm, vector: NDArray[np.float64]) -> Any:
         return (position, None)
     if form in (PoseForm.AXIS, PoseForm.QUATERNION):
         direction = vector[3:]
-        return (position, direction / np.linalg.norm(direction))
+        return (position, direction / robust_norm(direction))
     rotation = _orthonormal(vector[3:12].reshape(3, 3))
     if form is PoseForm.ROTATION:
         return (position, rotation)

@@ -23,17 +23,19 @@ kept by :class:`~hilbot.driver.fault_handling.FaultHandler`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot._compat import Self
 from hilbot.driver.chains import ChainRunner, limited_robot
 from hilbot.driver.config import RobotConfig
 from hilbot.driver.errors import DriverError, LimitViolation, RuntimeStateError, UnknownChain
@@ -42,12 +44,15 @@ from hilbot.driver.fault_handling import BUS_FAULT_TIME as BUS_FAULT_TIME  # re-
 from hilbot.driver.fault_handling import DISARMING_ERRORS as DISARMING_ERRORS  # re-exported
 from hilbot.driver.fault_handling import FaultHandler
 from hilbot.driver.gc_pacer import GcPacer
+from hilbot.driver.motion import MotionLayer, MotionLimits, Reference, StreamReference
+from hilbot.driver.pose_stream import PoseForm, flatten_pose, rebuild_pose
+from hilbot.driver.readings import PRISMATIC_TOLERANCE, REVOLUTE_TOLERANCE, ReadingGuard
 from hilbot.driver.safety import Mode, ModeMachine, SafetyLayer, effective_limits
 from hilbot.driver.state import Command, CycleRecord, FaultKind, RuntimeState
 from hilbot.driver.stats import StatsRecorder
 from hilbot.driver.targets import JOINTS, TargetSlots
 from hilbot.driver.ticker import ManualClock, SteppedTicker, ThreadTicker, Ticker
-from hilbot.hal.backend import Backend, JointState
+from hilbot.hal.backend import Backend, JointState, enable_holding
 from hilbot.hal.errors import DataLimitError
 
 SHUTDOWN_TORQUE_TRIES = 3  # torque-off attempts at shutdown before giving up
@@ -58,8 +63,77 @@ EXPECTED_COMMAND_ERRORS = (DriverError, *BUS_ERRORS)
 #: commands never starves the loop. An e-stop is never one of those that wait: every
 #: command queued up to the last e-stop runs before the next cycle.
 COMMANDS_PER_CYCLE = 4
+#: Unset, a joint's acceleration limit is its velocity limit times this [1/s]: full speed
+#: in 0.1 s, which the servos we drive reach with their arms attached.
+ACCELERATION_PER_VELOCITY = 10.0
+#: Unset, the motion layer's jerk limit is its acceleration limit times this [1/s]: full
+#: acceleration in 40 ms.
+JERK_PER_ACCELERATION = 25.0
+#: Reads at enable until two in a row agree; more that disagree refuse the enable.
+ENTRY_READS = 5
 
 CycleListener = Callable[[CycleRecord], None]
+
+
+def _per_joint(
+    value: float | Mapping[str, float] | None,
+    names: tuple[str, ...],
+    default: float | None,
+    fallback: NDArray[np.float64] | None = None,
+) -> NDArray[np.float64]:
+    """(n,) a config number given for every joint or per joint (``default`` for the rest).
+
+    ``None`` (or a joint not listed, without a ``default`` key) takes ``fallback[j]``, or
+    ``default`` when there is no fallback.
+    """
+    base = np.full(len(names), np.nan) if fallback is None else np.array(fallback, dtype=float)
+    if default is not None and fallback is None:
+        base[:] = default
+    if value is None:
+        return base
+    if not isinstance(value, Mapping):
+        return np.full(len(names), float(value))
+    if "default" in value:
+        base[:] = float(value["default"])
+    for j, name in enumerate(names):
+        if name in value:
+            base[j] = float(value[name])
+    return base
+
+
+def _motion_layer(
+    config: RobotConfig,
+    limits: Any,
+    velocity: NDArray[np.float64],
+    acceleration: NDArray[np.float64],
+) -> MotionLayer:
+    """The motion layer, planning within a share of the safety layer's limits."""
+    motion = config.motion
+    share = motion.velocity_share
+    names = limits.names
+    # an unlimited joint still plans within the step the safety layer allows
+    planned_v = share * velocity
+    planned_a = share * acceleration
+    jerk = _per_joint(motion.jerk_limit, names, None, planned_a * JERK_PER_ACCELERATION)
+    return MotionLayer(
+        MotionLimits(names, limits.lower, limits.upper, planned_v, planned_a, jerk),
+        1.0 / config.rate_hz,
+        motion.bandwidth,
+    )
+
+
+def _reading_guard(robot: Any, names: tuple[str, ...], limits: Any) -> ReadingGuard:
+    """The glitch check: the URDF's velocity limits and an encoder tolerance per joint type."""
+    from hilbot.kinematics import JointType
+
+    velocity, tolerance = [], []
+    for j, name in enumerate(names):
+        joint = robot.joints[name]
+        urdf = joint.limit.velocity if joint.limit is not None else 0.0
+        velocity.append(max(urdf, float(limits.velocity[j])) if urdf > 0 else np.inf)
+        prismatic = joint.type is JointType.PRISMATIC
+        tolerance.append(PRISMATIC_TOLERANCE if prismatic else REVOLUTE_TOLERANCE)
+    return ReadingGuard(names, np.array(velocity), np.array(tolerance))
 
 
 class _IkProblem:
@@ -136,11 +210,28 @@ class Runtime:
             margin=safety.soft_limit_margin,
             velocity=safety.velocity_limit,
         )
-        self.safety = SafetyLayer(self.limits, safety.max_delta_per_cycle, self.period)
+        self.max_delta = _per_joint(safety.max_delta_per_cycle, self.joint_names, 0.02)
+        step_velocity = np.minimum(self.limits.velocity, self.max_delta / self.period)  # (n,)
+        self.acceleration_limits = _per_joint(
+            safety.acceleration_limit,
+            self.joint_names,
+            None,
+            step_velocity * ACCELERATION_PER_VELOCITY,
+        )
+        self.safety = SafetyLayer(
+            self.limits, self.max_delta, self.period, acceleration=self.acceleration_limits
+        )
+        self.motion = _motion_layer(config, self.limits, step_velocity, self.acceleration_limits)
+        # one stream per target slot (the joints' and each chain's): samples -> reference
+        self._streams: dict[str, StreamReference] = {}
+        self._fed: dict[str, int] = {}  # slot -> sequence number of the last sample fed
+        self._pose_forms: dict[str, PoseForm] = {}
+        self._chain_refs: dict[str, tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
+        self._last_step = np.zeros(len(self.joint_names))  # the last command's step [rad]
+        self._guard = _reading_guard(robot, self.joint_names, self.limits)
         ik_robot = limited_robot(robot, self.limits) if config.chains else robot
         self._chains = {
-            c.name: ChainRunner(ik_robot, c, self.joint_names, safety.max_delta_per_cycle)
-            for c in config.chains
+            c.name: ChainRunner(ik_robot, c, self.joint_names, 0.02) for c in config.chains
         }
         self.chains: tuple[str, ...] = tuple(self._chains)
         self._targets = TargetSlots(self.chains, self.joint_names, clock)
@@ -159,7 +250,7 @@ class Runtime:
             safety=safety,
             clock=clock,
             log=self._log,
-            present=self._present,
+            begin_stop=self._begin_stop,
             drop_targets=self._drop_targets,
         )
         self._watchdog_tripped = False
@@ -190,7 +281,9 @@ class Runtime:
                 raise DriverError(f"the backend does not drive joints: {sorted(missing)}")
             state = await self._backend.read()
             self._state = state
+            self._guard.trust(state.position, self._clock())
             self._command = state.position.astype(np.float64).copy()  # hold: goal = present
+            self.motion.hold(self._command)
             self._faults.check_hardware(state)
             if self._gc is not None:
                 self._gc.start()
@@ -271,8 +364,11 @@ class Runtime:
         """The current mode."""
         return self._modes.mode
 
-    def set_target(self, chain: str, target: object) -> None:
+    def set_target(self, chain: str, target: object, *, stamp: float | None = None) -> None:
         """Set the newest pose target of ``chain``; validated now, used from the next cycle.
+
+        ``stamp`` is the sender's sample time [s, its own clock], where it has one: the
+        motion layer places the target on the stream's timeline by it (else by arrival).
 
         Raises:
             UnknownChain: no chain of that name.
@@ -280,18 +376,22 @@ class Runtime:
                 ``MAX_COORDINATE_M`` or has a malformed orientation; ``reason`` is the
                 teleop reject reason (``invalid`` or ``non_finite``).
         """
-        self._targets.set_pose(chain, target)
+        self._targets.set_pose(chain, target, stamp)
         self._home = None
 
-    def set_joint_targets(self, positions: Mapping[str, float]) -> None:
+    def set_joint_targets(
+        self, positions: Mapping[str, float], *, stamp: float | None = None
+    ) -> None:
         """Set the newest joint-space targets (merged with earlier joint targets).
+
+        ``stamp``: the sender's sample time [s], as for :meth:`set_target`.
 
         Raises:
             UnknownJoint: a joint the robot does not drive.
             InvalidTarget: a value that is not a finite number or lies beyond
                 ``MAX_JOINT_VALUE``; ``reason`` as for ``set_target``.
         """
-        self._targets.set_joints(positions)
+        self._targets.set_joints(positions, stamp)
         self._home = None
 
     def clear_target(self, chain: str) -> None:
@@ -311,6 +411,7 @@ class Runtime:
             raise UnknownChain(chain, self.chains)
         self._targets.clear_pose(chain)
         self._targets.clear_joints(runner.joints)
+        self._reset_streams([chain, JOINTS])
         self._home = None
 
     def clear_joint_targets(self, joints: Iterable[str] | None = None) -> None:
@@ -323,6 +424,7 @@ class Runtime:
             UnknownJoint: a joint the robot does not drive (nothing is cleared).
         """
         self._targets.clear_joints(joints)
+        self._reset_streams([JOINTS])
         self._home = None
 
     async def command(self, cmd: Command | str) -> None:
@@ -373,6 +475,9 @@ class Runtime:
             watchdog_tripped=self._watchdog_tripped,
             homing=self._home is not None,
             stats=self.stats.snapshot(),
+            glitches={names[j]: int(c) for j, c in enumerate(self._guard.counts.tolist()) if c},
+            last_stop=self.motion.last_stop,
+            velocity=dict(zip(names, self.motion.velocity.tolist(), strict=True)),
         )
 
     def add_cycle_listener(self, listener: CycleListener) -> None:
@@ -468,31 +573,50 @@ class Runtime:
                 self._faults.internal_fault(f"cycle listener {name}", err)
 
     async def _command_stage(self, rec: CycleRecord, state: JointState | None) -> None:
-        """Decide this cycle's goal and write it: tracking, the e-stop hold or a fault hold."""
-        attempted = False
+        """Decide this cycle's goal and write it: tracking, a controlled stop, or a hold."""
         if self._modes.mode is Mode.ARMED and state is not None:
             try:
                 desired = self._desired(rec)
             except Exception as err:  # not a KinematicsError: ChainRunner passes those on
                 self._faults.internal_fault("solver", err)
             else:
-                attempted = True
                 await self._write_safe(desired, rec)
-        if attempted:
-            return
+                return
         mode = self._modes.mode
         faults = self._faults
-        if mode is Mode.ESTOPPED and faults.hold is not None and state is not None:
+        if faults.stopping and mode in (Mode.ESTOPPED, Mode.FAULTED):
+            # the controlled stop of an e-stop or a fault: from the command, never a reading
+            stops = self.motion.stops
+            desired = self.motion.step(None, self._clock())
+            if await self._write_safe(desired, rec) and self.motion.stops != stops:
+                self._stopped()
+        elif mode is Mode.ESTOPPED and faults.hold is not None and state is not None:
             await self._write_safe(faults.hold, rec)
-        elif mode is Mode.FAULTED and faults.hold_pending and faults.hold is not None:
-            if await self._write_safe(faults.hold, rec):
-                faults.hold_written(self._command)
         else:
             if state is not None and mode is not Mode.ESTOPPED and faults.hold is None:
                 self._command = state.position.astype(np.float64).copy()  # follows the hand
+                self.motion.hold(self._command)
+                self._last_step[:] = 0.0
                 self._possible = None  # goals written before no longer bound the next one
             rec.desired[:] = self._command
             rec.command[:] = self._command
+
+    def _stopped(self) -> None:
+        """A controlled stop came to rest: report it, and hold there (or cut torque)."""
+        report = self.motion.last_stop
+        if report is not None:
+            line = report.describe(self.joint_names)
+            if report.within_bounds:
+                self._log.info("%s", line)
+            else:
+                self._log.warning("%s: beyond the configured limits' bound", line)
+        if self._faults.stopping:
+            self._faults.stop_done(self._command)
+
+    def _begin_stop(self, reason: str) -> None:
+        """A controlled stop of the commanded motion begins (e-stop, fault, disable)."""
+        self.motion.begin_stop(reason, self._clock())
+        self._reset_streams()
 
     async def _write_safe(self, desired: NDArray[np.float64], rec: CycleRecord) -> bool:
         """Pass ``desired`` through the safety layer and write it; whether it was written.
@@ -501,7 +625,13 @@ class Runtime:
         one): the servos keep the last goal, which the safety layer did pass.
         """
         try:
-            command = self.safety.apply(desired, self._command, rec.cycle, possible=self._possible)
+            command = self.safety.apply(
+                desired,
+                self._command,
+                rec.cycle,
+                possible=self._possible,
+                last_step=self._last_step,
+            )
             rec.desired[:] = desired
             rec.command[:] = command
         except Exception as err:
@@ -509,8 +639,10 @@ class Runtime:
             return False
         rec.written = await self._write(command, rec)
         if rec.written:
+            self._last_step = command - self._command
             self._command = command
             self._possible = None
+            self.motion.commit(command, self._clock())
         else:
             self._widen_possible(command)
         return rec.written
@@ -524,7 +656,138 @@ class Runtime:
         self._possible = (np.minimum(lo, command), np.maximum(hi, command))
 
     def _desired(self, rec: CycleRecord) -> NDArray[np.float64]:
-        """Joint vector asked for by the home pose, joint targets and chain targets."""
+        """This cycle's command toward the home pose, the joint targets and chain targets.
+
+        The motion layer turns each target stream into a reference (interpolated behind
+        now, with its velocity and curvature) and steps the commanded state toward it
+        within the velocity, acceleration and jerk limits; pose targets are solved by IK
+        on the interpolated pose every cycle, so the tool follows the target's path. A
+        stale stream (the watchdog) brakes its joints to rest. ``motion.enabled: false``
+        hands the newest targets to the safety layer as they are.
+        """
+        if not self.config.motion.enabled:
+            return self._desired_direct(rec)
+        motion = self.motion
+        now = self._clock()
+        n = len(self.joint_names)
+        position = motion.position.copy()
+        velocity = np.zeros(n)
+        acceleration = np.zeros(n)
+        active = np.zeros(n, dtype=bool)
+        if self._home is not None:
+            rec.targets["home"] = self._home
+            reference = Reference(self._home, velocity, acceleration, np.ones(n, dtype=bool))
+            return motion.step(reference, now)
+        timeout = self.config.safety.watchdog_timeout or math.inf
+        stale = False
+        joints = self._targets.get(JOINTS)
+        if joints is not None:
+            if now - joints.received > timeout:
+                stale = True
+            else:
+                rec.targets[JOINTS] = joints.value
+                ref = self._stream_at(JOINTS, joints, now)
+                if ref is not None:
+                    mask = np.isfinite(ref[0])
+                    position[mask] = ref[0][mask]
+                    velocity[mask] = ref[1][mask]
+                    acceleration[mask] = ref[2][mask]
+                    active |= mask
+        for name, runner in self._chains.items():
+            slot = self._targets.get(name)
+            if slot is None:
+                continue
+            if now - slot.received > timeout:
+                stale = True
+                continue
+            rec.targets[name] = slot.value
+            solved = self._chain_reference(name, runner, slot, now, rec)
+            if solved is not None:
+                idx = runner.indices
+                position[idx], velocity[idx] = solved
+                active[idx] = True
+        self._note_watchdog(stale, timeout)
+        return motion.step(Reference(position, velocity, acceleration, active), now)
+
+    def _stream_at(
+        self, name: str, slot: Any, now: float
+    ) -> tuple[NDArray[np.float64], ...] | None:
+        """The reference of slot ``name`` at ``now``, after feeding it the slot's newest sample."""
+        stream = self._streams.get(name)
+        if slot.seq != self._fed.get(name):
+            self._fed[name] = slot.seq
+            if name == JOINTS:
+                value = np.full(len(self.joint_names), np.nan)
+                for joint, target in slot.value.items():
+                    value[self._index[joint]] = target
+            else:
+                previous = stream.newest() if stream is not None else None
+                form, value = flatten_pose(slot.value, previous)
+                if self._pose_forms.get(name) is not form:  # a new form: a new stream
+                    self._pose_forms[name] = form
+                    stream = None
+            if stream is None or stream.size != value.size:
+                stream = StreamReference(
+                    value.size,
+                    latency=self.config.motion.latency_of(name),
+                    max_extrapolation=self.config.motion.max_extrapolation,
+                )
+                self._streams[name] = stream
+            stream.add(value, slot.received, slot.stamp)
+        return None if stream is None else stream.at(now)
+
+    def _chain_reference(
+        self, name: str, runner: ChainRunner, slot: Any, now: float, rec: CycleRecord
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+        """The chain's joint reference (position, velocity): IK on the interpolated pose."""
+        ref = self._stream_at(name, slot, now)
+        if ref is None:
+            return None
+        pose, pose_velocity = ref[0], ref[1]
+        previous = self._chain_refs.get(name)
+        moving = bool(np.any(pose_velocity != 0.0))
+        if (
+            previous is not None
+            and not moving
+            and runner.last_reached
+            and not runner.needs_solve(slot.seq)
+        ):
+            return previous[0], np.zeros_like(previous[0])
+        seed = self.motion.position.copy()
+        if previous is not None:
+            seed[runner.indices] = previous[0]  # continue the reference's own branch
+        t0 = self._clock()
+        values, result, _ = runner.solve(rebuild_pose(self._pose_forms[name], pose), slot.seq, seed)
+        rec.ik_time += self._clock() - t0
+        rec.ik[name] = result
+        if isinstance(result, Exception):
+            self.stats.ik_failures += 1
+            self._ik_failed(runner, result)
+        else:
+            self._ik_solved(runner)
+        if values is None:
+            return None
+        velocity = np.zeros_like(values)
+        if previous is not None and moving:
+            velocity = (values - previous[0]) / self.period
+        self._chain_refs[name] = (values, velocity)
+        return values, velocity
+
+    def _note_watchdog(self, stale: bool, timeout: float) -> None:
+        if stale and not self._watchdog_tripped:
+            self.stats.watchdog_trips += 1
+            self._log.warning("watchdog: no fresh target for %.3f s, stopping", timeout)
+        self._watchdog_tripped = stale
+
+    def _reset_streams(self, names: Iterable[str] | None = None) -> None:
+        """Forget the target streams of ``names`` (all when ``None``): the next sample restarts."""
+        for name in list(self._streams) if names is None else names:
+            self._streams.pop(name, None)
+            self._fed.pop(name, None)
+            self._chain_refs.pop(name, None)
+
+    def _desired_direct(self, rec: CycleRecord) -> NDArray[np.float64]:
+        """The newest targets as they are (``motion.enabled: false``)."""
         desired = self._command.copy()
         if self._home is not None:
             desired[:] = self._home
@@ -618,6 +881,7 @@ class Runtime:
             self._faults.internal_fault("backend read", err)
             return None
         self._faults.bus_ok()
+        state = self._check_reading(state)
         self._state = state
         try:
             self._faults.check_hardware(state)
@@ -626,6 +890,28 @@ class Runtime:
         except Exception as err:
             self._faults.internal_fault("fault check", err)
         return state
+
+    def _check_reading(self, state: JointState) -> JointState:
+        """The state with glitched positions replaced by their last trusted values."""
+        checked = self._guard.check(state.position, self._clock())
+        if not checked.glitched:
+            return state
+        self.stats.glitches += len(checked.glitched)
+        for j in checked.repeated:
+            joint = self.joint_names[j]
+            if (FaultKind.GLITCH, joint) in self._faults.active:
+                continue
+            detail = (
+                f"{self._guard.fault_count} implausible readings within "
+                f"{self._guard.fault_window:g} s (moved faster than the joint can): check "
+                "the servo's encoder, cabling and ids"
+            )
+            if self._modes.mode is Mode.ARMED:
+                self._faults.report(FaultKind.GLITCH, joint, detail)
+                self._faults.enter_safe_state()
+            else:
+                self._faults.report(FaultKind.GLITCH, joint, detail, active=False)
+        return dataclasses.replace(state, position=checked.position)
 
     def _check_state(self, state: JointState) -> None:
         """Refuse a joint state the loop cannot use (a backend bug): wrong size, NaN, inf."""
@@ -653,13 +939,10 @@ class Runtime:
             rec.write_time = self._clock() - t0
         return True
 
-    def _present(self) -> NDArray[Any]:
-        """The positions to hold: the last joint state read, else the command [rad or m]."""
-        return self._state.position if self._state is not None else self._command
-
     def _drop_targets(self) -> None:
         """Drop every target and the ``home`` move: nothing is tracked until new targets."""
         self._targets.clear()
+        self._reset_streams()
         self._home = None
 
     def _wake_waiters(self) -> None:
@@ -715,7 +998,7 @@ class Runtime:
         if self._modes.mode is Mode.ARMED:
             return
         self._modes.require("enable", Mode.DISARMED)
-        state = await self._backend.read()
+        state = await self._consistent_read()
         self._state = state
         blocking = {j: f for j, f in state.faults.items() if f & DISARMING_ERRORS}
         if blocking:
@@ -737,16 +1020,48 @@ class Runtime:
         self._faults.enabling()  # an explicit enable overrides a pending torque off
         try:
             await self._arm_bus_watchdog()  # first: a tripped watchdog refuses the entry goal
-            await self._backend.write(dict(zip(self.joint_names, entry.tolist(), strict=True)))
+            goal = dict(zip(self.joint_names, entry.tolist(), strict=True))
+            await self._backend.write(goal)
             self._command = entry
+            self.motion.reset(entry)
+            self._last_step[:] = 0.0
+            self._reset_streams()
             self._possible = None
-            await self._backend.set_torque(True)
+            await enable_holding(self._backend, goal)  # the verified pose, no fresh read
         except BaseException:
             # Torque may have come on before the failure: make sure it goes off (retried
             # every cycle), so a failed enable leaves the robot disarmed and limp.
             self._faults.torque_must_go_off()
             raise
         self._modes.enable()
+
+    async def _consistent_read(self) -> JointState:
+        """A joint state from reads that agree: never one unchecked reading.
+
+        Reads until two in a row agree within what the joints can move between them
+        (the glitch check's bound), at most ``ENTRY_READS`` times.
+
+        Raises:
+            RuntimeStateError: no two reads in a row agreed; names the joint.
+        """
+        guard, clock = self._guard, self._clock
+        previous = await self._backend.read()
+        before = clock()
+        for _ in range(ENTRY_READS - 1):
+            state = await self._backend.read()
+            now = clock()
+            if guard.agree(state.position, previous.position, now - before):
+                guard.trust(state.position, now)
+                return state
+            previous, before = state, now
+        j = int(np.argmax(np.abs(state.position - previous.position) - guard.allowed(0.0)))
+        raise RuntimeStateError(
+            "enable",
+            "disarmed",
+            f"joint {self.joint_names[j]!r} read {float(previous.position[j]):.4f} then "
+            f"{float(state.position[j]):.4f}: no {ENTRY_READS} reads in a row agreed; check "
+            "its encoder and the bus (hilbot doctor)",
+        )
 
     async def _arm_bus_watchdog(self) -> None:
         timeout = self.config.safety.bus_watchdog
@@ -773,6 +1088,7 @@ class Runtime:
         self._faults.torque_is_off()
         self._modes.disable()
         self._targets.clear()
+        self._reset_streams()
         self._home = None
 
     async def _estop(self) -> None:

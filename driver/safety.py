@@ -6,7 +6,9 @@
 - inside the joint limits (URDF limits intersected with the config's soft limits),
 - at most ``max_delta_per_cycle`` and ``velocity * dt`` away from the last command,
   with the whole step vector scaled by one factor so that its direction is kept
-  (clamping joints one by one bends the path and makes teleop lurch).
+  (clamping joints one by one bends the path and makes teleop lurch),
+- a step that differs from the previous one by at most ``acceleration * dt²`` per joint,
+  so that a source that bypasses the motion layer is bounded in acceleration too.
 
 Every clamp is counted and reported as a :class:`ClampEvent` with the value
 before and after. The :class:`Mode` state machine (disarmed, armed, estopped,
@@ -15,7 +17,6 @@ faulted) lives in :class:`ModeMachine`.
 
 from __future__ import annotations
 
-import enum
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,11 +25,12 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot._compat import StrEnum
 from hilbot.driver.bounds import margin_problem
 from hilbot.driver.errors import ConfigError, RuntimeStateError
 
 
-class Mode(enum.StrEnum):
+class Mode(StrEnum):
     """Lifecycle of the robot as the runtime sees it."""
 
     DISARMED = "disarmed"  # torque off (or never enabled): commands are not written
@@ -37,13 +39,14 @@ class Mode(enum.StrEnum):
     FAULTED = "faulted"  # a servo or the bus failed: torque off until reset (and reboot)
 
 
-class ClampKind(enum.StrEnum):
+class ClampKind(StrEnum):
     """Why a command was changed by the safety layer."""
 
     NON_FINITE = "non_finite"
     JOINT_LIMIT = "joint_limit"
     MAX_DELTA = "max_delta"
     VELOCITY = "velocity"
+    ACCELERATION = "acceleration"
 
 
 class ClampEvent(NamedTuple):
@@ -90,22 +93,37 @@ class SafetyLayer:
 
     Args:
         limits: effective joint limits.
-        max_delta: largest per-cycle change of any joint [rad or m].
-        period: the cycle period [s], for the velocity limit.
+        max_delta: largest per-cycle change [rad or m], of every joint or (n,) per joint.
+        period: the cycle period [s], for the velocity and acceleration limits.
         history: how many recent clamp events to keep.
+        acceleration: (n,) per-joint acceleration limits [rad/s² or m/s²]; ``None``: none.
     """
 
     def __init__(
-        self, limits: JointLimits, max_delta: float, period: float, history: int = 64
+        self,
+        limits: JointLimits,
+        max_delta: float | NDArray[np.float64],
+        period: float,
+        history: int = 64,
+        acceleration: NDArray[np.float64] | None = None,
     ) -> None:
-        if not max_delta > 0:
+        delta = np.broadcast_to(np.asarray(max_delta, dtype=np.float64), limits.lower.shape)
+        if not np.all(delta > 0):
             raise ValueError(f"max_delta must be positive, got {max_delta}")
         self.limits = limits
-        self.max_delta = max_delta
+        self.max_delta = delta.copy()  # (n,) [rad or m]
         self.period = period
         self._velocity_step = limits.velocity * period  # (n,) [rad] per cycle
-        self.step_bound = np.minimum(self._velocity_step, max_delta)  # (n,)
-        self._velocity_binds = self._velocity_step < max_delta  # (n,) which bound is tighter
+        self.step_bound = np.minimum(self._velocity_step, delta)  # (n,)
+        self._velocity_binds = self._velocity_step < delta  # (n,) which bound is tighter
+        if acceleration is not None and not np.all(acceleration > 0):
+            raise ValueError("acceleration limits must be positive")
+        self.acceleration = acceleration
+        # (n,) the largest change of the step from one cycle to the next [rad], with a
+        # rounding allowance so that a motion planned exactly at the limit passes
+        self._accel_step = (
+            None if acceleration is None else acceleration * period * period * (1.0 + 1e-9)
+        )
         self.events: deque[ClampEvent] = deque(maxlen=history)
         self.counts: dict[ClampKind, int] = dict.fromkeys(ClampKind, 0)
         self.total_clamps = 0  # clamp events since start
@@ -122,6 +140,7 @@ class SafetyLayer:
         cycle: int = 0,
         *,
         possible: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
+        last_step: NDArray[np.float64] | None = None,
     ) -> NDArray[np.float64]:
         """Return the safe command for this cycle (a new array; inputs are not changed).
 
@@ -133,18 +152,25 @@ class SafetyLayer:
                 when writes failed since ``last`` went out (a write that raised may
                 still have reached the servos). The command is then kept within one
                 step of every goal in that box, not only of ``last``.
+            last_step: (n,) ``last`` minus the command before it (``None``: at rest), for
+                the acceleration limit.
         """
         lower, upper = self.limits.lower, self.limits.upper
         # Fast path, the common case: finite, inside the limits, a small step. NaN fails
         # both tests below; infinity is clipped, so it fails the equality test.
         cmd = np.minimum(np.maximum(desired, lower), upper)
+        accel = self._accel_step
         if (
             possible is None
             and (np.abs(cmd - last) <= self.step_bound).all()
             and (cmd == desired).all()
+            and (
+                accel is None
+                or (np.abs(cmd - last - (0.0 if last_step is None else last_step)) <= accel).all()
+            )
         ):
             return cmd
-        return self._apply_slow(desired, last, cycle, possible)
+        return self._apply_slow(desired, last, cycle, possible, last_step)
 
     def _apply_slow(
         self,
@@ -152,6 +178,7 @@ class SafetyLayer:
         last: NDArray[np.float64],
         cycle: int,
         possible: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
+        last_step: NDArray[np.float64] | None = None,
     ) -> NDArray[np.float64]:
         cmd = desired.copy()
         finite = np.isfinite(cmd)
@@ -165,6 +192,8 @@ class SafetyLayer:
             for j in np.flatnonzero(clipped != cmd):
                 self._event(cycle, ClampKind.JOINT_LIMIT, int(j), float(cmd[j]), float(clipped[j]))
         cmd = self._limit_step(clipped, last, cycle)
+        if self._accel_step is not None:
+            cmd = self._limit_acceleration(cmd, last, last_step, cycle)
         # Belt and braces: whatever happened above, nothing outside the box around the last
         # command or outside the limits leaves this function.
         bound = self.step_bound
@@ -198,6 +227,28 @@ class SafetyLayer:
         for j in np.flatnonzero(step != 0.0):
             self._event(cycle, kind, int(j), float(cmd[j]), float(scaled[j]))
         return scaled
+
+    def _limit_acceleration(
+        self,
+        cmd: NDArray[np.float64],
+        last: NDArray[np.float64],
+        last_step: NDArray[np.float64] | None,
+        cycle: int,
+    ) -> NDArray[np.float64]:
+        """Keep each joint's step within ``acceleration * dt²`` of its previous step."""
+        assert self._accel_step is not None
+        previous = np.zeros_like(last) if last_step is None else last_step
+        step = cmd - last
+        lo = np.maximum(previous - self._accel_step, -self.step_bound)
+        hi = np.minimum(previous + self._accel_step, self.step_bound)
+        limited = np.clip(step, lo, hi)
+        changed = limited != step
+        if not changed.any():
+            return cmd
+        out: NDArray[np.float64] = last + limited
+        for j in np.flatnonzero(changed):
+            self._event(cycle, ClampKind.ACCELERATION, int(j), float(cmd[j]), float(out[j]))
+        return out
 
     def entry_command(self, present: NDArray[np.float64]) -> tuple[NDArray[np.float64], int | None]:
         """The first command when torque comes on: the present pose, clipped into the limits.

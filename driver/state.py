@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot._compat import StrEnum
 from hilbot.driver.safety import ClampEvent, ClampKind, Mode
 from hilbot.driver.stats import LoopStats
 from hilbot.hal.backend import JointState
 
 
-class Command(enum.StrEnum):
+class Command(StrEnum):
     """Lifecycle commands accepted by ``Runtime.command`` (and the MQTT ``cmd`` topic)."""
 
     ENABLE = "enable"  # torque on, goal = present; arms
@@ -25,7 +25,7 @@ class Command(enum.StrEnum):
     REBOOT = "reboot"  # reboot the servos with a latched hardware error (not while armed)
 
 
-class FaultKind(enum.StrEnum):
+class FaultKind(StrEnum):
     """Where a fault came from."""
 
     HARDWARE = "hardware"  # a servo's hardware-error status (overload, overheating, ...)
@@ -33,6 +33,7 @@ class FaultKind(enum.StrEnum):
     BUS = "bus"  # reads or writes failing
     LIMIT = "limit"  # a goal a servo's own limit register refuses (Data Limit Error)
     IK = "ik"  # a target the solver rejected
+    GLITCH = "glitch"  # a servo's readings repeatedly moved faster than physics allows
     INTERNAL = "internal"  # a bug: the loop caught an unexpected exception
 
 
@@ -62,6 +63,10 @@ class RuntimeState:
         watchdog_tripped: the target stream is stale and the robot holds.
         homing: a ``home`` command is moving the robot.
         stats: loop timing and error counts.
+        glitches: per joint, the readings refused as glitches since start (moved faster
+            than the joint can); joints with none are left out.
+        last_stop: the last controlled stop that came to rest (time, distance, bounds).
+        velocity: the commanded velocity per joint [rad/s or m/s] (the motion layer's).
     """
 
     mode: Mode
@@ -75,6 +80,9 @@ class RuntimeState:
     watchdog_tripped: bool
     homing: bool
     stats: LoopStats
+    glitches: dict[str, int] = field(default_factory=dict)
+    last_stop: Any = None
+    velocity: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

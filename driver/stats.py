@@ -49,6 +49,7 @@ class LoopStats:
         ik_failures: solves that raised (unreachable, no solution); a solve that is
             only slowed by the max-delta bound is not a failure.
         watchdog_trips: times a stale target stream made the robot hold.
+        glitches: readings refused as glitches (a joint moved faster than it can).
         clamps: safety clamps applied since start.
         internal_errors: unexpected exceptions the loop caught (each one faulted the
             robot into its safe state; see ``docs/runtime.md``).
@@ -65,6 +66,7 @@ class LoopStats:
     bus_errors: int = 0
     ik_failures: int = 0
     watchdog_trips: int = 0
+    glitches: int = 0
     clamps: int = 0
     internal_errors: int = 0
 
@@ -110,6 +112,7 @@ class StatsRecorder:
         self.bus_errors = 0
         self.ik_failures = 0
         self.watchdog_trips = 0
+        self.glitches = 0
         self.clamps = 0
         self.internal_errors = 0
 
@@ -154,6 +157,7 @@ class StatsRecorder:
             bus_errors=self.bus_errors,
             ik_failures=self.ik_failures,
             watchdog_trips=self.watchdog_trips,
+            glitches=self.glitches,
             clamps=self.clamps,
             internal_errors=self.internal_errors,
         )

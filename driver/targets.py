@@ -40,11 +40,16 @@ ROTATION_TOLERANCE = 1e-4  # |R R^T - I| allowed for a rotation matrix
 
 
 class Stamped(NamedTuple):
-    """A target with its receive time [s, monotonic] and sequence number."""
+    """A target with its receive time [s, monotonic], sequence number and sample time.
+
+    ``stamp`` is the sender's sample time [s, on the sender's clock] where the target
+    carried one (the motion layer then places it on the stream's timeline by it).
+    """
 
     value: Any
     received: float
     seq: int
+    stamp: float | None = None
 
 
 def _invalid(chain: str, detail: str) -> InvalidTarget:
@@ -208,6 +213,31 @@ def normalize_joint_targets(positions: object, known: Sequence[str]) -> dict[str
     return out
 
 
+#: Largest sample time [s] a target may carry (about 31,700 years: any clock's seconds).
+MAX_STAMP = 1e12
+
+
+def check_stamp(slot: str, stamp: object) -> float | None:
+    """A target's sample time: ``None``, or a finite number of seconds.
+
+    Raises:
+        InvalidTarget: not a number (``invalid``), not finite (``non_finite``), or beyond
+            ``MAX_STAMP``.
+    """
+    if stamp is None:
+        return None
+    if not _is_number(stamp):
+        raise _invalid(slot, f"the sample time is not a number: {stamp!r:.100}")
+    value = float(stamp)  # type: ignore[arg-type]
+    if not math.isfinite(value):
+        raise InvalidTarget(
+            slot, f"the sample time {value} is not finite", TargetProblem.NON_FINITE
+        )
+    if abs(value) > MAX_STAMP:
+        raise _invalid(slot, f"the sample time {value:g} s is beyond ±{MAX_STAMP:g} s")
+    return value
+
+
 class TargetSlots:
     """One latest-value slot per chain plus one for joint targets.
 
@@ -224,19 +254,20 @@ class TargetSlots:
         self._seq = 0
         self._slots: dict[str, Stamped | None] = {name: None for name in (*chains, JOINTS)}
 
-    def set_pose(self, chain: str, target: object) -> None:
-        """Store a validated pose target for ``chain``."""
+    def set_pose(self, chain: str, target: object, stamp: float | None = None) -> None:
+        """Store a validated pose target for ``chain`` (sampled at ``stamp``, if given)."""
         if chain not in self._chains:
             raise UnknownChain(chain, self._chains)
-        self._store(chain, normalize_pose_target(chain, target))
+        self._store(chain, normalize_pose_target(chain, target), check_stamp(chain, stamp))
 
-    def set_joints(self, positions: Mapping[str, float]) -> None:
+    def set_joints(self, positions: Mapping[str, float], stamp: float | None = None) -> None:
         """Store validated joint targets; they merge with earlier joint targets."""
         values = normalize_joint_targets(positions, self._joints)
+        stamp = check_stamp(JOINTS, stamp)
         previous = self._slots[JOINTS]
         if previous is not None:
             values = {**previous.value, **values}
-        self._store(JOINTS, values)
+        self._store(JOINTS, values, stamp)
 
     def clear_pose(self, chain: str) -> None:
         """Forget the pose target of ``chain`` (its joints then hold the last command).
@@ -270,9 +301,9 @@ class TargetSlots:
         kept = {j: v for j, v in previous.value.items() if j not in names}
         self._slots[JOINTS] = previous._replace(value=kept) if kept else None
 
-    def _store(self, name: str, value: object) -> None:
+    def _store(self, name: str, value: object, stamp: float | None = None) -> None:
         self._seq += 1
-        self._slots[name] = Stamped(value, self._clock(), self._seq)
+        self._slots[name] = Stamped(value, self._clock(), self._seq, stamp)
 
     def get(self, name: str) -> Stamped | None:
         """Return the newest target of ``name`` (a chain or ``"joints"``), or ``None``."""

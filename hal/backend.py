@@ -11,10 +11,12 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
+
+from hilbot._compat import Self, StrEnum
 
 
 class HardwareErrorFlags(enum.IntFlag):
@@ -40,7 +42,7 @@ class HardwareErrorFlags(enum.IntFlag):
         return ", ".join(names) if names else "none"
 
 
-class EffortUnit(enum.StrEnum):
+class EffortUnit(StrEnum):
     """What a joint's effort reading means."""
 
     AMPERE = "A"  # present current, on models with current sensing
@@ -162,3 +164,20 @@ class Backend(Protocol):
     async def close(self) -> None:
         """Release the bus; safe to call twice."""
         ...
+
+
+async def enable_holding(backend: Backend, positions: Mapping[str, float]) -> None:
+    """Turn torque on with ``positions`` as every joint's goal, and no fresh read.
+
+    A backend whose torque-on copies present into goal (the bus backends, so that a
+    plain ``set_torque(True)`` never jumps to a stale goal) would otherwise write one
+    unchecked reading as the goal. The runtime verifies the entry pose (reads that agree)
+    and hands it here, so the servos hold exactly that. Backends that have their own
+    ``enable_holding(positions)`` use it; the others get the goal written, then torque.
+    """
+    method = getattr(backend, "enable_holding", None)
+    if method is not None:
+        await method(positions)
+        return
+    await backend.write(positions)
+    await backend.set_torque(True)

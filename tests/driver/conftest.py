@@ -303,3 +303,14 @@ class FaultyBackend:
 def faulty() -> type[FaultyBackend]:
     """``faulty(inner)``: a :class:`FaultyBackend` around a real backend."""
     return FaultyBackend
+
+
+async def wait_at_rest(rt: Runtime, cycles: int = 1000) -> dict[str, float]:
+    """Wait until the commanded motion is at rest (a controlled stop ended); its command."""
+    for _ in range(cycles):
+        state = rt.state()
+        if all(v == 0.0 for v in state.velocity.values()):
+            await rt.wait_cycles(1)  # the cycle that wrote the rest goal has ended
+            return rt.state().command
+        await rt.wait_cycles(1)
+    raise AssertionError(f"the command did not come to rest within {cycles} cycles")

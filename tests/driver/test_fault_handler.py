@@ -16,8 +16,6 @@ from hilbot.driver.stats import StatsRecorder
 from hilbot.driver.ticker import ManualClock
 from hilbot.sim.sim_backend import SimBackend
 
-PRESENT = 2.0  # [rad] every joint reads this: beyond the test's limits of +-1
-
 
 class Kit:
     def __init__(self, config: RobotConfig, backend: SimBackend, action: EstopAction) -> None:
@@ -25,6 +23,7 @@ class Kit:
         self.backend = backend
         self.modes = ModeMachine()
         self.dropped = 0
+        self.stops: list[str] = []
         self.limits = JointLimits(config.joint_names, -np.ones(n), np.ones(n), np.ones(n))
         self.handler = FaultHandler(
             backend=backend,
@@ -34,7 +33,7 @@ class Kit:
             safety=config.safety.model_copy(update={"estop_action": action}),
             clock=ManualClock(0.0),
             log=logging.getLogger("test.fault_handler"),
-            present=lambda: np.full(n, PRESENT),
+            begin_stop=self.stops.append,
             drop_targets=self._drop,
         )
 
@@ -64,14 +63,34 @@ async def kit(
         await backend.__aexit__(None, None, None)
 
 
-async def test_estop_hold_keeps_goal_at_present_within_the_limits(kit: Any) -> None:
-    k = await kit(EstopAction.HOLD)
+@pytest.mark.parametrize("action", [EstopAction.HOLD, EstopAction.STOP])
+async def test_estop_stop_begins_a_controlled_stop_and_holds_where_it_ends(
+    kit: Any, action: EstopAction
+) -> None:
+    k = await kit(action)
     k.modes.estop()
     await k.handler.estop()
-    assert k.handler.hold is not None
-    assert k.handler.hold.tolist() == k.limits.upper.tolist()  # present, clipped
-    assert not k.handler.hold_pending and not k.handler.torque_off_pending
+    assert k.stops == ["estop"]  # from the commanded motion: no goal from a reading
+    assert k.handler.stopping and k.handler.hold is None
+    assert not k.handler.torque_off_pending
+    k.handler.stop_done(np.full(len(k.limits.names), 0.25))
+    assert not k.handler.stopping
+    assert k.handler.hold is not None and k.handler.hold.tolist() == [0.25] * len(k.limits.names)
+    assert not k.handler.torque_off_pending
     assert all(k.torque())  # holding: torque stays on
+    await k.handler.estop(in_effect=True)  # a second e-stop changes nothing
+    assert k.stops == ["estop"]
+
+
+async def test_estop_stop_then_torque_off_cuts_torque_at_rest(kit: Any) -> None:
+    k = await kit(EstopAction.STOP_THEN_TORQUE_OFF)
+    k.modes.estop()
+    await k.handler.estop()
+    assert k.stops == ["estop"] and not k.handler.torque_off_pending
+    k.handler.stop_done(np.zeros(len(k.limits.names)))
+    assert k.handler.torque_off_pending  # category 1: torque off once at rest
+    await k.handler.torque_off()
+    assert not any(k.torque())
 
 
 async def test_estop_torque_off_cuts_torque_now(kit: Any) -> None:
@@ -94,20 +113,19 @@ async def test_torque_is_off_ends_a_pending_torque_off(kit: Any) -> None:
     assert k.handler.torque_off_pending
 
 
-async def test_the_fault_hold_is_done_once_written_and_reset_clears_it(kit: Any) -> None:
+async def test_the_fault_stop_is_done_at_rest_and_reset_clears_it(kit: Any) -> None:
     k = await kit(EstopAction.HOLD)
     k.handler.enter_safe_state()
-    hold = k.handler.hold
-    assert hold is not None and k.handler.hold_pending
-    k.handler.hold_written(np.zeros_like(hold))  # one step of the way there
-    assert k.handler.hold_pending
-    k.handler.hold_written(hold.copy())
-    assert not k.handler.hold_pending
+    assert k.modes.mode is Mode.FAULTED and k.stops == ["fault"]
+    assert k.handler.stopping and k.handler.hold_pending and k.handler.hold is None
+    k.handler.stop_done(np.zeros(len(k.limits.names)))
+    assert not k.handler.hold_pending and not k.handler.stopping
+    assert k.handler.hold is not None
     k.handler.reset()
-    assert k.handler.hold is None and not k.handler.hold_pending
+    assert k.handler.hold is None and not k.handler.hold_pending and not k.handler.stopping
 
 
-@pytest.mark.parametrize("field", ["hold", "hold_pending", "torque_off_pending"])
+@pytest.mark.parametrize("field", ["hold", "hold_pending", "torque_off_pending", "stopping"])
 async def test_the_safe_state_flags_cannot_be_set_from_outside(kit: Any, field: str) -> None:
     k = await kit(EstopAction.HOLD)
     with pytest.raises(AttributeError):

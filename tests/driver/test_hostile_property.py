@@ -84,10 +84,10 @@ class PlannedSafety(SafetyLayer):
 
     plan: Plan | None = None
 
-    def apply(self, desired, last, cycle=0, *, possible=None):  # type: ignore[no-untyped-def]
+    def apply(self, desired, last, cycle=0, *, possible=None, last_step=None):  # type: ignore[no-untyped-def]
         if self.plan is not None:
             self.plan.maybe_raise("safety")
-        return super().apply(desired, last, cycle, possible=possible)
+        return super().apply(desired, last, cycle, possible=possible, last_step=last_step)
 
 
 class FreeTicker:

@@ -48,12 +48,16 @@ def _far_goal(rt: Runtime) -> np.ndarray:
     return pose
 
 
-def _assert_held(rec: Recorder, since: int) -> None:
+def _assert_held(rec: Recorder, since: int, rate: float = 200.0) -> np.ndarray:
+    """From ``since``: a controlled stop (at most 0.4 s), then the command holds still."""
     after = rec.commands[since:]
-    assert len(after) > 10 and all(rec.written[since:])
-    for cmd in after:
-        np.testing.assert_array_equal(cmd, after[0])
+    assert all(rec.written[since:])
+    moving = [i for i, (a, b) in enumerate(itertools.pairwise(after)) if (a != b).any()]
+    rest = moving[-1] + 1 if moving else 0
+    assert rest <= 0.4 * rate, f"still moving {rest} cycles after the stop began"
+    assert len(after) - rest > 10, "too few cycles at rest to call it held"
     assert not any(rec.clamps[since:])
+    return after[-1]
 
 
 @pytest.fixture
@@ -73,12 +77,14 @@ async def test_clear_target_holds_the_commanded_pose_mid_motion(arm, clock):
         await rt.wait_cycles(20)
         moving = np.abs(rec.commands[-1] - rec.commands[-2]).max()
         assert moving > 1e-3  # cleared while the safety layer is still stepping
-        last = rec.commands[-1].copy()
+        last_step = rec.commands[-1] - rec.commands[-2]
         rt.clear_target("arm")
         since = rec.mark()
-        await rt.wait_cycles(100)
-        _assert_held(rec, since)
-        np.testing.assert_array_equal(rec.commands[since], last)  # no jump on the first cycle
+        await rt.wait_cycles(150)
+        last = _assert_held(rec, since)
+        # no jump on the first cycle: the stop continues the motion and decelerates
+        first_step = rec.commands[since] - rec.commands[since - 1]
+        assert np.abs(first_step - last_step).max() <= rt.safety._accel_step.max()
         assert all("arm" not in t for t in rec.targets[since:])
         state = rt.state()
         assert not state.watchdog_tripped and state.stats.watchdog_trips == 0
@@ -126,18 +132,19 @@ async def test_clearing_a_stale_target_untrips_the_watchdog_and_keeps_holding(ma
         rt.set_joint_targets({"joint1": start + 2.0})
         await rt.wait_cycles(int(0.3 * config.rate_hz))
         assert rt.state().watchdog_tripped
-        held = rt.state().command["joint1"]
         rt.clear_joint_targets()
         since = rec.mark()
-        await rt.wait_cycles(20)
+        await rt.wait_cycles(100)
         state = rt.state()
         assert not state.watchdog_tripped  # no stream left to be stale
         assert state.stats.watchdog_trips == 1  # the trip stays counted
+        held = float(_assert_held(rec, since)[0])
         assert state.command["joint1"] == held
-        _assert_held(rec, since)
         # A fresh target after the clear is tracked as usual, and trips the watchdog
         # again once it goes stale.
-        rt.set_joint_targets({"joint1": held - 0.05})
+        for _ in range(int(0.6 * config.rate_hz)):  # a stream, fresh until it reached
+            rt.set_joint_targets({"joint1": held - 0.05})
+            await rt.wait_cycles(1)
         await rt.wait_cycles(int(0.3 * config.rate_hz))
         state = rt.state()
         assert state.command["joint1"] == pytest.approx(held - 0.05)
@@ -157,7 +164,7 @@ async def test_clear_target_drops_the_joint_targets_it_overrode(arm, clock):
         await rt.wait_cycles(20)
         rt.clear_target("arm")
         since = rec.mark()
-        await rt.wait_cycles(50)
+        await rt.wait_cycles(120)
         _assert_held(rec, since)  # joint1 does not head for its old joint target
         assert all(t == frozenset({"joints"}) for t in rec.targets[since:])  # gripper kept
 
@@ -173,8 +180,9 @@ async def test_clear_joint_targets_by_name_keeps_the_others(make_config, clock):
             rt.clear_joint_targets(["joint1", "joint9"])
         assert err.value.joint == "joint9"
         rt.clear_joint_targets(["joint1"])
+        await rt.wait_cycles(int(0.5 * config.rate_hz))  # a controlled stop
         held = rt.state().command["joint1"]
-        await rt.wait_cycles(int(1.0 * config.rate_hz))
+        await rt.wait_cycles(int(0.5 * config.rate_hz))
         state = rt.state()
         assert state.command["joint1"] == held  # cleared: holds
         assert state.command["joint2"] == pytest.approx(start["joint2"] + 0.5)  # kept: reached
@@ -194,7 +202,7 @@ async def test_clear_target_ends_a_home_move(arm, clock):
         assert rt.state().homing
         rt.clear_target("arm")
         since = rec.mark()
-        await rt.wait_cycles(30)
+        await rt.wait_cycles(120)
         assert not rt.state().homing
         _assert_held(rec, since)
         assert rt.state().command["joint1"] > 0.1  # stopped short of home (0.0)

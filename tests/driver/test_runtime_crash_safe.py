@@ -126,7 +126,7 @@ async def test_solver_overflow_with_torque_off_action_turns_torque_off(
     backend = sim_factory(config)
     async with Runtime(config, backend, clock=clock) as rt:
         await rt.command(Command.ENABLE)
-        await _bypass_the_door(rt, "arm", (np.zeros(3), np.array([1e155, 1e155, 0.0])))
+        await _bypass_the_door(rt, "arm", (np.array([1e155, 0.0, 0.0]), np.array([0.0, 0.0, 1.0])))
         await rt.wait_cycles(2)
         state = rt.state()
         assert state.mode is Mode.FAULTED
@@ -188,7 +188,12 @@ async def test_failing_hold_write_is_retried_until_it_goes_through(
         details = {f.detail for f in state.fault_log if f.kind is FaultKind.INTERNAL}
         assert any(d.startswith("cycle listener") for d in details)
         assert "backend write: Injected: hold write lost" in details
-        assert backend.goals_written > writes  # the hold went out after the failures
+        assert backend.goals_written > writes  # the stop went out after the failures
+        for _ in range(200):  # the controlled stop from the command comes to rest
+            if all(v == 0.0 for v in rt.state().velocity.values()):
+                break
+            await rt.wait_cycles(1)
+        await rt.wait_cycles(1)
         hold = rt.state().command
         on_bus = backend.inner.model.goal.copy()
         await rt.wait_cycles(20)
@@ -244,11 +249,11 @@ class _RaisingSafety(SafetyLayer):
     raise_from = 10**9
     calls = 0
 
-    def apply(self, desired, last, cycle=0, *, possible=None):
+    def apply(self, desired, last, cycle=0, *, possible=None, last_step=None):
         self.calls += 1
         if self.calls >= self.raise_from:
             raise Injected("safety bug")
-        return super().apply(desired, last, cycle, possible=possible)
+        return super().apply(desired, last, cycle, possible=possible, last_step=last_step)
 
 
 async def test_failing_safety_layer_means_no_write_at_all(arm_config, sim_factory, clock, faulty):

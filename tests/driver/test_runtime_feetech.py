@@ -28,7 +28,13 @@ from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.feetech.register_names import FeetechRegister
 from hilbot.hal.feetech.units import FeetechUnits
 from hilbot.sim.feetech_bus import FeetechVirtualBus
-from tests.driver.conftest import VIRTUAL_RETRIES, cycles_until, runtime_on, virtual_margin_ms
+from tests.driver.conftest import (
+    VIRTUAL_RETRIES,
+    cycles_until,
+    runtime_on,
+    virtual_margin_ms,
+    wait_at_rest,
+)
 
 RATE = 100.0  # modest: the virtual servos share this (busy, 2-core) machine
 IDS = range(1, 7)
@@ -131,7 +137,7 @@ async def test_watchdog_trips_and_the_servos_are_told_to_hold(make_config, runni
         await rt.wait_cycles(int(0.3 * RATE))
         state = rt.state()
         assert state.watchdog_tripped and state.stats.watchdog_trips == 1
-        held = state.command["shoulder_pan"]
+        held = (await wait_at_rest(rt))["shoulder_pan"]  # a controlled stop, then a hold
         assert start < held < start + 1.5
         on_bus = goals(vbus)
         await rt.wait_cycles(20)
@@ -148,7 +154,7 @@ async def test_estop_holds_with_torque_on_until_reset(config, running):
             rt.set_joint_targets({"shoulder_pan": start + 1.0})
             await rt.wait_cycles(1)
         await rt.command(Command.ESTOP)
-        await rt.wait_cycles(30)  # steps back to the hold pose within the max delta
+        await wait_at_rest(rt)  # a controlled stop from the command, then a hold
         on_bus = goals(vbus)
         for _ in range(20):
             rt.set_joint_targets({"shoulder_pan": start - 1.0})  # ignored while latched

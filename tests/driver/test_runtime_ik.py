@@ -11,7 +11,6 @@ from hilbot.driver.backends import sim_backend
 from hilbot.driver.config import load_config
 from hilbot.driver.errors import InvalidTarget
 from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import ClampKind
 from hilbot.driver.state import Command
 
 
@@ -112,8 +111,8 @@ async def test_valid_pose_target_forms(target, clock):
         assert rt.mode.value == "armed"
 
 
-async def test_a_target_sent_once_is_reached_despite_velocity_clamps(clock, make_config):
-    # Sent once: the chain is solved once and the safety layer steps towards the solution.
+async def test_a_target_sent_once_is_reached_by_a_limited_motion(clock, make_config):
+    # Sent once: the chain is solved and the motion layer moves there within its limits.
     config = make_config("widowx_250s", safety={"watchdog_timeout": 5.0, "velocity_limit": 0.2})
     async with Runtime(config, sim_backend(config, clock=clock), clock=clock) as rt:
         await rt.command(Command.ENABLE)
@@ -126,7 +125,7 @@ async def test_a_target_sent_once_is_reached_despite_velocity_clamps(clock, make
         rt.set_target("arm", target)
         await rt.wait_cycles(int(2.0 * config.rate_hz))
         state = rt.state()
-        assert state.clamp_counts[ClampKind.VELOCITY] > 0
+        assert sum(state.clamp_counts.values()) == 0  # the motion stayed within the envelope
         assert np.linalg.norm(_position(state, "arm") - target) < 3e-3
 
 

@@ -19,7 +19,7 @@ from hilbot.driver.errors import (
     UnknownJoint,
 )
 from hilbot.driver.runtime import SHUTDOWN_TORQUE_TRIES, Runtime
-from hilbot.driver.safety import ClampKind, Mode
+from hilbot.driver.safety import Mode
 from hilbot.driver.state import Command, CycleRecord, FaultKind
 from hilbot.driver.targets import MAX_JOINT_VALUE
 from hilbot.driver.ticker import ManualClock
@@ -89,7 +89,8 @@ async def test_enable_makes_no_jump_and_tracks_joint_targets(sim_factory, clock,
         assert state.command["joint1"] == pytest.approx(0.8)
         assert state.joints.positions()["joint1"] == pytest.approx(0.8, abs=0.01)
         assert state.joints.positions()["joint2"] == pytest.approx(-0.6, abs=0.01)
-        assert state.clamp_counts[ClampKind.VELOCITY] + state.clamp_counts[ClampKind.MAX_DELTA] > 0
+        # the far target was reached by a limited motion: the safety layer never clamped
+        assert sum(state.clamp_counts.values()) == 0
 
 
 async def test_hostile_targets_never_exceed_limits_or_max_delta(sim_factory, clock, joints_config):
@@ -142,8 +143,13 @@ async def test_watchdog_trips_and_holds(sim_factory, clock, joints_config):
         state = rt.state()
         assert state.watchdog_tripped
         assert state.stats.watchdog_trips == 1
-        held = state.command["joint1"]
-        assert start < held < start + 2.0  # moved for ~0.1 s, then stopped
+        # moved for ~0.1 s, then a controlled stop from the command brought it to rest
+        for _ in range(int(RATE)):
+            if all(v == 0.0 for v in rt.state().velocity.values()):
+                break
+            await rt.wait_cycles(1)
+        held = rt.state().command["joint1"]
+        assert start < held < start + 2.0
         await rt.wait_cycles(40)
         assert rt.state().command["joint1"] == held
         rt.set_joint_targets({"joint1": start + 2.0})  # a fresh target resumes

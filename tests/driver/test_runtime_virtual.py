@@ -20,7 +20,7 @@ from hilbot.driver.state import Command, FaultKind
 from hilbot.driver.targets import MAX_JOINT_VALUE
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.tables import RegisterName
-from tests.driver.conftest import cycles_until
+from tests.driver.conftest import cycles_until, wait_at_rest
 
 RATE = 100.0  # modest: the virtual servos share this (busy, 2-core) machine
 
@@ -134,17 +134,20 @@ async def test_clear_target_holds_the_goal_on_the_bus(make_config, running):
         rt.set_target("arm", chain.fk(chain.q_from(goal))[:3, 3])
         await rt.wait_cycles(8)
         assert np.abs(seen[-1][0] - seen[-2][0]).max() > 1e-3  # still stepping
+        step_before = seen[-1][0] - seen[-2][0]
         rt.clear_target("arm")
         since = len(seen)
-        await rt.wait_cycles(2)
+        await wait_at_rest(rt)  # a controlled stop from the command
+        rest = len(seen)
         goals = [vbus.register(i, RegisterName.GOAL_POSITION) for i in range(11, 16)]
         await rt.wait_cycles(30)
         assert [vbus.register(i, RegisterName.GOAL_POSITION) for i in range(11, 16)] == goals
-        held = seen[since:]
-        assert all(w for _, w in held)
-        for cmd, _ in held:
-            np.testing.assert_array_equal(cmd, held[0][0])
-        np.testing.assert_allclose(held[0][0], seen[since - 1][0], atol=0.0)  # no jump
+        assert all(w for _, w in seen[since:])
+        for cmd, _ in seen[rest:]:
+            np.testing.assert_array_equal(cmd, seen[rest][0])
+        # no jump: the stop's first step continues the motion within the acceleration limit
+        first = seen[since][0] - seen[since - 1][0]
+        assert np.abs(first - step_before).max() <= rt.safety._accel_step.max()
         assert rt.mode is Mode.ARMED and not rt.state().watchdog_tripped
 
 
@@ -163,7 +166,7 @@ async def test_watchdog_trips_and_holds(make_config, running):
         await rt.wait_cycles(int(0.3 * RATE))
         state = rt.state()
         assert state.watchdog_tripped and state.stats.watchdog_trips == 1
-        held = state.command["joint1"]
+        held = (await wait_at_rest(rt))["joint1"]  # a controlled stop, then a hold
         assert start < held < start + 2.0
         on_bus = goals(vbus)
         await rt.wait_cycles(20)
@@ -183,18 +186,19 @@ async def test_estop_latches_and_holds_until_reset(config, running):
         for _ in range(10):
             rt.set_joint_targets({"joint1": start + 1.0})
             await rt.wait_cycles(1)
+        moving = np.array(list(rt.state().command.values()))
+        speed = np.array(list(rt.state().velocity.values()))
+        accel = rt.motion.acceleration.copy()
         await rt.command(Command.ESTOP)
-        # The hold pose is where the arm was measured last (not where it was heading):
-        # the command steps back to it (within the max delta) and stays. Compared with
-        # the runtime's own last read, not a read of ours: on a busy host the arm moves
-        # on between the two.
-        present = next(p for m, p in reversed(reads) if m is Mode.ARMED)
-        hold = np.clip(present, rt.limits.lower, rt.limits.upper)
-        for _ in range(100):
-            await rt.wait_cycles(1)
-            if np.array_equal(list(rt.state().command.values()), hold):
-                break
-        np.testing.assert_array_equal(list(rt.state().command.values()), hold)
+        # A controlled stop from the command (never toward a reading): it decelerates
+        # within the motion limits and holds where it came to rest, ahead of where the
+        # arm was measured, never behind it.
+        hold = np.array(list((await wait_at_rest(rt)).values()))
+        # the e-stop runs a cycle or two after our snapshot: a cycle's travel more each
+        bound = rt.motion.limits.stopping_distance(speed, accel)
+        assert np.all(np.abs(hold - moving) <= bound + 3 * rt.motion.limits.velocity * rt.period)
+        report = rt.state().last_stop
+        assert report is not None and report.reason == "estop" and report.within_bounds
         await rt.wait_cycles(2)
         on_bus = goals(vbus)
         for _ in range(20):
