@@ -201,7 +201,8 @@ def mujoco_backend(config: RobotConfig, *, scene: Sequence[Any] = (), **options:
         from hilbot.sim.mujoco_backend import MujocoBackend
     except ImportError:
         raise BackendError(
-            "--backend mujoco needs the mujoco package: pip install 'hilbot[mujoco]'"
+            "--backend mujoco needs the mujoco package, the mujoco extra: pip install '.[mujoco]' "
+            "in the hilbot clone"
         ) from None
     from hilbot.driver.validation import load_robot
 

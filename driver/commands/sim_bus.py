@@ -410,7 +410,8 @@ def _physics(
         from hilbot.sim.mujoco_bus import body_model_factory
     except ImportError:
         raise ConfigError(
-            "--physics mujoco needs the mujoco package: pip install 'hilbot[mujoco]'"
+            "--physics mujoco needs the mujoco package, the mujoco extra: pip install '.[mujoco]' "
+            "in the hilbot clone"
         ) from None
     from hilbot.driver.config import load_config
     from hilbot.driver.validation import load_robot

@@ -22,7 +22,9 @@ def open_server(host: str, port: int) -> Any:
     try:
         import viser
     except ImportError:
-        raise ViewError("--view needs viser: pip install 'hilbot[view]'") from None
+        raise ViewError(
+            "--view needs viser, the view extra: pip install '.[view]' in the hilbot clone"
+        ) from None
     if not 0 <= port <= 65535:
         raise ViewError(f"--view-port must be in 0..65535, got {port}")
     if port == 0:
