@@ -314,8 +314,8 @@ class TeleopBridge:
             self._logger.warning(
                 "lost the MQTT broker %s (%s connection): %s; the robot holds", self.url, kind, exc
             )
-        else:
-            self._logger.warning("cannot reach the MQTT broker %s: %s", self.url, exc)
+        else:  # one warning when lost, one when back: each failed attempt only in debug
+            self._logger.debug("cannot reach the MQTT broker %s: %s", self.url, exc)
         self._mark(kind, False)
 
     def _client(self, kind: str = "targets") -> aiomqtt.Client:

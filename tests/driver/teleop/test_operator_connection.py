@@ -6,6 +6,7 @@ A real mosquitto (killed and restarted), the simulated arm with its real bridge,
 
 import asyncio
 import json
+import logging
 import os
 import pty
 import subprocess
@@ -172,3 +173,25 @@ async def test_hilbot_lead_says_it_lost_the_broker_reconnects_and_leads_again(
             if proc.returncode is None:
                 proc.kill()
             await proc.wait()
+
+
+async def test_the_bridge_says_once_that_it_lost_the_broker_and_once_that_it_is_back(
+    kit, mosquitto, caplog
+):
+    caplog.set_level(logging.INFO, logger="hilbot.driver.teleop")
+
+    def said(words, level=logging.WARNING):
+        return [r for r in caplog.records if r.levelno >= level and words in r.getMessage()]
+
+    async with (
+        kit.running_sim(chains=False) as runtime,
+        kit.serving(runtime, mosquitto.url) as bridge,
+    ):
+        mosquitto.stop()
+        # Down long enough for several failed attempts on each connection.
+        await kit.eventually(lambda: len(said("reconnecting to", logging.INFO)) >= 6, 30)
+        mosquitto.start()
+        await asyncio.wait_for(bridge.connected.wait(), 30)
+        await kit.eventually(lambda: len(said("reconnected to the MQTT broker")) == 2, 30)
+    assert len(said("lost the MQTT broker")) == 2  # the targets and the command connection
+    assert said("cannot reach") == []  # each failed attempt is no warning of its own
