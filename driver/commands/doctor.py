@@ -7,15 +7,18 @@ enables torque or writes a register. Exit status 1 when something is wrong.
 Examples: hilbot doctor robot.yaml
           hilbot doctor robot.yaml --port /dev/ttyUSB1   (the config's servos on another port)
           hilbot doctor --port /dev/ttyUSB0 --baud 1000000 --servo 1:XM430-W350 --servo 2:XM430-W350
+          hilbot doctor so101_follower --backend virtual  (a virtual bus of it, ended after)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from collections.abc import Sequence
 
+from hilbot.driver.commands import virtual_rehearsal as virtual
 from hilbot.driver.virtual_margin import ROUND_TRIP_WAKEUPS, VIRTUAL_MARGIN_MS, StallMonitor
 from hilbot.hal.dynamixel.tools import Finding, Level, diagnose
 from hilbot.hal.errors import HalError
@@ -31,7 +34,12 @@ def _servo(text: str) -> tuple[int, str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``hilbot doctor`` options."""
-    parser.add_argument("config", nargs="?", help="robot config YAML (or use --port/--servo)")
+    parser.add_argument(
+        "config",
+        nargs="?",
+        help="robot config: a YAML file or a shipped robot name (or use --port/--servo)",
+    )
+    virtual.add_backend_argument(parser)
     parser.add_argument(
         "--port", help="serial device: without a config, or overriding a single-bus config's"
     )
@@ -81,16 +89,52 @@ def buses_from_args(args: argparse.Namespace) -> list[tuple[BusSpec, Sequence[Se
 
 def run(args: argparse.Namespace) -> int:
     """Diagnose every bus; print findings and the timing budget."""
+    if args.backend == "virtual":
+        return _run_virtual(args)
     try:
         buses = buses_from_args(args)
     except (ValueError, HalError) as exc:
         print(f"hilbot doctor: {exc}", file=sys.stderr)
         return 2
+    return diagnose_buses(buses, args.margin_ms)
+
+
+def _run_virtual(args: argparse.Namespace) -> int:
+    """``--backend virtual``: diagnose virtual buses of the robot (its config), ended after."""
+    given = [f"--{name}" for name in ("port", "baud", "protocol", "servo", "family")]
+    given = [option for option in given if getattr(args, option[2:])]
+    if given:
+        print(
+            f"hilbot doctor: {', '.join(given)} "
+            f"{'describe' if len(given) > 1 else 'describes'} a bus of yours; --backend virtual "
+            "serves the robot config's buses (drop them)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        config = virtual.load_robot(args.config)
+    except (ValueError, HalError) as exc:
+        print(f"hilbot doctor: {exc}", file=sys.stderr)
+        return 2
+    margin = virtual.virtual_margin(args.margin_ms)
+
+    def check(ports: dict[str, str]) -> int:
+        buses = []
+        for name, spec in config.bus_specs().items():
+            print(virtual.bus_line(config, name, ports[name]), flush=True)
+            buses.append((dataclasses.replace(spec, port=ports[name]), config.servo_specs(name)))
+        return diagnose_buses(buses, margin)
+
+    return virtual.on_virtual_buses(config, check)
+
+
+def diagnose_buses(buses: Sequence[tuple[BusSpec, Sequence[ServoSpec]]], margin_ms: float) -> int:
+    """Diagnose each bus and print what was found; 1 when something is wrong."""
     worst = Level.OK
     for spec, servos in buses:
         kind = "Feetech" if spec.family == "feetech" else f"protocol {spec.protocol}.0"
         print(f"== {spec.port}: {spec.baudrate} bit/s, {kind}, {len(servos)} servos")
-        findings, budget = check_bus(spec, servos, args.margin_ms)
+        findings, budget = check_bus(spec, servos, margin_ms)
         for f in findings:
             print(f"[{f.level.value:>5}] {f.subject}: {f.message}")
             if f.level is Level.ERROR or (f.level is Level.WARN and worst is Level.OK):

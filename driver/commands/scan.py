@@ -7,6 +7,10 @@ each id of a Feetech bus (``--family feetech``). A Feetech servo answers a Proto
 
 Example: hilbot scan --port /dev/ttyUSB0 --baud 57600,1000000 --protocol 2
 
+Without hardware, ``hilbot scan ROBOT --backend virtual`` scans a virtual bus of that
+robot (a shipped name or a YAML file), at its config's baud rate, protocol and family
+unless given; the bus ends with the command.
+
 Without ``--port``, or with one that cannot be opened, it names the serial ports this
 machine has (pyserial's ``list_ports``: ``COM3`` on Windows, ``/dev/tty.usbserial-*``
 on macOS, ``/dev/ttyUSB0`` on Linux) in one line.
@@ -18,6 +22,7 @@ import argparse
 import sys
 from typing import Any
 
+from hilbot.driver.commands import virtual_rehearsal as virtual
 from hilbot.driver.commands.failures import candidate_ports, port_problem, reason_of
 from hilbot.hal.dynamixel.tools import COMMON_BAUD_RATES, FoundServo, scan
 from hilbot.hal.errors import HalError, PortError
@@ -53,6 +58,13 @@ def parse_id_range(text: str) -> list[int]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``hilbot scan`` options."""
     parser.add_argument(
+        "robot",
+        nargs="?",
+        help="--backend virtual: the robot whose virtual bus to scan (a shipped name or a "
+        f"YAML file; default {virtual.DEFAULT_ROBOT})",
+    )
+    virtual.add_backend_argument(parser)
+    parser.add_argument(
         "--port",
         help="serial device, e.g. /dev/ttyUSB0, COM3 or /dev/tty.usbserial-A1B2 "
         "(without it: the serial ports here are listed)",
@@ -69,8 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--family",
         choices=("dynamixel", "feetech"),
-        default="dynamixel",
-        help="servo family (feetech: STS/SCS, pinging each id; default baud 1000000,500000,115200)",
+        help="servo family (default dynamixel; feetech: STS/SCS, pinging each id, default baud "
+        "1000000,500000,115200)",
     )
     parser.add_argument(
         "--ids", type=parse_id_range, help="only these ids, e.g. 1-6 (faster on 1.0)"
@@ -85,9 +97,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Scan and print a table; exit 1 when nothing answers, 2 on a port error."""
+    problem = virtual.virtual_problem(args, args.robot)
+    if problem is not None:
+        print(f"hilbot scan: {problem}", file=sys.stderr)
+        return 2
+    if args.backend == "virtual":
+        return _run_virtual(args)
     if args.port is None:
         print(f"hilbot scan: {no_port_given()}", file=sys.stderr)
         return 2
+    return scan_port(args)
+
+
+def _run_virtual(args: argparse.Namespace) -> int:
+    """``--backend virtual``: scan each bus of a virtual copy of the robot; 0 if any answered."""
+    from hilbot.driver.errors import DriverError
+
+    try:
+        config = virtual.load_robot(args.robot)
+    except DriverError as exc:
+        print(f"hilbot scan: {exc}", file=sys.stderr)
+        return 2
+    margin = virtual.virtual_margin(args.margin_ms)
+
+    def scan_buses(ports: dict[str, str]) -> int:
+        codes = []
+        for bus in config.buses:
+            print(virtual.bus_line(config, bus.name, ports[bus.name]), flush=True)
+            one = argparse.Namespace(**vars(args))
+            one.port, one.margin_ms = ports[bus.name], margin
+            one.family = args.family or bus.family
+            if args.baud == list(COMMON_BAUD_RATES):  # not given: the bus's rate
+                one.baud = [bus.baudrate]
+            if args.protocol is None and one.family == "dynamixel" and bus.family == "dynamixel":
+                one.protocol = bus.protocol
+            codes.append(scan_port(one))
+        return min(codes)
+
+    return virtual.on_virtual_buses(config, scan_buses)
+
+
+def scan_port(args: argparse.Namespace) -> int:
+    """Scan ``args.port`` as the options say; print the table."""
     if args.family == "feetech":
         return _run_feetech(args)
     protocols = (args.protocol,) if args.protocol else (2, 1)

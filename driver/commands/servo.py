@@ -5,6 +5,10 @@ free on the bus; after each change the servo must answer as itself at its new id
 or rate. Change one servo at a time, with only that servo (or distinct ids) on the bus.
 
 Example: hilbot servo --port /dev/ttyUSB0 --id 1 --set-id 5 --set-baud 1000000
+
+Rehearse without hardware: ``hilbot servo ROBOT --backend virtual --id 1 --set-id 5``
+changes a servo of a virtual bus of that robot (its bus's baud rate, protocol and family
+unless given); the bus, and the change, end with the command.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hilbot.driver.commands import virtual_rehearsal as virtual
 from hilbot.hal.dynamixel.tools import (
     ChangeError,
     change_baudrate,
@@ -42,10 +47,17 @@ FEETECH_HELP = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``hilbot servo`` options."""
-    parser.add_argument("--port", required=True, help="serial device, e.g. /dev/ttyUSB0")
+    parser.add_argument(
+        "robot",
+        nargs="?",
+        help="--backend virtual: the robot whose virtual bus holds the servo (a shipped name "
+        f"or a YAML file; default {virtual.DEFAULT_ROBOT})",
+    )
+    virtual.add_backend_argument(parser)
+    parser.add_argument("--port", help="serial device, e.g. /dev/ttyUSB0")
     parser.add_argument("--id", type=int, required=True, help="the servo's current id")
-    parser.add_argument("--baud", type=int, default=1_000_000, help="its current baud rate")
-    parser.add_argument("--protocol", type=int, choices=(1, 2), default=2)
+    parser.add_argument("--baud", type=int, help="its current baud rate (default 1000000)")
+    parser.add_argument("--protocol", type=int, choices=(1, 2), help="default 2")
     parser.add_argument("--set-id", type=int, metavar="M", help="give it id M (must be free)")
     parser.add_argument("--set-baud", type=int, metavar="B", help="switch it to B bit/s")
     parser.add_argument(
@@ -59,8 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--family",
         choices=("dynamixel", "feetech"),
-        default="dynamixel",
-        help="servo family; feetech writes EEPROM behind its Lock register (saved)",
+        help="servo family (default dynamixel); feetech writes EEPROM behind its Lock "
+        "register (saved)",
     )
     for option, what in FEETECH_HELP.items():
         parser.add_argument(f"--{option.replace('_', '-')}", type=int, metavar="V", help=what)
@@ -68,8 +80,59 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Apply the requested changes in order (return delay, id, baud rate)."""
+    problem = virtual.virtual_problem(args, args.robot)
+    if problem is not None:
+        print(f"hilbot servo: {problem}", file=sys.stderr)
+        return 2
+    if args.backend == "virtual":
+        return _run_virtual(args)
+    if args.port is None:
+        print(
+            "hilbot servo: give --port, the adapter's serial port (hilbot scan lists them), or "
+            "rehearse on a virtual bus: hilbot servo ROBOT --backend virtual --id ...",
+            file=sys.stderr,
+        )
+        return 2
+    return change_servo(args)
+
+
+def _run_virtual(args: argparse.Namespace) -> int:
+    """``--backend virtual``: the change on a virtual bus of the robot, ended after."""
+    from hilbot.driver.errors import DriverError
+
+    try:
+        config = virtual.load_robot(args.robot)
+    except DriverError as exc:
+        print(f"hilbot servo: {exc}", file=sys.stderr)
+        return 2
+    holding = [b for b in config.buses if args.id in {s.id for s in config.servo_specs(b.name)}]
+    bus = holding[0] if holding else config.buses[0]
+    args.family = args.family or bus.family
+    args.baud = args.baud or bus.baudrate
+    if args.family == "dynamixel" and bus.family == "dynamixel":
+        args.protocol = args.protocol or bus.protocol
+    args.margin_ms = virtual.virtual_margin(MARGIN_MS)
+
+    def change(ports: dict[str, str]) -> int:
+        args.port = ports[bus.name]
+        print(virtual.bus_line(config, bus.name, args.port), flush=True)
+        return change_servo(args)
+
+    return virtual.on_virtual_buses(config, change)
+
+
+#: [ms] reply margin of the changes on a real bus (a virtual one's comes from the host).
+MARGIN_MS = 10.0
+
+
+def change_servo(args: argparse.Namespace) -> int:
+    """Apply the changes to the servo on ``args.port``; 0 when all took."""
+    if args.baud is None:
+        args.baud = 1_000_000
     if args.family == "feetech":
         return _run_feetech(args)
+    if args.protocol is None:
+        args.protocol = 2
     limits = {o: getattr(args, o) for o in LIMIT_HELP if getattr(args, o) is not None}
     if args.set_id is None and args.set_baud is None and args.return_delay is None and not limits:
         print(
@@ -79,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     servo_id = args.id
     try:
-        with open_bus(args.port, args.baud, args.protocol, margin_ms=10.0) as bus:
+        margin = getattr(args, "margin_ms", MARGIN_MS)
+        with open_bus(args.port, args.baud, args.protocol, margin_ms=margin) as bus:
             if args.return_delay is not None:
                 spec = set_return_delay(bus, servo_id, args.return_delay)
                 print(
@@ -129,7 +193,7 @@ def _run_feetech(args: argparse.Namespace) -> int:
     dynamixel_only = [
         f"--{o.replace('_', '-')}" for o in LIMIT_HELP if getattr(args, o) is not None
     ]
-    if dynamixel_only or args.protocol != 2:
+    if dynamixel_only or args.protocol not in (None, 2):
         which = ", ".join(dynamixel_only) or "--protocol"
         print(
             f"hilbot servo: {which} is for Dynamixel servos, not --family feetech", file=sys.stderr
@@ -145,8 +209,9 @@ def _run_feetech(args: argparse.Namespace) -> int:
         )
         return 2
     servo_id = args.id
+    margin = getattr(args, "margin_ms", MARGIN_MS)
     try:
-        with tools.open_bus(args.port, args.baud, margin_ms=10.0) as bus:
+        with tools.open_bus(args.port, args.baud, margin_ms=margin) as bus:
             for option, value in values.items():
                 name = tools.set_register(bus, servo_id, option, value)
                 print(f"servo {servo_id}: {name.value} {value} (saved)")
