@@ -15,10 +15,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
 
+from hilbot._compat import Self
 from hilbot.driver.backend_names import HARDWARE, backend_name
 from hilbot.driver.config import RobotConfig
 from hilbot.driver.errors import DriverError
@@ -401,15 +402,16 @@ async def virtual_buses(
             # It watches this process: killed outright (kill -9), we cannot end it, so it
             # ends itself and removes its config's folder (no orphan bus left behind).
             env={**os.environ, PARENT_ENV: str(os.getpid()), OWNED_DIR_ENV: tmp},
-            # Its own process group: Ctrl+C at a terminal signals the foreground group, and
-            # the virtual servos must outlive it until the runtime has turned torque off
-            # (the ``finally`` below ends the child).
-            process_group=0,
+            # Its own session, so its own process group: Ctrl+C at a terminal signals the
+            # foreground group, and the virtual servos must outlive it until the runtime has
+            # turned torque off (the ``finally`` below ends the child). (Not process_group=0:
+            # Python 3.10 does not have it.)
+            start_new_session=True,
         )
         try:
             try:
                 ports = await asyncio.wait_for(_read_ports(proc, config), timeout)
-            except TimeoutError:
+            except (TimeoutError, asyncio.TimeoutError):  # 3.10's wait_for: the latter
                 raise BackendError(f"the virtual bus did not start within {timeout} s") from None
             yield ports
         finally:
@@ -417,7 +419,7 @@ async def virtual_buses(
                 proc.terminate()
                 try:
                     await asyncio.wait_for(proc.wait(), 5.0)
-                except TimeoutError:
+                except (TimeoutError, asyncio.TimeoutError):  # 3.10's wait_for: the latter
                     proc.kill()
                     await proc.wait()
 

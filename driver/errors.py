@@ -14,9 +14,10 @@ Every error carries data, so callers and tests check fields, not messages::
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from pathlib import Path
+
+from hilbot._compat import StrEnum
 
 
 class DriverError(Exception):
@@ -75,7 +76,7 @@ class UnknownJoint(DriverError, KeyError):
         return f"unknown joint {self.joint!r}; driven joints: {', '.join(self.known)}"
 
 
-class TargetProblem(enum.StrEnum):
+class TargetProblem(StrEnum):
     """Machine-readable kind of an :class:`InvalidTarget`.
 
     The values are those of the teleop ``RejectReason`` for the same problem, so a

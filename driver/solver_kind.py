@@ -6,10 +6,10 @@ depend on it without depending on each other.
 
 from __future__ import annotations
 
-import enum
+from hilbot._compat import StrEnum
 
 
-class SolverKind(enum.StrEnum):
+class SolverKind(StrEnum):
     """The IK solver a chain uses (``hilbot.kinematics.ik``)."""
 
     DLS = "dls"

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import enum
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ import numpy as np
 import yaml
 from numpy.typing import NDArray
 
+from hilbot._compat import StrEnum
 from hilbot.driver.errors import TrajectoryError
 from hilbot.driver.targets import (
     MAX_COORDINATE_M,
@@ -56,7 +56,7 @@ POSE_COLUMNS = ("x", "y", "z")
 QUAT_COLUMNS = ("qw", "qx", "qy", "qz")
 
 
-class TrajectoryKind(enum.StrEnum):
+class TrajectoryKind(StrEnum):
     """Whether waypoints are joint positions or poses of a chain's target link."""
 
     JOINTS = "joints"

@@ -20,8 +20,8 @@ reply's bytes, 10 bits a byte at the host's rate).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Unpack
 
+from hilbot._compat import Unpack
 from hilbot.hal.feetech import tables
 from hilbot.hal.feetech.protocol import (
     OVERHEAD,

@@ -29,8 +29,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar, Generic, Protocol, Self, TypedDict, TypeGuard, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypedDict, TypeGuard, TypeVar
 
+from hilbot._compat import Self
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.errors import ConfigError, HalError, PortError
 from hilbot.sim.bus_replies import Reply

@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Self
 
 import numpy as np
 
+from hilbot._compat import Self
 from hilbot.hal.backend import BusCounters, HardwareErrorFlags, JointState
 from hilbot.hal.errors import CommTimeout, ConfigError, HalError
 from hilbot.hal.mapping import ServoSpec

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Unpack
 
+from hilbot._compat import Unpack
 from hilbot.hal.dynamixel import tables
 from hilbot.hal.dynamixel.protocol import (
     DecodeError,

@@ -4,13 +4,17 @@ import importlib
 import runpy
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
 import hilbot
 from hilbot.driver.cli import COMMANDS, build_parser, main
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 TOP_LEVEL = ("kinematics", "hal", "sim", "driver", "configs")

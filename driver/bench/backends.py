@@ -6,20 +6,20 @@ must use, and (where faults can be injected) the servo fault table.
 
 from __future__ import annotations
 
-import enum
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from hilbot._compat import StrEnum
 from hilbot.driver.backend_names import backend_name
 from hilbot.driver.config import RobotConfig
 from hilbot.driver.ticker import ManualClock
 from hilbot.hal.backend import Backend
 
 
-class BackendKind(enum.StrEnum):
+class BackendKind(StrEnum):
     """Backends ``hilbot bench`` can drive."""
 
     SIM = "sim"  # in-process simulator
@@ -35,7 +35,7 @@ class BackendKind(enum.StrEnum):
         return cls(backend_name(value))
 
 
-class ClockKind(enum.StrEnum):
+class ClockKind(StrEnum):
     """Time base of a run."""
 
     REAL = "real"  # wall-clock time, a precise ticker: timing results are real

@@ -16,7 +16,6 @@ Durations are in [s], distances in [m], angles in [rad].
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from pydantic import (
     model_validator,
 )
 
+from hilbot._compat import StrEnum
 from hilbot.driver.bench.errors import ScenarioError
 from hilbot.driver.safety import Mode
 
@@ -178,7 +178,7 @@ class TeleopStep(_Model):
     speed: PositiveFloat = 1.0
 
 
-class CommandName(enum.StrEnum):
+class CommandName(StrEnum):
     """Runtime commands a scenario may send (the runtime's ``Command`` values)."""
 
     ENABLE = "enable"
@@ -197,7 +197,7 @@ class CommandStep(_Model):
     wait: float = Field(default=0.0, ge=0)
 
 
-class FaultAction(enum.StrEnum):
+class FaultAction(StrEnum):
     """Faults the virtual bus (and partly the simulated backend) can inject."""
 
     DROP_REPLIES = "drop_replies"

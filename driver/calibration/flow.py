@@ -271,7 +271,7 @@ def result(
             upper=max(ends),
             homing_offset=None if homing is None else homing[i],
         )
-    created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return Calibration(config.name, port, out, created)
 
 

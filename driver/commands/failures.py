@@ -13,6 +13,8 @@ import math
 import os
 from typing import NamedTuple
 
+from hilbot._compat import BaseExceptionGroup
+
 EXIT_FAILED = 1  # the command started and then failed
 EXIT_BAD_INPUT = 2  # options, config or environment were wrong; nothing was started
 

@@ -22,8 +22,9 @@ import os
 import signal
 import sys
 from types import TracebackType
-from typing import Any, Protocol, Self, TextIO
+from typing import Any, Protocol, TextIO
 
+from hilbot._compat import Self
 from hilbot.driver.state import Command
 
 #: Keys of the local e-stop and what they send.

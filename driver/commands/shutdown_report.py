@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
+from hilbot._compat import Self
 from hilbot.driver.config import RobotConfig
 
 

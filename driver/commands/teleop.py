@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from hilbot import _compat_asyncio as aio
 from hilbot.driver.bench.progress import Progress
 from hilbot.driver.commands.failures import (
     EXIT_BAD_INPUT,
@@ -223,7 +224,7 @@ async def _discover(url: BrokerUrl, settings: TeleopSettings) -> str:
     ) as client:
         await client.subscribe("hilbot/+/status")
         try:
-            async with asyncio.timeout(DISCOVERY_S):
+            async with aio.timeout(DISCOVERY_S):
                 async for message in client.messages:
                     name = message.topic.value.split("/")[1]
                     status = json.loads(message.payload) if message.payload else {}

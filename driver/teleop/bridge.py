@@ -23,6 +23,8 @@ from typing import Any, Protocol
 
 import aiomqtt
 
+from hilbot import _compat_asyncio as aio
+from hilbot._compat import BaseExceptionGroup, split_group
 from hilbot.driver.errors import DriverError
 from hilbot.driver.state import Command
 from hilbot.driver.teleop.backoff import Backoff
@@ -249,7 +251,7 @@ class TeleopBridge:
         drop does not cut a running ``home`` short.
         """
         try:
-            async with asyncio.TaskGroup() as group:
+            async with aio.TaskGroup() as group:
                 group.create_task(self._run_commands(), name="teleop-commands")
                 group.create_task(
                     self._connect_forever("targets", self._session), name="teleop-connection"
@@ -259,9 +261,14 @@ class TeleopBridge:
                     name="teleop-command-connection",
                 )
                 group.create_task(self._watch_takeover(), name="teleop-takeover")
-        except* TeleopError as group:
-            error = first_teleop_error(group)
+        except BaseExceptionGroup as group:  # except* TeleopError (Python 3.10 has no except*)
+            teleop, rest = group.split(TeleopError)
+            if teleop is None:
+                raise
+            error = first_teleop_error(teleop)
             assert error is not None
+            if rest is not None:  # what else failed goes with it, as except* does
+                raise BaseExceptionGroup("", [error, rest]) from None
             raise error from None
 
     async def _watch_takeover(self) -> None:
@@ -284,8 +291,18 @@ class TeleopBridge:
                     if kind == "targets":
                         self.counters.connects += 1
                     await session(client)
-            except* aiomqtt.MqttError as group:
-                self._lost(kind, group.exceptions[0])
+            except BaseException as exc:  # except* aiomqtt.MqttError (3.10 has no except*)
+                lost, rest = split_group(exc, aiomqtt.MqttError)
+                if lost is None:
+                    raise
+                if rest is None:
+                    self._lost(kind, lost.exceptions[0])
+                else:  # as except* does: handle the MQTT part, then re-raise the rest
+                    try:
+                        self._lost(kind, lost.exceptions[0])
+                    except BaseException as raised:
+                        raise BaseExceptionGroup("", [raised, rest]) from None
+                    raise rest from None
             delay = backoff.next_delay()
             self._logger.info("reconnecting to %s in %.2f s", self.url, delay)
             await asyncio.sleep(delay)
@@ -376,7 +393,7 @@ class TeleopBridge:
             self._online = True
             self.connected.set()
             self._logger.info("teleop on %s under %s/", self.url, self.topics.prefix)
-            async with asyncio.TaskGroup() as group:
+            async with aio.TaskGroup() as group:
                 group.create_task(self._receive(client), name="teleop-receive")
                 group.create_task(self._telemetry(client, status), name="teleop-telemetry")
                 group.create_task(self._publish_errors(client), name="teleop-errors")

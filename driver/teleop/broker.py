@@ -8,8 +8,9 @@ import logging
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
+from hilbot._compat import Self
 from hilbot.driver.teleop.errors import EmbeddedBrokerError
 from hilbot.driver.teleop.url import url_host
 

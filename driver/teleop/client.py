@@ -13,22 +13,27 @@ good: the group cancels each child once.
 converts only its own cancel into ``TimeoutError`` and lets every other one
 through. ``MqttClient`` routes aiomqtt's waits through it; everything else is
 aiomqtt unchanged. Every MQTT client hilbot opens is an ``MqttClient``.
+
+Python 3.10 has neither ``asyncio.timeout`` nor ``uncancel`` (and its ``wait_for`` has
+the same flaw): :mod:`hilbot._compat_asyncio` gives it the ``taskgroup`` backport's
+``timeout``, which runs the block in a task that counts cancellations the same way.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Awaitable
 from typing import TypeVar
 
 import aiomqtt
 
+from hilbot import _compat_asyncio as aio
+
 T = TypeVar("T")
 
 
 class MqttClient(aiomqtt.Client):
-    """``aiomqtt.Client`` whose operation timeouts use ``asyncio.timeout``."""
+    """``aiomqtt.Client`` whose operation timeouts use ``asyncio.timeout`` (or its backport)."""
 
     async def _wait_for(self, fut: Awaitable[T], timeout: float | None) -> T:
         if timeout is None:
@@ -36,7 +41,7 @@ class MqttClient(aiomqtt.Client):
         if timeout == math.inf:
             return await fut
         try:
-            async with asyncio.timeout(timeout):
+            async with aio.timeout(timeout):
                 return await fut
         except TimeoutError:
             raise aiomqtt.MqttError("Operation timed out") from None

@@ -226,7 +226,7 @@ async def _jog_loop(
             next_publish = time.monotonic() + period
         try:
             key = await asyncio.wait_for(keys.get(), max(0.0, next_publish - time.monotonic()))
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # 3.10's wait_for: the latter
             continue
         if key == "q":
             return

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from hilbot._compat import BaseExceptionGroup
 from hilbot.driver.errors import DriverError
 
 

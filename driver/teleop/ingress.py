@@ -35,6 +35,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
+from hilbot import _compat_asyncio as aio
+
 #: MQTT control packet types (MQTT 3.1.1, section 2.2.1).
 PUBLISH = 3
 DISCONNECT = 14
@@ -191,7 +193,7 @@ class IngressReader:
                     return self._bulk.pop(next(iter(self._bulk)))
                 self._arrived.clear()
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(POLL_S):
+                    async with aio.timeout(POLL_S):
                         await self._arrived.wait()
                 continue
             if self._last:

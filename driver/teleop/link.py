@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from hilbot import _compat_asyncio as aio
 from hilbot.driver.child_python import python_command, wrong_package
 from hilbot.driver.errors import DriverError
 from hilbot.driver.state import Command
@@ -137,7 +138,7 @@ async def _run_worker(
         push.cancel()
         writer.close()
         with contextlib.suppress(ProcessLookupError, TimeoutError):
-            async with asyncio.timeout(STOP_TIMEOUT_S):
+            async with aio.timeout(STOP_TIMEOUT_S):
                 await process.wait()
         if process.returncode is None:
             process.kill()
@@ -155,7 +156,7 @@ async def _verify_worker(reader: asyncio.StreamReader, process: Any) -> None:
     """
     try:
         line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_S)
-    except (TimeoutError, asyncio.TimeoutError, ValueError, ConnectionError):  # noqa: UP041 (3.10)
+    except (TimeoutError, asyncio.TimeoutError, ValueError, ConnectionError):  # 3.10: the latter
         line = b""
     try:
         hello = json.loads(line)

@@ -12,7 +12,6 @@ The models validate the Python objects the JSON decoder returns, in strict mode
 
 from __future__ import annotations
 
-import enum
 from typing import Annotated, Any
 
 from pydantic import (
@@ -27,6 +26,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from hilbot._compat import StrEnum
 from hilbot.driver.targets import MAX_COORDINATE_M, MAX_DIRECTION_COMPONENT, MAX_JOINT_VALUE
 
 #: Largest accepted ``seq`` (the largest integer a JSON double holds exactly).
@@ -44,7 +44,7 @@ MAX_ANGLE_RAD = 1000.0
 UNION_TAGS = frozenset({"xyz", "list", "quaternion", "tool_axis", "rpy"})
 
 
-class CommandName(enum.StrEnum):
+class CommandName(StrEnum):
     """Commands accepted on the ``cmd`` topic."""
 
     ENABLE = "enable"

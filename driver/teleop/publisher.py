@@ -18,13 +18,15 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import aiomqtt
 import numpy as np
 import numpy.typing as npt
 from numpy.typing import NDArray
 
+from hilbot import _compat_asyncio as aio
+from hilbot._compat import Self
 from hilbot.driver.teleop.backoff import Backoff
 from hilbot.driver.teleop.bridge import NO_DELAY
 from hilbot.driver.teleop.client import MqttClient
@@ -221,7 +223,7 @@ class TeleopPublisher:
         Raises:
             TimeoutError: it did not hold within ``timeout`` [s].
         """
-        async with asyncio.timeout(timeout), self._updated:
+        async with aio.timeout(timeout), self._updated:
             await self._updated.wait_for(lambda: predicate(self))
 
     async def chain_position(self, chain: str, timeout: float = 5.0) -> NDArray[np.float64]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Any
 
+from hilbot._compat import StrEnum
 
-class RejectReason(enum.StrEnum):
+
+class RejectReason(StrEnum):
     """Why a message was dropped; the ``reason`` field on the ``error`` topic."""
 
     OVERSIZED = "oversized"

@@ -6,6 +6,8 @@ import asyncio
 import logging
 from typing import Any
 
+from hilbot import _compat_asyncio as aio
+from hilbot._compat import BaseExceptionGroup
 from hilbot.driver.teleop.bridge import TeleopBridge, TeleopRuntime
 from hilbot.driver.teleop.broker import EmbeddedBroker
 from hilbot.driver.teleop.demo import play_pattern
@@ -117,7 +119,7 @@ async def _serve(
     instance: Instance,
 ) -> None:
     connected: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    async with asyncio.TaskGroup() as group:
+    async with aio.TaskGroup() as group:
         if isolate:
             group.create_task(
                 serve_isolated(
@@ -187,7 +189,7 @@ async def serve_in_process(
 
 
 async def _run_bridge(bridge: TeleopBridge, ready: asyncio.Future[Any] | None) -> None:
-    async with asyncio.TaskGroup() as group:
+    async with aio.TaskGroup() as group:
         group.create_task(bridge.run(), name="teleop-bridge")
         await bridge.connected.wait()
         if ready is not None and not ready.done():

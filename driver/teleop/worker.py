@@ -26,6 +26,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from hilbot import _compat_asyncio as aio
+from hilbot._compat import BaseExceptionGroup
 from hilbot.driver.child_python import package_file
 from hilbot.driver.errors import DriverError
 from hilbot.driver.teleop.bridge import TeleopBridge
@@ -213,7 +215,7 @@ async def _serve(
     from hilbot.driver.teleop.serve import serve_in_process
 
     ready: asyncio.Future[TeleopBridge] = asyncio.get_running_loop().create_future()
-    async with asyncio.TaskGroup() as group:
+    async with aio.TaskGroup() as group:
         serving = group.create_task(
             serve_in_process(
                 runtime,

@@ -53,8 +53,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Final, Literal, Self, TypeVar
+from typing import Final, Literal, TypeVar
 
+from hilbot import _compat_asyncio as aio
+from hilbot._compat import Self
 from hilbot.hal.backend import BusCounters, JointState
 from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
@@ -509,7 +511,7 @@ class DynamixelBackend:
             self._raise_pending()
             return result
         try:
-            async with asyncio.timeout(timeout or self.io_timeout):
+            async with aio.timeout(timeout or self.io_timeout):
                 result = await done
         except TimeoutError as exc:
             if isinstance(exc, HalError):
@@ -538,7 +540,7 @@ class DynamixelBackend:
             return
         try:
             closing = self._start(self._session.close, torque_off)
-            async with asyncio.timeout(self.io_timeout):
+            async with aio.timeout(self.io_timeout):
                 await closing
         except TorqueNotConfirmed as exc:  # per servo: which are off, which are not
             self._log.error("%s: closing, torque off: %s", self.spec.port, exc)

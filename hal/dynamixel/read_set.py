@@ -22,14 +22,13 @@ bytes per servo cost 60 µs a servo at 1 Mbps.
 
 from __future__ import annotations
 
-import enum
-
+from hilbot._compat import StrEnum
 from hilbot.hal.dynamixel.tables import ModelSpec, RegisterName
 
 N = RegisterName
 
 
-class ReadSet(enum.StrEnum):
+class ReadSet(StrEnum):
     """The readings a cycle takes from every servo (the config's ``read`` of a bus)."""
 
     POSITION = "position"

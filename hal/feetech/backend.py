@@ -43,8 +43,10 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import TypeVar
 
+from hilbot import _compat_asyncio as aio
+from hilbot._compat import Self
 from hilbot.hal.backend import BusCounters, JointState
 from hilbot.hal.errors import CommandError, HalError, TorqueNotConfirmed
 from hilbot.hal.feetech.bus import DEFAULT_MARGIN_MS, FeetechBus
@@ -263,7 +265,7 @@ class FeetechBackend:
         return await self._finish(self._worker.call(fn), timeout)
 
     async def _finish(self, done: asyncio.Future[T], timeout: float | None = None) -> T:
-        async with asyncio.timeout(self.io_timeout if timeout is None else timeout):
+        async with aio.timeout(self.io_timeout if timeout is None else timeout):
             result = await done
         self._raise_pending()
         return result

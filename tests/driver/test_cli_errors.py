@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from hilbot._compat import ExceptionGroup
 from hilbot.driver.commands.failures import describe, port_problem
 from hilbot.driver.config import load_config
 from hilbot.sim import running_virtual_bus

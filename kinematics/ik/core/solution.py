@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
+from hilbot._compat import StrEnum
 
-class Status(enum.StrEnum):
+
+class Status(StrEnum):
     """How a solve ended.
 
     ``converged``: position (and orientation, when asked) within tolerance.

@@ -91,7 +91,7 @@ def _read(path_or_data: str | Path | Mapping[str, Any]) -> tuple[str, Any]:
 
     path = Path(path_or_data)
     if not path.exists() and len(path.parts) == 1:
-        shipped = resources.files("hilbot.configs").joinpath("robots", path.name)
+        shipped = resources.files("hilbot.configs").joinpath("robots").joinpath(path.name)
         return path.name, yaml.safe_load(shipped.read_text())
     return str(path), yaml.safe_load(path.read_text())
 

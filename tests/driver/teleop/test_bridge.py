@@ -11,6 +11,7 @@ import jsonschema
 import numpy as np
 import pytest
 
+from hilbot import _compat_asyncio as aio
 from hilbot.driver.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher
 from hilbot.driver.teleop.schema import load_schema
@@ -100,7 +101,7 @@ async def test_telemetry_matches_the_schema_and_the_rate(kit, mosquitto):
         await client.subscribe(f"{PREFIX}/state")
         schema = load_schema("state")
         stamps = []
-        async with asyncio.timeout(30):  # about 0.5 s; a busy host may stall a while
+        async with aio.timeout(30):  # about 0.5 s; a busy host may stall a while
             async for message in client.messages:
                 state = json.loads(message.payload)
                 jsonschema.validate(state, schema)

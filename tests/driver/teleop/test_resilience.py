@@ -12,6 +12,7 @@ import time
 import aiomqtt
 import pytest
 
+from hilbot import _compat_asyncio as aio
 from hilbot.driver.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher
 
@@ -84,7 +85,7 @@ async def test_last_will_marks_the_robot_offline_when_the_worker_dies_and_it_res
     ):
         await client.subscribe(f"{PREFIX}/status", qos=1)
         statuses = []
-        async with asyncio.timeout(30):
+        async with aio.timeout(30):
             async for message in client.messages:
                 statuses.append(json.loads(message.payload)["online"])
                 if statuses == [True]:
@@ -105,7 +106,7 @@ async def test_clean_shutdown_publishes_offline(kit, mosquitto):
         pass
     async with aiomqtt.Client("127.0.0.1", mosquitto.port) as client:
         await client.subscribe(f"{PREFIX}/status")
-        async with asyncio.timeout(5):
+        async with aio.timeout(5):
             message = await anext(aiter(client.messages))
         assert json.loads(message.payload)["online"] is False
 
