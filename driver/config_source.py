@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from hilbot._bounded import load_yaml, yaml_problem
 from hilbot.driver.errors import ConfigError
 
 #: The key naming the robot a config is based on.
@@ -101,13 +102,11 @@ def _base_file(name: str, file: Path) -> Path:
 
 def _read(file: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(file.read_text())
+        data = load_yaml(file.read_text())
     except OSError as exc:
         raise ConfigError(file, (), f"cannot read the config: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
-        raise ConfigError(file, (), f"not valid YAML{where}") from None
+        raise ConfigError(file, (), f"not valid YAML: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(file, (), "expected a mapping of config fields at the top level")
     return data

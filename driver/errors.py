@@ -41,7 +41,9 @@ class ConfigError(DriverError, ValueError):
         parts = [str(source)] if source is not None else []
         if self.field:
             parts.append(self.field)
-        super().__init__(": ".join([*parts, problem]))
+        from hilbot._bounded import clip  # one line, whatever the problem quotes
+
+        super().__init__(clip(": ".join([*parts, problem]), 1000))
 
     @property
     def field(self) -> str:

@@ -42,6 +42,7 @@ import numpy as np
 import yaml
 from numpy.typing import NDArray
 
+from hilbot._bounded import load_yaml, yaml_problem
 from hilbot._compat import StrEnum
 from hilbot.driver.errors import TrajectoryError
 from hilbot.driver.targets import (
@@ -139,9 +140,9 @@ def load_trajectory(path: str | Path) -> Trajectory:
         return _from_csv(file, text)
     if file.suffix.lower() in (".yaml", ".yml"):
         try:
-            data = yaml.safe_load(text)
+            data = load_yaml(text)
         except yaml.YAMLError as exc:
-            raise TrajectoryError(file, "file", f"not valid YAML: {exc}") from exc
+            raise TrajectoryError(file, "file", f"not valid YAML: {yaml_problem(exc)}") from None
         return from_mapping(data, source=file)
     raise TrajectoryError(file, "file", "expected a .yaml, .yml or .csv file")
 

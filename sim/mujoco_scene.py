@@ -130,10 +130,13 @@ def load_scene(path: Path) -> tuple[SceneObject, ...]:
     """
     import yaml
 
+    from hilbot._bounded import load_yaml, yaml_problem
+
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = load_yaml(Path(path).read_text())
     except OSError as exc:
         raise ConfigError(f"cannot read the scene file {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"the scene file {path} is not valid YAML: {exc}") from None
+        problem = yaml_problem(exc)
+        raise ConfigError(f"the scene file {path} is not valid YAML: {problem}") from None
     return scene_from_data(data or {})

@@ -312,6 +312,8 @@ class Recording:
                 with the wrong shape.
         """
         path = Path(path)
+        from hilbot._bounded import clip
+        from hilbot.driver.bench.npz_check import NpzTooLarge, check_npz
         from hilbot.driver.bench.stream import load_partial, partial_source
 
         partial = partial_source(path)  # a run that did not end cleanly: its .partial folder
@@ -324,10 +326,15 @@ class Recording:
         if not zipfile.is_zipfile(io.BytesIO(raw)):
             raise RecordingError(path, "not a numpy .npz recording (not a zip archive)")
         try:
+            check_npz(io.BytesIO(raw))  # the declared sizes, before numpy allocates them
             with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
                 arrays = {name: npz[name] for name in npz.files}
+        except NpzTooLarge as exc:
+            raise RecordingError(path, f"cannot load it: {exc}") from None
+        except MemoryError:
+            raise RecordingError(path, "cannot load it: not enough memory") from None
         except (ValueError, OSError, zipfile.BadZipFile) as exc:
-            raise RecordingError(path, f"not a numpy .npz recording: {exc}") from exc
+            raise RecordingError(path, f"not a numpy .npz recording: {clip(str(exc))}") from exc
         if "header" not in arrays:
             raise RecordingError(path, "no 'header' array: not a hilbot recording")
         header = RecordingHeader.from_json(str(arrays.pop("header")), path)

@@ -32,6 +32,7 @@ from pydantic import (
     model_validator,
 )
 
+from hilbot._bounded import load_yaml, yaml_problem
 from hilbot._compat import StrEnum
 from hilbot.driver.bench.errors import ScenarioError
 from hilbot.driver.safety import Mode
@@ -487,22 +488,11 @@ def load_scenario(path: str | Path) -> Scenario:
     """
     path = resolve_scenario(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ScenarioError(path, [("", f"cannot read the file: {exc.strerror}")]) from exc
     except yaml.YAMLError as exc:
-        raise ScenarioError(path, [("", f"not valid YAML: {_yaml_problem(exc)}")]) from exc
+        raise ScenarioError(path, [("", f"not valid YAML: {yaml_problem(exc)}")]) from None
     if not isinstance(data, Mapping):
         raise ScenarioError(path, [("", "expected a mapping with 'name' and 'steps'")])
     return parse_scenario(data, path=path)
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """The parser's problem and where it is, on one line (``line 3, column 5: ...``)."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None)
-    if mark is None or problem is None:
-        return " ".join(str(exc).split())
-    context = getattr(exc, "context", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}"
-    return f"{where}: {problem}" + (f" ({context})" if context else "")

@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.driver.bench.errors import RecordingError
+from hilbot.driver.bench.npz_check import check_npz
 from hilbot.driver.bench.recording import CHANNELS, Recording, RecordingHeader, channel_shape
 from hilbot.driver.files import write_atomic, write_text_atomic
 
@@ -209,9 +210,10 @@ def _chunks(folder: Path) -> list[dict[str, NDArray[Any]]]:
     parts, row = [], 0
     for file in sorted(folder.glob(CHUNK_GLOB)):
         try:
+            check_npz(file)  # NpzTooLarge is a ValueError: an array it cannot hold
             with np.load(file, allow_pickle=False) as npz:
                 data = {name: npz[name] for name in npz.files}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        except (OSError, ValueError, EOFError, MemoryError, zipfile.BadZipFile) as exc:
             log.warning("recording: %s is unreadable (%s); reading the cycles before it", file, exc)
             break
         start = data.pop("row0", None)

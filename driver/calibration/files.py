@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import yaml
 
+from hilbot._bounded import load_yaml, yaml_problem
 from hilbot.driver.errors import DriverError
 from hilbot.hal.calibration import Calibration, CalibrationDataError
 
@@ -102,11 +103,12 @@ def read(path: Path) -> Saved:
         CalibrationFileError: unreadable, not YAML, or a bad field (named).
     """
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except OSError as exc:
         raise CalibrationFileError(f"cannot read the calibration {path}: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
-        raise CalibrationFileError(f"the calibration {path} is not valid YAML: {exc}") from exc
+        problem = yaml_problem(exc)
+        raise CalibrationFileError(f"the calibration {path} is not valid YAML: {problem}") from None
     try:
         calibration = Calibration.from_data(data)
     except CalibrationDataError as exc:
