@@ -13,10 +13,14 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from hilbot.hal.errors import HalError
+from hilbot.hal.errors import CommError, HalError
 from hilbot.hal.registers import Register
 
 NameT = TypeVar("NameT", bound=enum.Enum)
+#: Times a servo's Present Position is asked for before its lost reply ends the reading.
+#: Per servo: an 18-servo arm read one servo at a time loses the odd reply on a busy
+#: host, and asking the whole arm again would as likely lose another.
+PRESENT_ATTEMPTS = 4
 
 
 class RegisterBus(Protocol):
@@ -112,8 +116,20 @@ class RegisterAccess(abc.ABC, Generic[BusT, SpecT, NameT]):
                 )
 
     def present_ticks(self, servo_ids: Sequence[int]) -> dict[int, int]:
-        """Present Position of each servo [ticks] (Feetech's steps)."""
-        return {i: self._read(i, self._present_position) for i in servo_ids}
+        """Present Position of each servo [ticks] (Feetech's steps).
+
+        A lost or corrupt reply asks that servo again (``PRESENT_ATTEMPTS`` in all).
+        """
+        return {i: self._present(i) for i in servo_ids}
+
+    def _present(self, servo_id: int) -> int:
+        for attempt in range(PRESENT_ATTEMPTS):
+            try:
+                return self._read(servo_id, self._present_position)
+            except CommError:
+                if attempt == PRESENT_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def homing_offset(self, servo_id: int) -> int:
         """The Homing Offset register (Feetech's "Ofs") [ticks]; 0 on models without one."""

@@ -69,13 +69,13 @@ def find(config: RobotConfig, backend: str, explicit: Path | None = None) -> Cal
         CalibrationRequired: none found and the config requires one.
         CalibrationFileError: the file is unreadable or malformed.
     """
-    saved = _find(config, backend, explicit, calibrate_command(config, backend))
-    return None if saved is None else saved.calibration
+    found = _find(config, backend, explicit, calibrate_command(config, backend))
+    return None if found is None else found[1].calibration
 
 
 def _find(
     config: RobotConfig, backend: str, explicit: Path | None, command: str
-) -> files.Saved | None:
+) -> tuple[Path, files.Saved] | None:
     """The calibration file :func:`find` reads, with the assembly it records.
 
     The simulator (``backend == "sim"``) has no assembly to calibrate: only an explicit
@@ -86,12 +86,12 @@ def _find(
         CalibrationFileError: the file is unreadable or malformed.
     """
     if explicit is not None:
-        return files.read(explicit)
+        return explicit, files.read(explicit)
     if backend == "sim":
         return None
     path = files.default_path(config.name, config.buses[0].port, virtual=backend == "virtual")
     if path.is_file():
-        return files.read(path)
+        return path, files.read(path)
     if config.calibration.required:
         raise CalibrationRequired(
             f"{config.name} must be calibrated before it runs (calibration: required) and "
@@ -101,26 +101,28 @@ def _find(
 
 
 def calibrated_config(
-    config: RobotConfig, calibration: Calibration, command: str | None = None
+    config: RobotConfig,
+    calibration: Calibration,
+    command: str | None = None,
+    path: Path | None = None,
 ) -> RobotConfig:
     """``config`` with the calibration's offsets, directions and ranges.
 
-    ``command`` is the calibrate command a hint names (default: the robot's, on hardware).
+    ``command`` is the calibrate command a hint names (default: the robot's, on hardware);
+    ``path``, the file the calibration came from, which the hints offer to remove.
 
     Raises:
         CalibrationMismatch: the calibration is of another robot, misses a joint, or
             names another servo for a joint.
     """
+    again = way_out(command or calibrate_command(config, "hardware"), path)
     if calibration.robot != config.name:
         raise CalibrationMismatch(
-            f"the calibration is of {calibration.robot!r}, not {config.name!r}"
+            f"the calibration is of {calibration.robot!r}, not {config.name!r}: {again}"
         )
     missing = [j for j in config.joint_names if j not in calibration.joints]
     if missing:
-        raise CalibrationMismatch(
-            f"the calibration has no {', '.join(missing)}: calibrate again "
-            f"(`{command or calibrate_command(config, 'hardware')}`)"
-        )
+        raise CalibrationMismatch(f"the calibration has no {', '.join(missing)}: {again}")
     servos = []
     for servo in config.servos:
         cal = calibration.joints[servo.joint]
@@ -130,7 +132,7 @@ def calibrated_config(
         if cal.servo_id != servo.id:
             raise CalibrationMismatch(
                 f"{servo.joint}: calibrated on servo {cal.servo_id}, the config has servo "
-                f"{servo.id}; calibrate again"
+                f"{servo.id}: {again}"
             )
         servos.append(servo.model_copy(update={"offset": cal.offset, "direction": cal.direction}))
     limits = dict(config.safety.soft_limits)
@@ -143,11 +145,18 @@ def calibrated_config(
             raise CalibrationMismatch(
                 f"{joint}: the measured range {cal.lower:.3f}..{cal.upper:.3f} leaves no room "
                 "inside the config's soft limits; move the joint through its full range when "
-                "calibrating"
+                f"calibrating: {again}"
             )
         limits[joint] = (lower, upper)
     safety = config.safety.model_copy(update={"soft_limits": limits})
     return config.model_copy(update={"servos": tuple(servos), "safety": safety})
+
+
+def way_out(command: str, path: Path | None) -> str:
+    """The two ways past a calibration that does not fit: calibrate again, or remove it."""
+    if path is None:
+        return f"calibrate again (`{command}`)"
+    return f"calibrate again (`{command}` writes {path} anew), or remove {path}"
 
 
 def stale_joints(state: JointState, calibration: Calibration, margin: float) -> list[str]:
@@ -171,10 +180,12 @@ def check_fresh(
     config: RobotConfig,
     backend: str,
     command: str | None = None,
+    path: Path | None = None,
 ) -> None:
     """Refuse a stale calibration before anything moves.
 
-    ``command`` is the calibrate command the refusal names (default: the robot's).
+    ``command`` is the calibrate command the refusal names (default: the robot's);
+    ``path``, the file it came from.
 
     Raises:
         CalibrationMismatch: naming each joint out of range and the command to run.
@@ -183,8 +194,8 @@ def check_fresh(
     if stale:
         raise CalibrationMismatch(
             "the calibration no longer matches the arm (a multi-turn wrap, or a horn "
-            f"re-assembled?): {'; '.join(stale)}. Nothing was enabled; run "
-            f"`{command or calibrate_command(config, backend)}` again"
+            f"re-assembled?): {'; '.join(stale)}. Nothing was enabled; "
+            f"{way_out(command or calibrate_command(config, backend), path)}"
         )
 
 
@@ -200,6 +211,7 @@ class Calibrated:
         command: the calibrate command the hints name.
         mounts: the ``--mount`` the virtual arm was assembled with when it was calibrated
             (``--backend virtual`` only; else ``()``).
+        path: the calibration's file, or ``None``.
     """
 
     config: RobotConfig
@@ -208,6 +220,7 @@ class Calibrated:
     backend: str
     command: str = ""
     mounts: tuple[str, ...] = ()
+    path: Path | None = None
 
     def backend_options(self) -> dict[str, Any]:
         """The ``build_backend`` options that go with it: the buses' uncalibrated config."""
@@ -220,7 +233,14 @@ class Calibrated:
             CalibrationMismatch: naming each joint out of range and the command to run.
         """
         if self.calibration is not None:
-            check_fresh(state, self.calibration, self.config, self.backend, self.command or None)
+            check_fresh(
+                state,
+                self.calibration,
+                self.config,
+                self.backend,
+                self.command or None,
+                self.path,
+            )
 
     def mount_args(self, explicit: Sequence[str] = ()) -> list[str]:
         """The ``hilbot sim-bus`` ``--mount`` options of the virtual bus.
@@ -257,9 +277,10 @@ def load_calibrated(
         CalibrationMismatch: the calibration does not fit the config.
     """
     command = calibrate_command(config, backend, source, port)
-    saved = _find(config, backend, explicit, command)
-    if saved is None:
+    found = _find(config, backend, explicit, command)
+    if found is None:
         return Calibrated(config, None, config, backend, command)
+    path, saved = found
     mounts = saved.mounts if backend == "virtual" else ()
     from hilbot.sim.hand_runner import check_mount_ids
 
@@ -267,13 +288,15 @@ def load_calibrated(
         check_mount_ids(mounts, [s.id for s in config.servo_specs()], config.name)
     except ValueError as exc:
         raise CalibrationMismatch(
-            f"the calibration's virtual_mounts do not fit {config.name}: {exc}; run `{command}`"
+            f"the calibration's virtual_mounts do not fit {config.name}: {exc}; "
+            f"{way_out(command, path)}"
         ) from None
     return Calibrated(
-        calibrated_config(config, saved.calibration, command),
+        calibrated_config(config, saved.calibration, command, path),
         saved.calibration,
         config,
         backend,
         command,
         mounts,
+        path,
     )

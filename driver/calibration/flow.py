@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -39,6 +39,8 @@ DIRECTION_TIMEOUT = 60.0
 SAMPLE_PERIOD = 0.02
 #: Readings tried before a lost reply ends the calibration (a busy host loses some).
 READ_ATTEMPTS = 5
+#: Times the demo's hand sweeps again the joints whose ends step 2 did not see.
+RESWEEPS = 2
 
 
 class CalibrationError(DriverError):
@@ -211,8 +213,13 @@ async def measure(
     guide: Guide,
     *,
     direction_timeout: float = DIRECTION_TIMEOUT,
+    swept: Mapping[str, tuple[float, float]] | None = None,
 ) -> tuple[tuple[_Joint, ...], Measurement]:
-    """Steps 1-4: the ticks at the middle pose, at each joint's extremes, and directions."""
+    """Steps 1-4: the ticks at the middle pose, at each joint's extremes, and directions.
+
+    ``swept`` is where the demo's hand takes each joint in step 2 (``{joint: (lower,
+    upper)}``): a joint not seen at both ends is swept again (the guide's ``sweep``).
+    """
     specs = plan(config)
     geometries = await check_servos(access, specs)
     joints = tuple(_Joint(s, g) for s, g in zip(specs, geometries, strict=True))
@@ -224,20 +231,84 @@ async def measure(
     await guide.middle_pose(config.calibration.middle_pose_text, pose)
     middle = await _ticks(access, ids)
     low, high = dict(middle), dict(middle)
-    watcher = asyncio.create_task(_watch_ranges(access, joints, low, high, guide.status))
-    try:
-        await guide.full_range([s.joint for s in specs])
-    finally:
-        if watcher.done():
-            watcher.result()  # the bus failed while watching: say so, never a short range
-        watcher.cancel()
-        await asyncio.gather(watcher, return_exceptions=True)
+    await _watched(access, joints, low, high, guide, guide.full_range([s.joint for s in specs]))
     direction = {}
     for joint in joints:
         sign, lo, hi = await _direction(access, joint, guide, direction_timeout)
         i = joint.spec.id
         direction[i], low[i], high[i] = sign, min(low[i], lo), max(high[i], hi)
-    return joints, Measurement(middle, low, high, direction)
+    seen = Measurement(middle, low, high, direction)
+    if swept is not None:
+        await _sweep_again(config, access, joints, seen, guide, swept)
+    return joints, seen
+
+
+async def _watched(
+    access: ServoAccess,
+    joints: Sequence[_Joint],
+    low: dict[int, int],
+    high: dict[int, int],
+    guide: Guide,
+    moves: Awaitable[None],
+) -> None:
+    """Await ``moves`` while the live line shows (and ``low``/``high`` keep) each extreme."""
+    watcher = asyncio.create_task(_watch_ranges(access, joints, low, high, guide.status))
+    try:
+        await moves
+    finally:
+        if watcher.done():
+            watcher.result()  # the bus failed while watching: say so, never a short range
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+
+
+def _unseen(
+    config: RobotConfig,
+    joints: Sequence[_Joint],
+    seen: Measurement,
+    swept: Mapping[str, tuple[float, float]],
+) -> list[str]:
+    """The joints whose measured range misses an end of the hand's sweep."""
+    from hilbot.driver.calibration.checks import SWEEP_SLACK
+
+    out = []
+    for joint in joints:
+        i, name = joint.spec.id, joint.spec.joint
+        if name not in swept:
+            continue
+        mid = config.calibration.middle_pose.get(name, 0.0)
+        d = seen.direction[i] / joint.spec.gear_ratio
+        ends = [
+            mid + d * (joint.shaft(t) - joint.shaft(seen.middle[i]))
+            for t in (seen.low[i], seen.high[i])
+        ]
+        lo, hi = swept[name]
+        if min(ends) > lo + SWEEP_SLACK or max(ends) < hi - SWEEP_SLACK:
+            out.append(name)
+    return out
+
+
+async def _sweep_again(
+    config: RobotConfig,
+    access: ServoAccess,
+    joints: Sequence[_Joint],
+    seen: Measurement,
+    guide: Guide,
+    swept: Mapping[str, tuple[float, float]],
+) -> None:
+    """``--demo``: the joints the readings did not see at both ends are swept again.
+
+    A busy host can miss the moment the hand holds a joint at its end; a person would
+    look at the live line and move that joint again. What is still missed after
+    ``RESWEEPS`` tries is left for the range check to refuse.
+    """
+    sweep: Callable[[Sequence[str]], Awaitable[None]] | None = getattr(guide, "sweep", None)
+    for _ in range(RESWEEPS):
+        unseen = _unseen(config, joints, seen, swept)
+        if not unseen or sweep is None:
+            return
+        guide.say(f"  [demo] not seen at both ends: {', '.join(unseen)}; the hand sweeps again")
+        await _watched(access, joints, seen.low, seen.high, guide, sweep(unseen))
 
 
 def result(

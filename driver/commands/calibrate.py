@@ -28,8 +28,9 @@ from typing import Any, NamedTuple
 from hilbot.driver.backend_names import HARDWARE, backend_name
 from hilbot.driver.commands.failures import EXIT_BAD_INPUT, message_of
 
-#: The assembly errors of ``--demo`` when no ``--mount`` is given: a horn one spline
-#: off on the shoulder, and an elbow servo put in turned around and off.
+#: The assembly errors of ``--demo`` when no ``--mount`` is given, on the arm's second
+#: and third servos (a Koch's or SO-101's shoulder and elbow, ids 2 and 3): a horn one
+#: spline off, and a servo put in turned around and off. See :func:`demo_mounts`.
 DEMO_MOUNTS = ("2:-12", "3:25:reversed")
 #: The share of each URDF range the demo hand sweeps (a printed arm stops a little short).
 DEMO_RANGE = 0.95
@@ -57,7 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ID:DEG[:reversed]",
-        help=f"--demo: assembly errors of the virtual servos (default {' '.join(DEMO_MOUNTS)})",
+        help="--demo: assembly errors of the virtual servos (default: the second servo "
+        "12° off, the third 25° off and turned around; for a Koch or SO-101 "
+        f"{' '.join(DEMO_MOUNTS)})",
     )
     parser.add_argument("--out", type=Path, metavar="FILE", help="write the calibration here")
     parser.add_argument(
@@ -66,6 +69,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write Homing Offset and Min/Max Position Limit to the servos' EEPROM",
     )
     parser.add_argument("--yes", action="store_true", help="answer confirmations with yes")
+    parser.add_argument(
+        "--accept-ranges",
+        action="store_true",
+        help="write the calibration even when a measured range reaches past the URDF's "
+        "(an arm whose URDF limits are too narrow); refused otherwise",
+    )
+
+
+def demo_mounts(ids: Sequence[int]) -> list[str]:
+    """The default ``--mount`` of ``--demo`` on an arm of servos ``ids`` (in config order).
+
+    The second servo 12° off, the third 25° off and turned around: always servos of this
+    arm (a fixed list of ids recorded mounts of servos an arm does not have).
+    """
+    errors = (":-12", ":25:reversed")
+    return [f"{servo}{error}" for servo, error in zip(ids[1:], errors, strict=False)]
+
+
+def _mounts(args: argparse.Namespace, config: Any) -> list[str]:
+    """The ``--demo`` arm's assembly: ``--mount``, or :func:`demo_mounts`."""
+    return list(args.mount) or demo_mounts([s.id for s in config.servo_specs()])
 
 
 def _problem(args: argparse.Namespace) -> str | None:
@@ -77,6 +101,8 @@ def _problem(args: argparse.Namespace) -> str | None:
         return "--mount sets up the virtual servos of --demo"
     if args.port is not None and args.backend == "virtual":
         return "--port is for --backend hardware"
+    if args.accept_ranges and args.demo:
+        return "--accept-ranges is for a real arm: the demo hand's ranges are known"
     if args.out is not None and not args.out.parent.is_dir():
         return f"--out {args.out}: the folder {args.out.parent} does not exist"
     return None
@@ -128,8 +154,12 @@ async def _calibrate(args: argparse.Namespace, config: Any) -> int:
 
     bus = config.buses[0]
     port = args.port or bus.port
+    key = files.port_key(port, virtual=args.demo)
+    path = args.out or files.default_path(config.name, port, virtual=args.demo)
     with _session(args, config, port) as (access, guide):
-        joints, seen = await measure(config, access, guide)
+        swept = guide.ranges if args.demo else None  # where the demo's hand takes each joint
+        joints, seen = await measure(config, access, guide, swept=swept)
+        await _check_ranges(args, config, result(config, joints, seen, key), swept, guide, path)
         homing = None
         if args.write_servos:
             question = (
@@ -141,14 +171,50 @@ async def _calibrate(args: argparse.Namespace, config: Any) -> int:
             else:
                 homing = await write_servos(access, joints, seen)
                 guide.say("Written and read back.")
-        calibration = result(config, joints, seen, files.port_key(port, virtual=args.demo), homing)
+        calibration = result(config, joints, seen, key, homing)
         guide.say("\n" + summary(calibration, config))
-        path = args.out or files.default_path(config.name, port, virtual=args.demo)
-        mounts = (args.mount or list(DEMO_MOUNTS)) if args.demo else []
+        mounts = _mounts(args, config) if args.demo else []
         files.save(calibration, path, mounts=mounts)
         guide.say(f"\nCalibration written to {path}\n{_next_hint(args, path, mounts)}")
         guide.close()
     return 0
+
+
+async def _check_ranges(
+    args: argparse.Namespace,
+    config: Any,
+    calibration: Any,
+    swept: Mapping[str, tuple[float, float]] | None,
+    guide: Any,
+    path: Path,
+) -> None:
+    """Refuse (or warn about) measured ranges that do not fit the URDF or the hand's sweep.
+
+    Raises:
+        CalibrationError: a refused range, nothing written, naming what to do.
+    """
+    from hilbot.driver.calibration.checks import range_problems, urdf_limits
+    from hilbot.driver.calibration.flow import CalibrationError
+
+    problems = range_problems(calibration, urdf_limits(config), swept)
+    for problem in problems:
+        if not problem.refuse:
+            guide.say(f"Warning: {problem.text}")
+    refused = [p for p in problems if p.refuse and not (args.accept_ranges and swept is None)]
+    if not refused:
+        return
+    kept = f"; {path} is left as it was" if path.exists() else ""
+    if swept is not None:
+        fix = (
+            "readings missed on a busy host, or a servo at the end of its travel (a --mount "
+            "too far off)? Run the command again"
+        )
+    else:
+        fix = (
+            "was the arm in its middle pose at step 1? Run the command again; if the arm "
+            "really goes that far, add --accept-ranges"
+        )
+    raise CalibrationError(f"nothing written: {'; '.join(p.text for p in refused)}{kept}: {fix}")
 
 
 def _next_hint(args: argparse.Namespace, path: Path, mounts: Sequence[str]) -> str:
@@ -177,7 +243,7 @@ def _session(args: argparse.Namespace, config: Any, port: str) -> Iterator[tuple
         with access as opened:
             yield opened, TerminalGuide(yes=args.yes)
         return
-    with _demo(config, args.mount or list(DEMO_MOUNTS)) as pair:
+    with _demo(config, _mounts(args, config)) as pair:
         yield pair
 
 
