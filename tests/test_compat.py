@@ -1,0 +1,81 @@
+"""hilbot._compat and hilbot._compat_asyncio behave as Python 3.11's own names, on 3.10 too."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import sys
+
+import pytest
+
+from hilbot import _compat_asyncio as aio
+from hilbot._compat import BaseExceptionGroup, ExceptionGroup, StrEnum, split_group
+
+
+class Color(StrEnum):
+    RED = "red"
+    GREEN = enum.auto()
+
+
+def test_str_enum_members_are_their_values():
+    assert Color.RED == "red" and isinstance(Color.RED, str)
+    assert str(Color.RED) == "red" and f"{Color.RED}" == "red" and f"{Color.RED:>5}" == "  red"
+    assert Color.GREEN == "green"  # auto() is the lower-cased name, as 3.11's
+    assert Color("red") is Color.RED
+
+
+def test_on_3_11_and_later_the_names_are_the_standard_ones():
+    if sys.version_info < (3, 11):
+        pytest.skip("Python 3.10 uses the backports")
+    import builtins
+
+    assert StrEnum is enum.StrEnum
+    assert BaseExceptionGroup is builtins.BaseExceptionGroup
+    assert aio.TaskGroup is asyncio.TaskGroup and aio.timeout is asyncio.timeout
+
+
+def test_split_group_is_what_except_star_sees():
+    error, other = KeyError("k"), OSError("o")
+    matched, rest = split_group(ExceptionGroup("g", [error, other]), KeyError)
+    assert matched is not None and list(matched.exceptions) == [error]
+    assert rest is not None and list(rest.exceptions) == [other]
+    matched, rest = split_group(error, KeyError)  # a bare exception is a group of one
+    assert matched is not None and list(matched.exceptions) == [error] and rest is None
+    assert split_group(other, KeyError) == (None, other)
+
+
+async def test_a_task_group_raises_the_compat_exception_group():
+    async def fail() -> None:
+        raise KeyError("child")
+
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with aio.TaskGroup() as group:
+            group.create_task(fail())
+    assert [type(e) for e in info.value.exceptions] == [KeyError]
+
+
+async def test_the_timeout_raises_the_builtin_timeout_error():
+    with pytest.raises(TimeoutError):
+        async with aio.timeout(0.01):
+            await asyncio.sleep(10)
+
+
+async def test_a_cancel_from_outside_is_not_taken_for_the_timeout():
+    # A cancel that arrives inside the block goes through as a cancel, even when the
+    # timeout has expired too: the timeout turns only its own cancel into TimeoutError.
+    entered = asyncio.Event()
+
+    async def body() -> None:
+        async with aio.timeout(0.05):
+            entered.set()
+            try:
+                await asyncio.sleep(10)
+            finally:
+                await asyncio.sleep(0.1)  # the deadline passes while the cancel is pending
+
+    task = asyncio.create_task(body())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert task.cancelled()
