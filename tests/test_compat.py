@@ -79,3 +79,21 @@ async def test_a_cancel_from_outside_is_not_taken_for_the_timeout():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert task.cancelled()
+
+
+def test_the_compat_modules_are_leaves():
+    # Every package (kinematics too) may import them: they import no other hilbot module.
+    import ast
+    from pathlib import Path
+
+    import hilbot
+
+    for name in ("_compat.py", "_compat_asyncio.py"):
+        tree = ast.parse((Path(hilbot.__file__).parent / name).read_text(encoding="utf-8"))
+        imported = {
+            alias.name if isinstance(node, ast.Import) else node.module or ""
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+        }
+        assert not {m for m in imported if m.split(".")[0] == "hilbot"}, name
