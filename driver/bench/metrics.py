@@ -72,6 +72,7 @@ class BenchReport:
     injected_faults: list[dict[str, Any]] = field(default_factory=list)
     commands: list[dict[str, Any]] = field(default_factory=list)
     holding_effort: dict[str, float] = field(default_factory=dict)
+    stops: list[StopEvent] = field(default_factory=list)
 
     @property
     def command_failures(self) -> list[dict[str, Any]]:
@@ -104,7 +105,67 @@ def build_report(recording: Recording) -> BenchReport:
         injected_faults=list(header.faults),
         commands=list(header.commands),
         holding_effort=holding_effort(recording),
+        stops=stop_events(recording),
     )
+
+
+@dataclass(frozen=True)
+class StopEvent:
+    """A controlled stop seen in a recording: from the e-stop or fault to a still command.
+
+    Attributes:
+        time: when the mode left ``armed`` [s].
+        mode: the mode it went to (``estopped`` or ``faulted``).
+        duration: from the last armed cycle until the command stopped changing [s].
+        joint: the joint that travelled furthest while stopping.
+        distance: how far it travelled [rad or m].
+        speed: its commanded speed when the stop began [rad/s or m/s].
+    """
+
+    time: float
+    mode: str
+    duration: float
+    joint: str
+    distance: float
+    speed: float
+
+
+def stop_events(recording: Recording) -> list[StopEvent]:
+    """Every stop from ``armed`` into ``estopped`` or ``faulted`` with torque kept on."""
+    header = recording.header
+    mode, t = recording["mode"], recording["t"]
+    command = recording["q_command"]
+    armed = header.modes.index("armed") if "armed" in header.modes else -1
+    stops: list[StopEvent] = []
+    for i in _mode_change_indices(recording):
+        name = header.modes[int(mode[i])]
+        if i < 2 or int(mode[i - 1]) != armed or name not in ("estopped", "faulted"):
+            continue
+        start = command[i - 1]
+        if not np.all(np.isfinite(start)):
+            continue
+        speed = np.abs(start - command[i - 2]) / max(float(t[i - 1] - t[i - 2]), 1e-9)
+        end = i
+        while (
+            end + 1 < len(t)
+            and int(mode[end + 1]) == int(mode[i])
+            and np.all(np.isfinite(command[end + 1]))
+            and not np.array_equal(command[end + 1], command[end])
+        ):
+            end += 1
+        travel = np.abs(command[end] - start)
+        j = int(np.nanargmax(travel)) if travel.size else 0
+        stops.append(
+            StopEvent(
+                time=float(t[i]),
+                mode=name,
+                duration=float(t[end] - t[i - 1]),
+                joint=header.joint_names[j],
+                distance=float(travel[j]),
+                speed=float(speed[j]),
+            )
+        )
+    return stops
 
 
 #: [s] the window at the end of the armed cycles whose effort is the holding effort.

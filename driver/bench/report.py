@@ -103,6 +103,11 @@ def format_summary(outcome: BenchOutcome) -> str:
     ]
     for s in r.end_effectors:
         lines.append(f"  end effector {s.name}: rms {_mm(s.rms)}, max {_mm(s.max)}")
+    for stop in r.stops:
+        lines.append(
+            f"  stop ({stop.mode}) at {stop.time:.2f} s: {stop.duration * 1e3:.0f} ms, "
+            f"{stop.joint} travelled {stop.distance:.4f} from {stop.speed:.2f}/s"
+        )
     joints = ", ".join(f"{s.name} {_mrad(s.rms)}" for s in r.joints)
     lines.append(f"  joint tracking rms: {joints}")
     if r.holding_effort:

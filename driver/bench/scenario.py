@@ -255,6 +255,9 @@ class Thresholds(_Model):
     lifecycle commands fail did not test what it meant to); set it to ``null``
     to allow failures. ``holding_effort_min`` is ``{joint: least |effort|}`` [A or %]
     over the last 0.5 s armed: the current a pose held against gravity must show.
+    ``stop_time_max`` [s] and ``stop_distance_max`` [rad or m] bound every controlled
+    stop (an e-stop or a fault while armed: from the last armed cycle until the command
+    is still); ``stops_min`` asks that the run had that many.
     """
 
     ee_rms_max: float | None = Field(default=None, ge=0)
@@ -268,6 +271,9 @@ class Thresholds(_Model):
     faults_max: int | None = Field(default=None, ge=0)
     faults_min: int | None = Field(default=None, ge=0)
     holding_effort_min: dict[str, Annotated[float, Field(ge=0)]] | None = None
+    stop_time_max: float | None = Field(default=None, gt=0)
+    stop_distance_max: float | None = Field(default=None, gt=0)
+    stops_min: int | None = Field(default=None, ge=0)
     final_mode: Mode | None = None
     command_failures_max: int | None = Field(default=0, ge=0)
 

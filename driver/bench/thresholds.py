@@ -45,6 +45,29 @@ def _upper(name: str, limit: float, value: float, detail: str = "") -> Threshold
     return ThresholdResult(name, float(limit), float(value), passed, detail)
 
 
+def _stop_results(report: BenchReport, th: Thresholds) -> list[ThresholdResult]:
+    """The controlled stops against their time and distance limits."""
+    results: list[ThresholdResult] = []
+    stops = report.stops
+    if th.stops_min is not None:
+        results.append(
+            ThresholdResult(
+                "stops_min", float(th.stops_min), float(len(stops)), len(stops) >= th.stops_min
+            )
+        )
+    if th.stop_time_max is not None:
+        worst = max(stops, key=lambda s: s.duration, default=None)
+        value = worst.duration if worst is not None else 0.0
+        detail = f"{worst.mode} at {worst.time:.2f} s" if worst is not None else "no stop"
+        results.append(_upper("stop_time_max", th.stop_time_max, value, detail))
+    if th.stop_distance_max is not None:
+        worst = max(stops, key=lambda s: s.distance, default=None)
+        value = worst.distance if worst is not None else 0.0
+        detail = f"{worst.joint} from {worst.speed:.2f}/s" if worst is not None else "no stop"
+        results.append(_upper("stop_distance_max", th.stop_distance_max, value, detail))
+    return results
+
+
 def check_thresholds(report: BenchReport, thresholds: Thresholds) -> list[ThresholdResult]:
     """Return one result per limit the scenario sets (limits left out are not checked)."""
     results: list[ThresholdResult] = []
@@ -88,6 +111,7 @@ def check_thresholds(report: BenchReport, thresholds: Thresholds) -> list[Thresh
                 "faults_min", float(th.faults_min), float(found), found >= th.faults_min
             )
         )
+    results.extend(_stop_results(report, th))
     for joint, limit in (th.holding_effort_min or {}).items():
         value = report.holding_effort.get(joint, math.nan)
         results.append(
