@@ -226,6 +226,7 @@ def _bench(
 ) -> int:
     from hilbot.driver.bench.backends import BackendKind, ClockKind
     from hilbot.driver.bench.compare import compare_runs, plot_comparison
+    from hilbot.driver.bench.host_lateness import lateness_note
     from hilbot.driver.bench.report import format_summary, write_outputs
     from hilbot.driver.bench.runner import RunOptions, run_bench
 
@@ -255,6 +256,9 @@ def _bench(
         if not outcome.passed:
             names = ", ".join(r.name for r in outcome.missed())
             print(f"hilbot bench: thresholds missed on {backend}: {names}", file=sys.stderr)
+            note = lateness_note(outcome.report, (r.name for r in outcome.missed()))
+            if note is not None:
+                print(f"hilbot bench: {note}", file=sys.stderr)
         recordings.append(recording)
     if len(recordings) == 2:
         comparison = compare_runs(recordings[0], recordings[1])
