@@ -51,6 +51,18 @@ def test_doctor_under_two_cpu_hogs_blames_no_servo(two_hogs, capsys):
                 assert "--margin-ms" in host[0]
 
 
+def test_doctor_of_a_feetech_bus_under_two_cpu_hogs_blames_no_servo(two_hogs, capsys):
+    from hilbot.sim.feetech_bus import FeetechVirtualBus
+
+    servos = {i: "STS3215" for i in range(1, 6)}
+    with FeetechVirtualBus(servos, 1_000_000, return_delay_time=0) as bus:
+        for _ in range(3):
+            assert main(_doctor(bus.port, servos, "--family", "feetech")) == 0
+            out = capsys.readouterr().out
+            assert "[error]" not in out and "does not answer" not in out
+            assert out.count("[   ok] servo") == 3 * 5  # return delay, limits, torque of each
+
+
 def test_a_missing_servo_is_still_blamed_under_load(two_hogs, capsys):
     with running_virtual_bus(SERVOS, return_delay_time=0) as vbus:
         assert main(_doctor(vbus.port, {**SERVOS, 6: "XM430-W350"})) == 1
