@@ -183,8 +183,10 @@ def _feetech_among(
 
     A Feetech STS/SCS servo speaks a Protocol 1.0 look-alike, so a Protocol 1.0 scan finds
     it, but reads its firmware version (addresses 0 and 1) as the model number (3.6 reads
-    as 1539). Each such servo is asked for its Feetech Model Number (address 3); those
-    that give a known one are returned, keyed by ``(id, baud rate)``.
+    as 1539). Each such servo is asked for its Feetech Model Number (address 3) and its ID
+    register (address 5: a Dynamixel keeps Return Delay Time there, so an unknown Dynamixel
+    whose bytes at 3 happen to spell a Feetech number is not taken for one). Those that
+    pass are returned, keyed by ``(id, baud rate)``.
     """
     from hilbot.hal.feetech.tools import scan as scan_feetech
 
@@ -196,9 +198,29 @@ def _feetech_among(
     for rate, ids in unknown.items():
         try:
             answers = scan_feetech(port, [rate], ids=ids, margin_ms=margin_ms)
+            known = [f for f in answers if not f.model.startswith("unknown")]
+            confirmed = _own_ids(port, rate, known, margin_ms)
         except HalError:
             continue
-        out.update({(f.id, rate): f for f in answers if not f.model.startswith("unknown")})
+        out.update({(f.id, rate): f for f in confirmed})
+    return out
+
+
+def _own_ids(port: str, rate: int, servos: list[Any], margin_ms: float) -> list[Any]:
+    """Those of ``servos`` whose Feetech ID register holds their own id."""
+    from hilbot.hal.feetech.register_names import FeetechRegister
+    from hilbot.hal.feetech.tables import models_with_number
+    from hilbot.hal.feetech.tools import open_bus
+
+    if not servos:
+        return []
+    out = []
+    with open_bus(port, rate, margin_ms=margin_ms) as bus:
+        for servo in servos:
+            reg = models_with_number(servo.model_number)[0].register(FeetechRegister.ID)
+            data, _ = bus.read(servo.id, reg.address, reg.size)
+            if reg.decode(data) == servo.id:
+                out.append(servo)
     return out
 
 

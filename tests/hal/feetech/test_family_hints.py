@@ -49,3 +49,17 @@ def test_servo_without_the_family_says_to_add_it(vbus, capsys):
 def test_servo_of_a_missing_id_still_points_to_scan(vbus, capsys):
     assert main(["servo", "--port", vbus.port, "--id", "9", "--set-id", "4"]) == 1
     assert "`hilbot scan` finds it" in capsys.readouterr().err
+
+
+def test_an_unknown_dynamixel_that_spells_a_feetech_number_is_not_taken_for_one(capsys):
+    from hilbot.hal.dynamixel.tables import RegisterName as N
+    from hilbot.sim import running_virtual_bus
+
+    with running_virtual_bus({9: "AX-12A"}, protocol=1, return_delay_time=0) as vbus:
+        memory = vbus.servo(9).memory
+        memory.set(N.MODEL_NUMBER, 4242)  # a model hilbot does not know
+        memory.set(N.BAUD_RATE, 3)  # 500000 bit/s; bytes 3..4 now [9, 3] = 777, an STS3215's
+        args = ["scan", "--port", vbus.port, "--baud", "500000", "--protocol", "1"]
+        assert main([*args, "--ids", "8-10", *MARGIN]) == 0
+    out = capsys.readouterr().out
+    assert "unknown (4242)" in out and "Feetech" not in out
