@@ -188,22 +188,30 @@ def _feetech_among(
     whose bytes at 3 happen to spell a Feetech number is not taken for one). Those that
     pass are returned, keyed by ``(id, baud rate)``.
     """
-    from hilbot.hal.feetech.tools import scan as scan_feetech
-
     unknown: dict[int, list[int]] = {}
     for s in found:
         if s.protocol == 1 and s.model.startswith("unknown"):
             unknown.setdefault(s.baudrate, []).append(s.id)
     out: dict[tuple[int, int], Any] = {}
     for rate, ids in unknown.items():
-        try:
-            answers = scan_feetech(port, [rate], ids=ids, margin_ms=margin_ms)
-            known = [f for f in answers if not f.model.startswith("unknown")]
-            confirmed = _own_ids(port, rate, known, margin_ms)
-        except HalError:
-            continue
-        out.update({(f.id, rate): f for f in confirmed})
+        out.update({(f.id, rate): f for f in feetech_servos(port, rate, ids, margin_ms)})
     return out
+
+
+def feetech_servos(port: str, rate: int, ids: list[int], margin_ms: float) -> list[Any]:
+    """The Feetech servos of a known model among ``ids`` at ``rate`` (``FoundFeetech``).
+
+    A servo counts when its Model Number is a known Feetech one and its ID register holds
+    its id; a port error or a servo that stops answering leaves it out.
+    """
+    from hilbot.hal.feetech.tools import scan as scan_feetech
+
+    try:
+        answers = scan_feetech(port, [rate], ids=ids, margin_ms=margin_ms)
+        known = [f for f in answers if not f.model.startswith("unknown")]
+        return _own_ids(port, rate, known, margin_ms)
+    except HalError:
+        return []
 
 
 def _own_ids(port: str, rate: int, servos: list[Any], margin_ms: float) -> list[Any]:

@@ -141,8 +141,8 @@ def change_servo(args: argparse.Namespace) -> int:
         )
         return 2
     servo_id = args.id
+    margin = getattr(args, "margin_ms", MARGIN_MS)
     try:
-        margin = getattr(args, "margin_ms", MARGIN_MS)
         with open_bus(args.port, args.baud, args.protocol, margin_ms=margin) as bus:
             if args.return_delay is not None:
                 spec = set_return_delay(bus, servo_id, args.return_delay)
@@ -160,7 +160,7 @@ def change_servo(args: argparse.Namespace) -> int:
                 spec = change_baudrate(bus, servo_id, args.set_baud)
                 print(f"servo {servo_id} ({spec.name}) now talks at {args.set_baud} bit/s")
     except (HalError, ValueError) as exc:
-        feetech = _feetech_at(args.port, args.baud, servo_id) if _missing(exc) else None
+        feetech = _feetech_at(args.port, args.baud, servo_id, margin) if _missing(exc) else None
         if feetech is not None:
             exc = ChangeError(
                 f"servo {servo_id} does not answer as a Dynamixel, but a Feetech {feetech} "
@@ -176,14 +176,11 @@ def _missing(exc: Exception) -> bool:
     return isinstance(exc, ChangeError) and "does not answer" in str(exc)
 
 
-def _feetech_at(port: str, baud: int, servo_id: int) -> str | None:
+def _feetech_at(port: str, baud: int, servo_id: int, margin_ms: float) -> str | None:
     """The model of a Feetech servo answering at ``servo_id`` (not a Dynamixel), if any."""
-    from hilbot.hal.feetech.tools import scan as scan_feetech
+    from hilbot.driver.commands.scan import feetech_servos
 
-    try:
-        found = scan_feetech(port, [baud], ids=[servo_id], margin_ms=10.0)
-    except HalError:
-        return None
+    found = feetech_servos(port, baud, [servo_id], margin_ms)
     return found[0].model if found else None
 
 

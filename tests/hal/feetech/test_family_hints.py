@@ -63,3 +63,13 @@ def test_an_unknown_dynamixel_that_spells_a_feetech_number_is_not_taken_for_one(
         assert main([*args, "--ids", "8-10", *MARGIN]) == 0
     out = capsys.readouterr().out
     assert "unknown (4242)" in out and "Feetech" not in out
+
+
+def test_servo_does_not_take_a_protocol1_dynamixel_for_a_feetech(capsys):
+    from hilbot.sim import running_virtual_bus
+
+    # an AX-12A answers a Feetech ping (the same framing), but is no Feetech servo
+    with running_virtual_bus({1: "AX-12A"}, protocol=1, return_delay_time=0) as vbus:
+        assert main(["servo", "--port", vbus.port, "--id", "1", "--set-id", "4"]) == 1
+    err = capsys.readouterr().err
+    assert "Feetech" not in err and "`hilbot scan` finds it" in err
