@@ -16,11 +16,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hilbot._bounded import clip
 from hilbot.driver.errors import DriverError
 
 
 class BenchError(DriverError):
     """Root of the bench errors."""
+
+
+#: How many problems a :class:`ScenarioError` message lists (``problems`` holds them all).
+SHOWN_PROBLEMS = 10
 
 
 class ScenarioError(BenchError, ValueError):
@@ -35,7 +40,10 @@ class ScenarioError(BenchError, ValueError):
         self.path = path
         self.problems = tuple(problems)
         where = f"{path}: " if path is not None else ""
-        lines = "; ".join(f"{loc}: {msg}" if loc else msg for loc, msg in self.problems)
+        shown = self.problems[:SHOWN_PROBLEMS]  # a 200k-step file: not a 16 MB line
+        lines = "; ".join(f"{loc}: {clip(msg)}" if loc else clip(msg) for loc, msg in shown)
+        more = len(self.problems) - len(shown)
+        lines += f"; and {more} more problem(s)" if more else ""
         super().__init__(f"{where}invalid scenario: {lines}")
 
 

@@ -96,6 +96,21 @@ def test_a_huge_list_in_a_config_gives_a_short_line(tmp_path):
     assert "chains[0].options.big" in line and "..." in line, line
 
 
+@pytest.mark.parametrize("kind", ["scenario", "trajectory"])
+def test_a_huge_list_in_a_scenario_or_trajectory_gives_a_short_line(tmp_path, kind):
+    big = "[" + ", ".join(["1"] * 20_000) + "]"  # a scenario's error was 80 bytes an item
+    path = tmp_path / f"{kind}.yaml"
+    if kind == "scenario":
+        path.write_text(f"name: big\nsteps: {big}\n")
+        args = ["bench", "openmanipulator_x", "--scenario", str(path), "--quiet"]
+    else:
+        path.write_text(f"waypoints:\n  - t: 0\n    joints: {{joint1: {big}}}\n")
+        args = ["run", "--trajectory", str(path), "--enable", "--no-mqtt"]
+    result = hilbot(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    one_line(result, args[0], longest=1500)
+
+
 @pytest.mark.parametrize("kind", ["calibration", "config", "trajectory", "scenario"])
 def test_a_yaml_syntax_error_is_one_line_with_file_line_and_column(tmp_path, kind):
     bad = tmp_path / f"{kind}.yaml"
