@@ -11,7 +11,9 @@ Local e-stop, never through MQTT: press space or e in this terminal, or send SIG
 safety.estop_action) until a reset: the key c, or cmd reset over MQTT.
 
 Exit status: 0 when the run ended (--duration, the trajectory, SIGTERM, SIGHUP), 130
-after Ctrl+C (SIGINT), as hilbot lead and hilbot bench; 1 on a failure, 2 on bad input.
+after Ctrl+C (SIGINT), as hilbot lead and hilbot bench; 1 on a failure, 2 on bad input;
+1 whenever the shutdown could not turn torque off (the last lines say what the servos
+are left doing).
 """
 
 from __future__ import annotations
