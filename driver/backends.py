@@ -131,6 +131,20 @@ class MultiBackend:
         parts = self._split(joints)
         await asyncio.gather(*(self._backends[i].set_torque(enabled, j) for i, j in parts.items()))
 
+    async def enable_holding(self, positions: Mapping[str, float]) -> None:
+        """Enable torque on every bus, each holding its share of ``positions``."""
+        import asyncio
+
+        from hilbot.hal.backend import enable_holding
+
+        parts = self._split(positions)
+        await asyncio.gather(
+            *(
+                enable_holding(self._backends[i], {j: positions[j] for j in joints})
+                for i, joints in parts.items()
+            )
+        )
+
     async def reboot(self, joints: Iterable[str]) -> None:
         """Reboot the servos of ``joints`` on their buses."""
         for i, part in self._split(joints).items():

@@ -277,8 +277,12 @@ class MotionConfig(_Frozen):
     """The motion layer: how the command moves toward the targets (see ``docs/runtime.md``).
 
     Attributes:
-        enabled: track targets as a jerk-limited motion; ``false`` sends each target to the
-            safety layer as it comes (the behaviour before the motion layer, for comparison).
+        planner: ``stream`` (the default): track the target streams as a jerk-limited
+            motion. The others are there to measure it against (``benchmarks/motion_bench.py``):
+            ``off`` sends each newest target to the safety layer as it is (the runtime before
+            the motion layer), ``linear`` interpolates linearly to each new target, ``ruckig``
+            re-targets Ruckig at each new target (``pip install ruckig``). Every stop is a
+            controlled stop of the motion layer whichever planner tracks.
         velocity_share: the share of the safety layer's velocity, acceleration and
             max-delta limits the motion layer plans with, so that it stays inside them.
         jerk_limit: per-joint jerk limits [rad/s³ or m/s³], or one number; unset,
@@ -292,7 +296,7 @@ class MotionConfig(_Frozen):
             before it stops there.
     """
 
-    enabled: bool = True
+    planner: Literal["stream", "off", "linear", "ruckig"] = "stream"
     velocity_share: float = Field(default=0.95, gt=0.0, le=1.0, allow_inf_nan=False)
     jerk_limit: (
         Annotated[float, Field(gt=0.0, le=MAX_JOINT_JERK, allow_inf_nan=False)]

@@ -477,6 +477,7 @@ class MotionLayer:
         q1 = q + (v + (0.5 * a + j * dt / 6.0) * dt) * dt
         # the hard envelope, as the safety layer sees it (step per cycle)
         np.clip(v1, -limits.velocity, limits.velocity, out=v1)
+        np.clip(q1, q - limits.velocity * dt, q + limits.velocity * dt, out=q1)
         np.clip(q1, limits.lower, limits.upper, out=q1)
         # At rest within one cycle's limits: be exactly at rest (a hold is a constant goal,
         # not an exponential tail), at the reference where there is a still one.

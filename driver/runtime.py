@@ -222,6 +222,7 @@ class Runtime:
             self.limits, self.max_delta, self.period, acceleration=self.acceleration_limits
         )
         self.motion = _motion_layer(config, self.limits, step_velocity, self.acceleration_limits)
+        self._baseline: Any = None  # the planner of motion.planner linear or ruckig
         # one stream per target slot (the joints' and each chain's): samples -> reference
         self._streams: dict[str, StreamReference] = {}
         self._fed: dict[str, int] = {}  # slot -> sequence number of the last sample fed
@@ -665,8 +666,8 @@ class Runtime:
         stale stream (the watchdog) brakes its joints to rest. ``motion.enabled: false``
         hands the newest targets to the safety layer as they are.
         """
-        if not self.config.motion.enabled:
-            return self._desired_direct(rec)
+        if self._baseline is not None or self.config.motion.planner == "off":
+            return self._baseline_step(rec)
         motion = self.motion
         now = self._clock()
         n = len(self.joint_names)
@@ -708,6 +709,23 @@ class Runtime:
                 active[idx] = True
         self._note_watchdog(stale, timeout)
         return motion.step(Reference(position, velocity, acceleration, active), now)
+
+    def _baseline_step(self, rec: CycleRecord) -> NDArray[np.float64]:
+        """``motion.planner`` off, linear or ruckig: the newest targets, as that planner moves."""
+        desired = self._desired_direct(rec)
+        if self._baseline is None:
+            return desired
+        return np.asarray(self._baseline.step(desired, self._clock()), dtype=np.float64)
+
+    def _new_baseline(self, start: NDArray[np.float64]) -> Any:
+        from hilbot.driver.motion_baselines import LinearPlanner, RuckigPlanner
+
+        planner = self.config.motion.planner
+        if planner == "linear":
+            return LinearPlanner(start)
+        if planner == "ruckig":
+            return RuckigPlanner(start, self.motion.limits, self.period)
+        return None
 
     def _stream_at(
         self, name: str, slot: Any, now: float
@@ -1024,6 +1042,7 @@ class Runtime:
             await self._backend.write(goal)
             self._command = entry
             self.motion.reset(entry)
+            self._baseline = self._new_baseline(entry)
             self._last_step[:] = 0.0
             self._reset_streams()
             self._possible = None

@@ -7,7 +7,7 @@ did without the runtime having to report it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -50,6 +50,18 @@ class TorqueWatch:
         tb: TracebackType | None,
     ) -> None:
         await self._backend.__aexit__(exc_type, exc, tb)
+
+    async def enable_holding(self, positions: Mapping[str, float]) -> None:
+        """Enable torque holding ``positions`` (see ``hilbot.hal.backend.enable_holding``)."""
+        from hilbot.hal.backend import enable_holding
+
+        try:
+            await enable_holding(self._backend, positions)
+        except BaseException as err:
+            self.torque, self.error = None, err
+            raise
+        self.torque, self.error = True, None
+        self.enabled = True
 
     async def set_torque(self, enabled: bool, joints: Iterable[str] | None = None) -> None:
         """Enable or disable torque, remembering how a whole-robot call ended."""

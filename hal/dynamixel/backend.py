@@ -320,6 +320,24 @@ class DynamixelBackend:
         slots = self.layout.servos_of(self._joints(joints))
         await self._call("set_torque", self._session.set_torque, slots, enabled)
 
+    async def enable_holding(self, positions: Mapping[str, float]) -> None:
+        """Enable torque on every servo with ``positions`` [rad or m] as goal, read nothing.
+
+        Like ``set_torque(True)``, but the goal is the caller's verified pose instead of a
+        fresh Present Position read (one reading is never trusted for a goal).
+
+        Raises:
+            CommandError, DataLimitError: a position outside a servo's range or its own
+                limit registers; nothing is written.
+            HardwareFault: a servo whose hardware-error status is set.
+        """
+        self._require_open()
+        slots = self.layout.servos_of(self._joints(None))
+        # encoded on the bus thread after the limit registers were re-read (see set_torque)
+        await self._call(
+            "set_torque", self._session.set_torque, slots, True, lambda: self._goal_ticks(positions)
+        )
+
     async def reboot(self, joints: Iterable[str]) -> None:
         """Reboot the servos of ``joints``: clears latched hardware errors; torque comes back off.
 

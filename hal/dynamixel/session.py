@@ -397,8 +397,16 @@ class BusSession:
             out.append(flags)
         return tuple(out)
 
-    def set_torque(self, slots: Sequence[ServoSlot], enabled: bool) -> None:
+    def set_torque(
+        self,
+        slots: Sequence[ServoSlot],
+        enabled: bool,
+        goal: Callable[[], Mapping[int, bytes]] | None = None,
+    ) -> None:
         """Set torque of ``slots`` (holding them first when enabling) and read it back.
+
+        ``goal``: when enabling, gives the encoded goal of each servo to hold (computed
+        after the limit registers were re-read); without it, goal := present.
 
         Raises:
             HardwareFault: enabling a servo whose hardware-error status is set.
@@ -414,7 +422,10 @@ class BusSession:
             if self._faults[slot.id]:
                 raise HardwareFault(slot.id, self._faults[slot.id], "TORQUE_ENABLE")
         self.refresh_limits(slots)
-        self.hold(slots, strict=True)
+        if goal is None:
+            self.hold(slots, strict=True)
+        else:
+            self.bus.sync_write(self._goal.address, self._goal.size, dict(goal()))
         value = self._torque.encode(1)
         self.bus.sync_write(self._torque.address, self._torque.size, {s.id: value for s in slots})
         # Read back: a sync write has no reply, and torque is worth one round trip to confirm.

@@ -207,6 +207,22 @@ class FeetechBackend:
         self._drop_ahead()
         await self._call(lambda: self._session.set_torque(ids, enabled))
 
+    async def enable_holding(self, positions: Mapping[str, float]) -> None:
+        """Enable torque on every servo with ``positions`` [rad or m] as goal, read nothing.
+
+        Like ``set_torque(True)``, but the goal is the caller's verified pose instead of a
+        fresh Present Position read (one reading is never trusted for a goal).
+
+        Raises:
+            CommandError: an unknown joint or a position outside a servo's range.
+            HardwareFault: a servo that reported a hardware error.
+        """
+        self._require_open()
+        wire = self._session.goal_packet(positions)  # CommandError before anything is sent
+        ids = self._servo_ids(None)
+        self._drop_ahead()
+        await self._call(lambda: self._session.set_torque(ids, True, wire))
+
     async def reboot(self, joints: Iterable[str]) -> None:
         """Restart the servos of ``joints``: clears a latched error; torque comes back off."""
         self._require_open()

@@ -419,8 +419,11 @@ class FeetechSession:
 
     # --- torque -------------------------------------------------------------------------
 
-    def set_torque(self, ids: Sequence[int], enabled: bool) -> None:
+    def set_torque(self, ids: Sequence[int], enabled: bool, goal: bytes | None = None) -> None:
         """Write Torque Enable to ``ids`` and read it back.
+
+        ``goal``: when enabling, the SYNC WRITE of the goals to hold (the caller's verified
+        pose); without it, each servo's goal := its present position.
 
         Raises:
             HardwareFault: enabling a servo whose status reports a fault.
@@ -432,7 +435,10 @@ class FeetechSession:
                 flags = protocol.hardware_flags(self.errors.get(unit.spec.id, 0))
                 if flags:
                     raise HardwareFault(unit.spec.id, flags, "TORQUE_ENABLE")
-                self._goal_from_present(unit)
+                if goal is None:
+                    self._goal_from_present(unit)
+            if goal is not None:
+                self.bus.send(goal)
         off: list[int] = []
         on: list[int] = []
         silent: list[int] = []
