@@ -34,6 +34,7 @@ from hilbot.driver.bench.scenario import (
     check_names,
 )
 from hilbot.driver.bench.segments import StepContext, Target, build_segment
+from hilbot.driver.bench.stream import RecordingStream
 from hilbot.driver.bench.trace import check_traces
 from hilbot.driver.config import RobotConfig
 from hilbot.driver.runtime import Runtime
@@ -55,6 +56,8 @@ class RunOptions:
         clock: ``"real"`` or ``"fake"`` (stored in the recording).
         progress: show a live status line (on a terminal).
         view_port: serve a live 3D view of the run on this port (``None``: none).
+        record_to: stream the recording to this file's ``.partial`` folder during the run,
+            so that a crash keeps it (``None``: memory only); the caller writes the file.
     """
 
     base_dir: Path = Path()
@@ -62,6 +65,7 @@ class RunOptions:
     clock: str = "real"
     progress: bool = True
     view_port: int | None = None
+    record_to: Path | None = None
 
 
 def _open_view(runtime: Runtime, port: int | None, scene: Any = (), poses: Any = None) -> Any:
@@ -92,6 +96,7 @@ async def run_bench(
     run's ``command_failures_max`` check, instead of losing the recording.
     """
     recording: Recording | None = None
+    stream = None if options.record_to is None else RecordingStream(options.record_to)
     needs_faults = any(isinstance(step, FaultStep) for step in scenario.steps)
     if needs_faults and kind is BackendKind.HARDWARE:  # refuse before a port opens
         index = next(i for i, s in enumerate(scenario.steps) if isinstance(s, FaultStep))
@@ -110,7 +115,8 @@ async def run_bench(
                 getattr(bench.backend, "scene_poses", None),
             )
             try:
-                recording = await ScenarioRunner(runtime, bench, scenario, options).run()
+                runner = ScenarioRunner(runtime, bench, scenario, options, stream=stream)
+                recording = await runner.run()
             finally:
                 if view is not None:
                     view.close()
@@ -120,6 +126,9 @@ async def run_bench(
         _log.error("shutdown after the scenario failed: %s", exc)
         cycle = int(recording["cycle"][-1]) + 1 if recording.n_cycles else 1
         recording.header.commands.append({"cycle": cycle, "command": "shutdown", "error": str(exc)})
+    finally:
+        if stream is not None:
+            stream.close()  # the runtime has stopped: waiting for the writer harms no loop
     return recording
 
 
@@ -184,10 +193,16 @@ class ScenarioRunner:
         bench: the backend it drives (for fault injection).
         scenario: the scenario.
         options: run options.
+        stream: stream the recording to disk as it is made (see ``RunOptions.record_to``).
     """
 
     def __init__(
-        self, runtime: Runtime, bench: BenchBackend, scenario: Scenario, options: RunOptions
+        self,
+        runtime: Runtime,
+        bench: BenchBackend,
+        scenario: Scenario,
+        options: RunOptions,
+        stream: RecordingStream | None = None,
     ) -> None:
         teleop = check_supported(scenario, bench, runtime, options.base_dir)
         self.runtime = runtime
@@ -208,7 +223,7 @@ class ScenarioRunner:
         )
         duration = planned_duration(scenario, runtime, teleop)
         capacity = int(duration * self.rate * 1.2) + 64
-        self.recorder = Recorder(runtime, header, capacity=capacity).start()
+        self.recorder = Recorder(runtime, header, capacity=capacity, stream=stream).start()
         self._servo_of = _servo_ids(runtime)
         self._chain_joints = self._chain_joint_names()
         self._pose_active = False

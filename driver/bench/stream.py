@@ -76,6 +76,11 @@ def leftover_problem(path: Path, option: str) -> str | None:
     )
 
 
+def remove_partial(path: Path) -> None:
+    """Remove ``path``'s partial folder (``path`` has been written in full)."""
+    shutil.rmtree(partial_path(path), ignore_errors=True)
+
+
 @dataclass(frozen=True)
 class Chunk:
     """Rows ``start:end`` of a recorder's arrays (references: the writer copies them)."""
@@ -128,7 +133,7 @@ class RecordingStream:
 
     def discard(self) -> None:
         """Remove the folder (the complete recording has been written)."""
-        shutil.rmtree(self.folder, ignore_errors=True)
+        remove_partial(self.path)
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -147,7 +152,7 @@ class RecordingStream:
 
     def _write(self, job: Chunk) -> None:
         if not self.folder.is_dir():
-            self.folder.mkdir()
+            self.folder.mkdir(parents=True)  # bench: --out is made when the run ends
         if job.header is not None:
             write_text_atomic(self.folder / HEADER_FILE, job.header.to_json())
         if job.end <= job.start and job.events_end <= job.events_start:

@@ -122,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"hilbot bench: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     out = args.out or Path("bench-out") / f"{scenario.name}-{args.backend}"
+    leftover = _leftover(args, out)
+    if leftover is not None:
+        print(f"hilbot bench: {leftover}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         return _bench(args, config, scenario, scenario_file, out)
     except (UnsupportedStep, ScenarioError) as exc:
@@ -137,8 +141,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     except RunFailed as exc:
         from hilbot.driver.bench.report import write_outputs
+        from hilbot.driver.bench.stream import remove_partial
 
         write_outputs(exc.recording, scenario.thresholds, out, plots=not args.no_plots)
+        remove_partial(args.streaming)  # its cycles are in the recording written
         print(f"hilbot bench: {exc}; the cycles before it are in {out}", file=sys.stderr)
         return EXIT_FAILED
     except (BenchError, DriverError, HalError, OSError) as exc:
@@ -147,6 +153,20 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the runtime has already held and disabled torque
         print("hilbot bench: interrupted", file=sys.stderr)
         return 130
+
+
+def _leftover(args: argparse.Namespace, out: Path) -> str | None:
+    """A refusal when a bench run into ``out`` was cut short and its recording is still there."""
+    from hilbot.driver.bench.stream import leftover_problem
+
+    folders = (
+        [out / b for b in (args.backend, args.compare_backend)] if args.compare_backend else [out]
+    )
+    for folder in folders:
+        problem = leftover_problem(folder / "recording.npz", "--out")
+        if problem is not None:
+            return problem
+    return None
 
 
 def _option_problem(args: argparse.Namespace) -> str | None:
@@ -229,6 +249,7 @@ def _bench(
     from hilbot.driver.bench.host_lateness import lateness_note
     from hilbot.driver.bench.report import format_summary, write_outputs
     from hilbot.driver.bench.runner import RunOptions, run_bench
+    from hilbot.driver.bench.stream import remove_partial
 
     options = RunOptions(
         base_dir=scenario_file.parent,
@@ -244,6 +265,8 @@ def _bench(
         run_options = replace(options, clock=clock.value)
         folder = out / backend if args.compare_backend else out
         print(f"{scenario.name} on {backend} ({clock.value} clock) -> {folder}")
+        args.streaming = folder / "recording.npz"  # streamed to its .partial folder meanwhile
+        run_options = replace(run_options, record_to=args.streaming)
         with _realtime(args.realtime):
             recording = asyncio.run(
                 run_bench(
@@ -251,6 +274,7 @@ def _bench(
                 )
             )
         outcome = write_outputs(recording, scenario.thresholds, folder, plots=not args.no_plots)
+        remove_partial(args.streaming)
         print(format_summary(outcome))
         passed = passed and outcome.passed
         if not outcome.passed:

@@ -74,6 +74,7 @@ def test_sigkill_leaves_a_recording_that_replay_reads_and_calls_cut_short(tmp_pa
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert not record.exists()  # the final file is only written by a clean end
     recording = Recording.load(record)  # the partial form, by the path the run was given
@@ -141,7 +142,7 @@ mount -t tmpfs -o size={size} none "$DISK"
 cp "$EARLIER" "$DISK/run.npz"
 dd if=/dev/zero of="$DISK/filler" bs=1k count={filler} 2>/dev/null
 set +e
-"$@" --record "$DISK/run.npz" --stats "$DISK/stats.json" > "$OUT/stdout.txt" 2> "$OUT/stderr.txt"
+"$@" --record "$DISK/run.npz" --stats "$OUT/stats.json" > "$OUT/stdout.txt" 2> "$OUT/stderr.txt"
 echo $? > "$OUT/rc"
 rm -f "$DISK/filler"
 cp -r "$DISK/." "$OUT/disk/"
@@ -180,10 +181,51 @@ def test_a_full_disk_keeps_the_earlier_recording_and_still_writes_stats(tmp_path
     assert len(full) == 2, stderr  # once when streaming stopped, once for the final file
     assert f"the earlier {disk / 'run.npz'} is kept" in full[1]
     assert f"(hilbot replay {disk / 'run.npz.partial'})" in full[1]
-    stats = json.loads((out / "disk" / "stats.json").read_text())
+    # --stats on another disk: the recording's failure no longer keeps it from being written.
+    stats = json.loads((out / "stats.json").read_text())
     assert stats["cycles"] > 400  # the run went on for its 5 s after the disk filled
     assert "shutdown: torque off" in stdout
     assert [p.name for p in (out / "disk").iterdir() if p.name.startswith(".")] == []
     # What was streamed before the disk filled is readable, and called cut short.
     partial = Recording.load(out / "disk" / "run.npz.partial")
     assert partial.cut_short and partial.n_cycles > 0
+
+
+def test_a_bench_run_killed_mid_scenario_leaves_its_recording(tmp_path):
+    out = tmp_path / "out"
+    record = out / "recording.npz"
+    args = hilbot(
+        "bench", "openmanipulator_x", "--scenario", "openmanipulator_sweep", "--out", str(out),
+        "--duration-scale", "20", "--no-plots", "--quiet",
+    )  # fmt: skip
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: len(chunks(record)) >= 3, "three chunks of the recording", proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=WAIT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    recording = Recording.load(record)
+    assert recording.cut_short and recording["t"][-1] >= 1.5
+    assert recording.header.scenario is not None
+    assert recording.header.scenario["name"] == "openmanipulator_sweep"
+    assert recording.header.commands[0]["command"] == "enable"  # the log streams with it
+    # A new bench run into the same folder refuses to overwrite it, in one line.
+    again = subprocess.run(args, capture_output=True, text=True, timeout=WAIT)
+    assert again.returncode == 2 and again.stderr.count("\n") == 1
+    assert "recording.npz.partial holds the recording of an earlier run" in again.stderr
+
+
+def test_a_bench_run_that_ends_writes_recording_npz_and_no_partial(tmp_path, capsys):
+    from hilbot.driver.cli import main
+
+    out = tmp_path / "out"
+    args = ["bench", "openmanipulator_x", "--scenario", "openmanipulator_step", "--out", str(out)]
+    code = main([*args, "--clock", "fake", "--no-plots", "--quiet"])
+    assert code in (0, 1), capsys.readouterr()  # thresholds are not this test's concern
+    assert (out / "recording.npz").is_file()
+    assert not partial_path(out / "recording.npz").exists()
+    recording = Recording.load(out / "recording.npz")
+    assert not recording.cut_short and recording.n_cycles > 100
