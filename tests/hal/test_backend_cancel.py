@@ -43,6 +43,8 @@ async def test_cancelling_a_write_waiting_on_the_previous_goal_keeps_the_bus_thr
             await asyncio.sleep(0.05)
             waiting.cancel()
             await asyncio.gather(waiting, return_exceptions=True)
+            await eventually(first.done, "the cancel reaching the first goal's future")
+            assert first.cancelled()  # the case: a queued goal whose waiter was cancelled
             for servo in servos:
                 vbus.faults(servo.id).replug()
             await asyncio.gather(reading, return_exceptions=True)
