@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import hilbot
@@ -65,8 +66,12 @@ def search_path(cwd: str | None = None) -> list[str]:
 
 def python_command(module: str, *args: str) -> list[str]:
     """The argv that runs ``python -m module args...`` on our own ``hilbot`` only."""
+    # This interpreter's own flags (-X dev, -W filters, -B ...), which -I would drop with
+    # the PYTHON* variables that may have set them.
+    flags: list[str] = getattr(subprocess, "_args_from_interpreter_flags", list)()
     return [
         sys.executable,
+        *flags,
         "-I",
         "-c",
         _BOOTSTRAP,
