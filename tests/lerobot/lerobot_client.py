@@ -19,7 +19,16 @@ import json
 import sys
 import time
 
+import dynamixel_sdk.port_handler
+import scservo_sdk.port_handler
 from lerobot.motors import Motor, MotorNormMode
+
+# The SDKs wait 2 * LATENCY_TIMER + 2 ms for a status packet: 34 ms, the USB adapter's
+# latency, which a pty has not. A machine shared by many busy processes may schedule the
+# virtual bus later than that; a timeout then only takes longer (the tests in hilbot's
+# own environment do the same).
+dynamixel_sdk.port_handler.LATENCY_TIMER = 100
+scservo_sdk.port_handler.LATENCY_TIMER = 100
 
 SO101 = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 KOCH = [
@@ -84,9 +93,11 @@ def run(step: str, port: str) -> dict[str, object]:
     elif action == "setup":
         for motor in reversed(list(bus.motors)):
             bus.setup_motor(motor)
-        bus.connect()  # the handshake: every motor at its id and model
-        out["ids"] = sorted(bus.broadcast_ping() or {})
-        bus.disconnect()
+        bus.port_handler.closePort()
+        arm = _feetech(port) if family == "feetech" else _dynamixel(port)
+        arm.connect()  # the handshake: every motor at its id and model
+        out["ids"] = sorted(arm.broadcast_ping() or {})
+        arm.disconnect()
     else:
         raise SystemExit(f"unknown step {step!r}")
     out["seconds"] = round(time.perf_counter() - started, 3)
