@@ -114,20 +114,19 @@ class RecordingStream:
         self.error: OSError | None = None
         self.chunks = 0
         self._jobs: queue.SimpleQueue[Chunk | None] = queue.SimpleQueue()
+        # Started here, not at the first chunk: a thread start waits for the thread to run,
+        # which must not happen inside a cycle.
         self._thread = threading.Thread(target=self._run, name="hilbot-recording", daemon=True)
-        self._started = False
+        self._thread.start()
 
     def submit(self, chunk: Chunk) -> None:
         """Queue a chunk (never blocks; dropped once a write has failed)."""
         if self.error is None:
-            if not self._started:
-                self._started = True
-                self._thread.start()
             self._jobs.put(chunk)
 
     def close(self, timeout: float | None = None) -> None:
         """Write what is queued, then stop the thread (call off the control loop)."""
-        if self._started and self._thread.is_alive():
+        if self._thread.is_alive():
             self._jobs.put(None)
             self._thread.join(timeout)
 
