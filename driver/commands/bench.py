@@ -148,11 +148,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"hilbot bench: {exc}; the cycles before it are in {out}", file=sys.stderr)
         return EXIT_FAILED
     except (BenchError, DriverError, HalError, OSError) as exc:
-        print(f"hilbot bench: the run failed: {exc}", file=sys.stderr)
+        print(f"hilbot bench: the run failed: {exc}{_streamed(args)}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:  # the runtime has already held and disabled torque
-        print("hilbot bench: interrupted", file=sys.stderr)
+        print(f"hilbot bench: interrupted{_streamed(args)}", file=sys.stderr)
         return 130
+
+
+def _streamed(args: argparse.Namespace) -> str:
+    """Where a run that did not end cleanly left its cycles (its partial folder), if anywhere."""
+    from hilbot.driver.bench.stream import partial_path
+
+    path = getattr(args, "streaming", None)
+    if path is None or not partial_path(path).is_dir():
+        return ""
+    folder = partial_path(path)
+    return f"; the cycles recorded until then are in {folder} (hilbot replay {folder})"
 
 
 def _leftover(args: argparse.Namespace, out: Path) -> str | None:

@@ -267,3 +267,28 @@ def test_a_partial_recording_without_cycles_replays_in_one_line(tmp_path):
     assert recording.cut_short and recording.n_cycles == 0
     (folder / "header.json").unlink()
     assert main(["replay", str(tmp_path / "run.npz"), "--quiet"]) == 2
+
+
+def test_an_interrupted_bench_run_says_where_its_cycles_are(tmp_path):
+    out = tmp_path / "out"
+    record = out / "recording.npz"
+    args = hilbot(
+        "bench", "openmanipulator_x", "--scenario", "openmanipulator_sweep", "--out", str(out),
+        "--duration-scale", "20", "--no-plots", "--quiet",
+    )  # fmt: skip
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(chunks(record)) >= 2, "two chunks of the recording", proc)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=WAIT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    folder = partial_path(record)
+    assert err.splitlines()[-1] == (
+        f"hilbot bench: interrupted; the cycles recorded until then are in {folder} "
+        f"(hilbot replay {folder})"
+    )
+    assert Recording.load(folder).n_cycles > 0
