@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hilbot.driver.backend_names import HARDWARE, backend_name, hardware_help
-from hilbot.driver.commands.failures import positive_hz, positive_number
+from hilbot.driver.commands.failures import (
+    add_view_port,
+    positive_hz,
+    positive_number,
+    view_port,
+    view_port_problem,
+)
 
 if TYPE_CHECKING:
     from hilbot.driver.bench.compare import BackendComparison
@@ -61,9 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="serve a live 3D view of the run on 127.0.0.1 (the view extra)",
     )
-    parser.add_argument(
-        "--view-port", type=int, default=8080, metavar="PORT", help="port of --view (default 8080)"
-    )
+    add_view_port(parser)
     parser.add_argument(
         "--port", help="serial port of the real arm, overriding the config (single-bus robots)"
     )
@@ -182,6 +186,9 @@ def _leftover(args: argparse.Namespace, out: Path) -> str | None:
 
 def _option_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with a combination of options, if anything."""
+    view_problem = view_port_problem(args)
+    if view_problem is not None:
+        return view_problem
     if args.compare_backend is not None and args.compare_backend == args.backend:
         return (
             f"--compare-backend {args.compare_backend} is the --backend already; "
@@ -267,7 +274,7 @@ def _bench(
         config_path=str(args.config),
         clock=args.clock,
         progress=not args.quiet,
-        view_port=args.view_port if args.view else None,
+        view_port=view_port(args) if args.view else None,
     )
     backends = [args.backend] + ([args.compare_backend] if args.compare_backend else [])
     recordings, passed = [], True

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from hilbot._compat import BaseExceptionGroup
 
@@ -110,6 +110,33 @@ def port_problem(port: str, reason: str, origin: str | None = None, fix: str = P
         else "no serial port found: is the adapter plugged in and powered?"
     )
     return f"cannot open the serial port {port}{where}: {reason}; {ports}; {fix}"
+
+
+#: The port of ``--view`` when ``--view-port`` is not given.
+DEFAULT_VIEW_PORT = 8080
+
+
+def add_view_port(parser: Any) -> None:
+    """Add ``--view-port`` (``None`` unless given, so that one without ``--view`` is told)."""
+    parser.add_argument(
+        "--view-port",
+        type=int,
+        metavar="PORT",
+        help=f"port of --view (default {DEFAULT_VIEW_PORT}; 0: any free one)",
+    )
+
+
+def view_port_problem(args: Any) -> str | None:
+    """The refusal of a ``--view-port`` given without ``--view``, if it was."""
+    if getattr(args, "view_port", None) is not None and not getattr(args, "view", False):
+        return "--view-port is the port of --view; add --view (or drop --view-port)"
+    return None
+
+
+def view_port(args: Any) -> int:
+    """The port ``--view`` serves on."""
+    port: int | None = getattr(args, "view_port", None)
+    return DEFAULT_VIEW_PORT if port is None else port
 
 
 def positive_seconds(text: str) -> float:

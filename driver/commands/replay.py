@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hilbot.driver.commands.failures import add_view_port, view_port, view_port_problem
+
 EXIT_DIFFERENT = 1
 EXIT_BAD_INPUT = 2
 
@@ -39,9 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="then show the recording in a 3D view on 127.0.0.1 with a time slider, until "
         "Ctrl+C (the view extra)",
     )
-    parser.add_argument(
-        "--view-port", type=int, default=8080, metavar="PORT", help="port of --view (default 8080)"
-    )
+    add_view_port(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.atol >= 0:
         print(f"hilbot replay: --atol must be >= 0, got {args.atol}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    view_problem = view_port_problem(args)
+    if view_problem is not None:
+        print(f"hilbot replay: {view_problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         recording = Recording.load(args.recording)
@@ -110,7 +114,7 @@ def _view(args: argparse.Namespace, recording: Any, config: Any) -> None:
     from hilbot.driver.view.scene import ChainView
 
     chains = [ChainView(c.name, c.source_link, c.target_link) for c in config.chains]
-    view = ReplayView(recording, load_robot(config.urdf), chains, port=args.view_port)
+    view = ReplayView(recording, load_robot(config.urdf), chains, port=view_port(args))
     print(f"view: {view.url} (Ctrl+C ends)", flush=True)
     try:
         threading.Event().wait()

@@ -35,10 +35,13 @@ from hilbot.driver.backend_names import HARDWARE, backend_name, hardware_help
 from hilbot.driver.bench.progress import Progress
 from hilbot.driver.commands.failures import (
     EXIT_BAD_INPUT,
+    add_view_port,
     port_problem,
     positive_hz,
     positive_seconds,
     reason_of,
+    view_port,
+    view_port_problem,
 )
 from hilbot.driver.commands.local_stop import HINT, LocalStop
 from hilbot.driver.commands.shutdown_report import TorqueWatch, shutdown_text, torque_left_on
@@ -79,9 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="serve a live 3D view of the robot on 127.0.0.1 (the view extra)",
     )
-    parser.add_argument(
-        "--view-port", type=int, metavar="PORT", help="port of --view (default 8080)"
-    )
+    add_view_port(parser)
     parser.add_argument(
         "--port",
         help="--backend hardware: serial port, overriding the config (single-bus robots)",
@@ -252,8 +253,9 @@ def option_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with a combination of options (one they ignore), if anything."""
     if getattr(args, "demo", None) is not None and args.no_mqtt:
         return "--demo publishes through MQTT; drop --no-mqtt"
-    if getattr(args, "view_port", None) is not None and not getattr(args, "view", False):
-        return "--view-port is the port of --view; add --view (or drop --view-port)"
+    view_problem = view_port_problem(args)
+    if view_problem is not None:
+        return view_problem
     if args.port is not None and args.backend != HARDWARE:
         return (
             f"--port is for --backend hardware; the {args.backend} backend opens no serial "
@@ -498,7 +500,7 @@ def extra_listeners(
 
         args.live_view = start_view(
             runtime,
-            port=8080 if args.view_port is None else args.view_port,
+            port=view_port(args),
             scene=getattr(args, "scene_objects", ()),
             poses=getattr(backend, "scene_poses", None),  # --backend mujoco: pushed boxes
         )

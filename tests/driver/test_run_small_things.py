@@ -1,4 +1,7 @@
-"""hilbot run: the broker line at start, Ctrl+C's exit status and summary, --view-port."""
+"""hilbot run: the broker line at start, Ctrl+C's exit status and summary, --view-port.
+
+(``--view-port`` without ``--view`` is refused by bench and replay as well.)
+"""
 
 from __future__ import annotations
 
@@ -33,6 +36,20 @@ def test_view_port_without_view_is_refused_in_one_line(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "--view-port is the port of --view; add --view" in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["bench", "openmanipulator_x", "--scenario", "openmanipulator_sweep"],
+        ["replay", "recording.npz"],
+    ],
+    ids=["bench", "replay"],
+)
+def test_bench_and_replay_refuse_view_port_without_view_too(command, capsys):
+    assert main([*command, "--view-port", "9000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--view-port is the port of --view" in err
 
 
 def test_ctrl_c_exits_130_and_the_summary_says_disarmed_after_torque_off(tmp_path):
