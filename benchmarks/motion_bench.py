@@ -124,6 +124,10 @@ async def run_row(port: int, source: str, planner: str, seconds: float) -> dict[
         update={
             "rate_hz": RATE,
             "motion": base.motion.model_copy(update={"planner": planner}),
+            # "off" is the runtime before the motion layer: no acceleration bound either
+            "safety": base.safety.model_copy(
+                update={"acceleration_limit": 5000.0 if planner == "off" else None}
+            ),
         }
     )
     t_cmd: list[float] = []

@@ -151,9 +151,9 @@ async def teleop_latency(port: int, backend: str, samples: int, isolate: bool) -
         runtime.add_cycle_listener(listener)
         set_joint_targets = runtime.set_joint_targets
 
-        def stamped(positions) -> None:
+        def stamped(positions, **options) -> None:
             arrived.setdefault(positions.get(JOINT), time.perf_counter())
-            set_joint_targets(positions)
+            set_joint_targets(positions, **options)
 
         runtime.set_joint_targets = stamped  # the bridge (or the worker link) calls this
         ready = asyncio.get_running_loop().create_future()

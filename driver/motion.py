@@ -189,8 +189,9 @@ class StreamReference:
     - ``latency=None`` (auto) is the period plus the observed lateness, bounded
       by ``max_latency``: about 40 ms for a 30 Hz stream with ±5 ms jitter, about
       12 ms for a 100 Hz leader arm.
-    - Past the newest sample the reference extrapolates with the last segment's velocity
-      for up to ``max_extrapolation`` periods, then stops there (velocity zero).
+    - Past the newest sample the reference extrapolates along the last segment for up to
+      ``max_extrapolation`` periods (a late sample), then settles on the newest sample (the
+      stream stopped: its last target is where to go).
     - A gap longer than ``GAP_PERIODS`` periods (or ``max_gap``) restarts the stream:
       the new sample is a new hold point, reached by a limited motion.
 
@@ -322,13 +323,11 @@ class StreamReference:
         if i >= 2:
             before = (values[i - 1] - values[i - 2]) / (t0 - times[i - 2])
             curve = (slope - before) / (0.5 * (t1 - times[i - 2]))
-        if tau > t1:  # past the newest sample: extrapolate a while, then stop there
+        if tau > t1:  # past the newest sample: extrapolate a while, then settle on it
             horizon = self.max_extrapolation * (self.period or (t1 - t0))
             if tau - t1 > horizon:
-                tau = t1 + horizon
-                s = tau - t0
-                end = values[i - 1] + slope * s + 0.5 * curve * s * (tau - t1)
-                return end, zero, zero
+                # the stream has stopped (not just a late sample): its newest value counts
+                return values[i], zero, zero
         s = tau - t0
         position = values[i - 1] + slope * s + 0.5 * curve * s * (tau - t1)
         velocity = slope + curve * (tau - 0.5 * (t0 + t1))

@@ -85,11 +85,13 @@ class TeleopRuntime(Protocol):
         """Names of the driven joints."""
         ...
 
-    def set_target(self, chain: str, target: Any) -> None:
+    def set_target(self, chain: str, target: Any, *, stamp: float | None = None) -> None:
         """Store a pose target for ``chain`` (latest value wins)."""
         ...
 
-    def set_joint_targets(self, positions: Mapping[str, float]) -> None:
+    def set_joint_targets(
+        self, positions: Mapping[str, float], *, stamp: float | None = None
+    ) -> None:
         """Store joint targets (latest value wins)."""
         ...
 
@@ -648,9 +650,11 @@ class TeleopBridge:
         try:
             match message:
                 case PoseTarget():
-                    self.runtime.set_target(message.chain, message.runtime_target())
+                    self.runtime.set_target(
+                        message.chain, message.runtime_target(), stamp=message.sampled
+                    )
                 case JointTarget():
-                    self.runtime.set_joint_targets(message.positions)
+                    self.runtime.set_joint_targets(message.positions, stamp=message.sampled)
                 case CommandMessage(command=CommandName.ESTOP):
                     self._estop(message)
                 case CommandMessage(command=CommandName.RELEASE):

@@ -9,6 +9,7 @@ import logging
 import socket
 from collections import Counter
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from hilbot import _compat_asyncio as aio
@@ -222,12 +223,13 @@ async def _frames(
         except (asyncio.IncompleteReadError, ConnectionError):
             return
         match frame:
-            case ("target", chain, target, topic, seq):
+            case ("target", chain, target, topic, seq, stamp):
                 link.target_frames += 1
-                _apply(writer, topic, seq, runtime.set_target, chain, target)
-            case ("joints", positions, topic, seq):
+                _apply(writer, topic, seq, partial(runtime.set_target, stamp=stamp), chain, target)
+            case ("joints", positions, topic, seq, stamp):
                 link.target_frames += 1
-                _apply(writer, topic, seq, runtime.set_joint_targets, positions)
+                setter = partial(runtime.set_joint_targets, stamp=stamp)
+                _apply(writer, topic, seq, setter, positions)
             case ("command", ident, name):
                 task = asyncio.get_running_loop().create_task(
                     _command(runtime, writer, ident, name, logger), name=f"teleop-command-{name}"

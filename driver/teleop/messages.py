@@ -102,6 +102,7 @@ class PoseTarget:
     chain: str
     position: NDArray[np.float64]  # (3,) in [m]
     orientation: Orientation
+    sampled: float | None = None  # the sender's sample time [s, its own clock]
 
     def runtime_target(self) -> NDArray[np.float64] | tuple[NDArray[np.float64], Orientation]:
         """Return the target in the form ``Runtime.set_target`` takes."""
@@ -116,6 +117,7 @@ class JointTarget:
 
     header: Header
     positions: Mapping[str, float]
+    sampled: float | None = None  # the sender's sample time [s, its own clock]
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,13 +261,15 @@ _FIELDS: dict[type[Wire], tuple[str, ...]] = {
 def _pose_target(chain: str, data: dict[str, Any], vocabulary: Vocabulary) -> Message:
     body = _validated(PoseTargetPayload, data)
     header = Header(body.seq, body.stamp, body.ttl, body.sender)
-    return PoseTarget(header, chain, _array(body.position), _orientation(body.orientation))
+    return PoseTarget(
+        header, chain, _array(body.position), _orientation(body.orientation), body.sampled
+    )
 
 
 def _joint_target(chain: str, data: dict[str, Any], vocabulary: Vocabulary) -> Message:
     body = _validated(JointTargetPayload, data)
     header = Header(body.seq, body.stamp, body.ttl, body.sender)
-    return JointTarget(header, _joint_positions(body.positions, vocabulary))
+    return JointTarget(header, _joint_positions(body.positions, vocabulary), body.sampled)
 
 
 def _command(chain: str, data: dict[str, Any], vocabulary: Vocabulary) -> Message:

@@ -225,6 +225,21 @@ class Envelope(Wire):
 
 
 Seq = Annotated[int, Field(ge=0, le=MAX_SEQ, description=_SEQ_HELP)]
+#: A target's sample time: the motion layer places it on the stream's timeline by it.
+Sampled = (
+    Annotated[
+        float,
+        Field(
+            allow_inf_nan=False,
+            ge=-1e12,
+            le=1e12,
+            description="When the sender sampled this target [s, on the sender's own clock, "
+            "any epoch]. Optional: with it the motion layer times the stream by the samples "
+            "(free of network jitter); without it, by arrival.",
+        ),
+    ]
+    | None
+)
 
 
 class PoseTargetPayload(Envelope):
@@ -233,6 +248,7 @@ class PoseTargetPayload(Envelope):
     model_config = ConfigDict(title="pose_target", json_schema_extra=_TTL_NEEDS_STAMP)
 
     seq: Seq
+    sampled: Sampled = None
     position: PositionField
     orientation: Annotated[
         OrientationField | None,
@@ -257,6 +273,7 @@ class JointTargetPayload(Envelope):
     )
 
     seq: Seq
+    sampled: Sampled = None
     positions: Annotated[dict[Name, JointValue], Field(min_length=1, max_length=MAX_JOINTS)]
 
 

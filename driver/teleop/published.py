@@ -81,6 +81,22 @@ class StatePayload(BaseModel):
     homing: bool
     clamp_counts: dict[str, Any]
     stats: Stats
+    glitches: Annotated[
+        dict[str, int],
+        Field(
+            default_factory=dict,
+            description="Per joint, the readings refused as glitches since start (moved "
+            "faster than the joint can); joints with none are left out.",
+        ),
+    ]
+    last_stop: Annotated[
+        dict[str, Any] | None,
+        Field(
+            default=None,
+            description="The last controlled stop that came to rest: reason, duration [s], "
+            "the joint that travelled furthest, its distance and the bound the limits allow.",
+        ),
+    ]
     teleop: TeleopCounts
     instance: Annotated[
         str, Field(description="The driver's instance id, as in status (random per run).")

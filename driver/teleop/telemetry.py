@@ -96,6 +96,27 @@ def state_body(state: Any) -> dict[str, Any]:
         "homing": state.homing,
         "clamp_counts": to_jsonable(state.clamp_counts),
         "stats": to_jsonable(state.stats),
+        "glitches": dict(state.glitches),
+        "last_stop": _stop_json(state.last_stop, state.joints),
+    }
+
+
+def _stop_json(stop: Any, joints: Any) -> dict[str, Any] | None:
+    """The last controlled stop, as the state topic carries it."""
+    if stop is None:
+        return None
+    names = tuple(joints.names) if joints is not None else ()
+    j = int(stop.distance.argmax()) if stop.distance.size else 0
+    return {
+        "reason": stop.reason,
+        "duration": round(float(stop.duration), DECIMALS),
+        "time_bound": round(float(stop.time_bound), DECIMALS),
+        "joint": names[j] if j < len(names) else None,
+        "distance": round(float(stop.distance[j]), DECIMALS) if stop.distance.size else 0.0,
+        "distance_bound": (
+            round(float(stop.distance_bound[j]), DECIMALS) if stop.distance.size else 0.0
+        ),
+        "within_bounds": bool(stop.within_bounds),
     }
 
 

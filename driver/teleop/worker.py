@@ -81,15 +81,17 @@ class RemoteRuntime:
     def _origin(self) -> tuple[str, int | None]:
         return self.bridge.current if self.bridge is not None else ("", None)
 
-    def set_target(self, chain: str, target: Any) -> None:
+    def set_target(self, chain: str, target: Any, *, stamp: float | None = None) -> None:
         """Stage a pose target (replacing a staged one of the same chain)."""
-        self._stage(("target", chain), ("target", chain, target, *self._origin()))
+        self._stage(("target", chain), ("target", chain, target, *self._origin(), stamp))
 
-    def set_joint_targets(self, positions: Mapping[str, float]) -> None:
+    def set_joint_targets(
+        self, positions: Mapping[str, float], *, stamp: float | None = None
+    ) -> None:
         """Stage joint targets, merged into staged ones (as the runtime merges them)."""
         staged = self._pending.get(("joints", ""))
         merged = {**staged[1], **positions} if staged is not None else dict(positions)
-        self._stage(("joints", ""), ("joints", merged, *self._origin()))
+        self._stage(("joints", ""), ("joints", merged, *self._origin(), stamp))
 
     def _stage(self, key: tuple[str, str], frame: tuple[Any, ...]) -> None:
         if key in self._pending and self.bridge is not None:
