@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import sys
+import warnings
 
 import pytest
 
@@ -97,3 +98,25 @@ def test_the_compat_modules_are_leaves():
             for alias in node.names
         }
         assert not {m for m in imported if m.split(".")[0] == "hilbot"}, name
+
+
+async def test_a_cancel_before_an_mqtt_wait_starts_leaves_no_coroutine_unawaited():
+    # On 3.10 the backport's timeout suspends while it is entered: a cancel arriving then
+    # must not leave aiomqtt's `confirmation.wait()` unawaited (a RuntimeWarning at garbage
+    # collection, an error under this suite's warning filter).
+    import gc
+
+    from hilbot.driver.teleop.client import MqttClient
+
+    client = MqttClient("127.0.0.1", port=1)  # never connected: only _wait_for is used
+    event = asyncio.Event()
+    task = asyncio.create_task(client._wait_for(event.wait(), 5.0))
+    await asyncio.sleep(0)  # it starts, and suspends in the timeout (3.10) or the wait
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del task
+        gc.collect()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []

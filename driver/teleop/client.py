@@ -21,6 +21,7 @@ the same flaw): :mod:`hilbot._compat_asyncio` gives it the ``taskgroup`` backpor
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Awaitable
 from typing import TypeVar
@@ -45,3 +46,9 @@ class MqttClient(aiomqtt.Client):
                 return await fut
         except TimeoutError:
             raise aiomqtt.MqttError("Operation timed out") from None
+        finally:
+            if inspect.iscoroutine(fut):
+                # On 3.10 entering the timeout suspends: a cancel then leaves ``fut`` (a
+                # coroutine such as ``confirmation.wait()``) unawaited. Closing it is a no-op
+                # once it has run.
+                fut.close()
