@@ -269,6 +269,8 @@ class Runtime:
         self._cycle_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
         self._entered = False
+        #: The shutdown tried to turn torque off and could not (the servos may still hold).
+        self.torque_left_on = False
 
     # -- lifecycle --------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -346,6 +348,7 @@ class Runtime:
                     self._log.error(
                         "shutdown: could not disable torque (%d attempts): %s", attempt, err
                     )
+                    self.torque_left_on = True
                     return
                 # One lost reply (often the read-back of a torque write that did go out)
                 # must not end the shutdown's only chance to turn torque off.
