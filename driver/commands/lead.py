@@ -32,6 +32,7 @@ from hilbot.driver.commands.failures import (
     positive_seconds,
     reason_of,
 )
+from hilbot.driver.dataset import options as dataset_options
 
 if TYPE_CHECKING:
     from hilbot.driver.calibration.apply import Calibrated
@@ -92,9 +93,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--duration", type=positive_seconds, metavar="S", help="stop after S seconds"
     )
     parser.add_argument("--no-status", action="store_true", help="no live status line")
+    dataset_options.add_arguments(parser)
 
 
 def _problem(args: argparse.Namespace) -> str | None:
+    if args.dataset is not None and args.mqtt is not None:
+        return "--dataset records the follower run here; with --mqtt it runs elsewhere"
+    dataset = dataset_options.problem(args)
+    if dataset is not None:
+        return dataset
     if args.demo is not None and args.backend != "virtual":
         return "--demo moves a virtual leader: add --backend virtual"
     if args.mqtt is not None and args.follower_backend is not None:
@@ -166,11 +173,14 @@ def run(args: argparse.Namespace) -> int:
             follower,
             local,
         )
+        recording = None
+        if args.dataset is not None and local is not None:
+            recording = dataset_options.open_writer(args, local.config, local.calibration)
     except (DriverError, HalError, ValueError) as exc:
         print(f"hilbot lead: {message_of(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        return asyncio.run(_lead(args, arms, mapping))
+        return asyncio.run(_lead(args, arms, mapping, recording))
     except PortError as exc:
         print(f"hilbot lead: {_port_problem(args, arms, exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -214,7 +224,7 @@ class _Arms(NamedTuple):
     local: Calibrated | None  # the follower with its calibration; None: elsewhere (--mqtt)
 
 
-async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any) -> int:
+async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any, recording: Any = None) -> int:
     from hilbot.driver.backends import build_backend
     from hilbot.driver.calibration.apply import CalibrationMismatch
     from hilbot.driver.lead.leader import lead, prepare_leader
@@ -282,9 +292,12 @@ async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any) -> int:
             tasks.append(
                 asyncio.create_task(_status(status, sent, runtime, mapping, rejections, started))
             )
+        if recording is not None:  # the session ends when the episodes are recorded
+            tasks.append(asyncio.create_task(dataset_options.record(args, runtime, *recording)))
         interrupted = False
         try:
-            await asyncio.wait(tasks, timeout=args.duration, return_when=asyncio.FIRST_EXCEPTION)
+            # the lead and status tasks end only by an error; the recording when it is done
+            await asyncio.wait(tasks, timeout=args.duration, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:  # Ctrl+C: the summary still, then the interrupt
             interrupted = True
         finally:
