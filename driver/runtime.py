@@ -591,7 +591,7 @@ class Runtime:
         if faults.stopping and mode in (Mode.ESTOPPED, Mode.FAULTED):
             # the controlled stop of an e-stop or a fault: from the command, never a reading
             stops = self.motion.stops
-            desired = self.motion.step(None, self._clock())
+            desired = self.motion.step(None, self._motion_time())
             if await self._write_safe(desired, rec) and self.motion.stops != stops:
                 self._stopped()
         elif mode is Mode.ESTOPPED and faults.hold is not None and state is not None:
@@ -619,7 +619,7 @@ class Runtime:
 
     def _begin_stop(self, reason: str) -> None:
         """A controlled stop of the commanded motion begins (e-stop, fault, disable)."""
-        self.motion.begin_stop(reason, self._clock())
+        self.motion.begin_stop(reason, self._motion_time())
         self._reset_streams()
 
     async def _write_safe(self, desired: NDArray[np.float64], rec: CycleRecord) -> bool:
@@ -646,7 +646,7 @@ class Runtime:
             self._last_step = command - self._command
             self._command = command
             self._possible = None
-            self.motion.commit(command, self._clock())
+            self.motion.commit(command, self._motion_time())
         else:
             self._widen_possible(command)
         return rec.written
@@ -672,7 +672,8 @@ class Runtime:
         if self._baseline is not None or self.config.motion.planner == "off":
             return self._baseline_step(rec)
         motion = self.motion
-        now = self._clock()
+        now = self._motion_time()
+        wall = self._clock()  # the watchdog's time: how old a target really is
         n = len(self.joint_names)
         position = motion.position.copy()
         velocity = np.zeros(n)
@@ -686,7 +687,7 @@ class Runtime:
         stale = False
         joints = self._targets.get(JOINTS)
         if joints is not None:
-            if now - joints.received > timeout:
+            if wall - joints.received > timeout:
                 stale = True
             else:
                 rec.targets[JOINTS] = joints.value
@@ -701,7 +702,7 @@ class Runtime:
             slot = self._targets.get(name)
             if slot is None:
                 continue
-            if now - slot.received > timeout:
+            if wall - slot.received > timeout:
                 stale = True
                 continue
             rec.targets[name] = slot.value
@@ -718,7 +719,7 @@ class Runtime:
         desired = self._desired_direct(rec)
         if self._baseline is None:
             return desired
-        return np.asarray(self._baseline.step(desired, self._clock()), dtype=np.float64)
+        return np.asarray(self._baseline.step(desired, self._motion_time()), dtype=np.float64)
 
     def _new_baseline(self, start: NDArray[np.float64]) -> Any:
         from hilbot.driver.motion_baselines import LinearPlanner, RuckigPlanner
@@ -754,7 +755,7 @@ class Runtime:
                     max_extrapolation=self.config.motion.max_extrapolation,
                 )
                 self._streams[name] = stream
-            stream.add(value, slot.received, slot.stamp)
+            stream.add(value, now, slot.stamp)  # seen this cycle: the loop's own timeline
         return None if stream is None else stream.at(now)
 
     def _chain_reference(
@@ -793,6 +794,15 @@ class Runtime:
             velocity = (values - previous[0]) / self.period
         self._chain_refs[name] = (values, velocity)
         return values, velocity
+
+    def _motion_time(self) -> float:
+        """The motion layer's clock [s]: cycles times the period.
+
+        The motion layer is a discrete-time system that steps one period a cycle; timing
+        its target streams by the cycle they were first seen in (not by a wall clock read
+        mid-cycle) makes it deterministic, so a recording replays to the same commands.
+        """
+        return self.stats.cycles * self.period
 
     def _note_watchdog(self, stale: bool, timeout: float) -> None:
         if stale and not self._watchdog_tripped:
