@@ -159,6 +159,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="record every cycle to FILE (.npz); report it with hilbot replay FILE",
     )
     parser.add_argument("--no-status", action="store_true", help="no live status line")
+    from hilbot.driver.dataset import options as dataset_options
+
+    dataset_options.add_arguments(parser)
     parser.add_argument(
         "--realtime",
         action="store_true",
@@ -199,6 +202,12 @@ def run(args: argparse.Namespace) -> int:
             from hilbot.driver.trajectory import load_trajectory
 
             trajectory = load_trajectory(trajectory_file(args.trajectory))
+        if getattr(args, "dataset", None) is not None:  # the episodes of what drives it
+            from hilbot.driver.dataset import options as dataset_options
+
+            args.dataset_recording = dataset_options.open_writer(
+                args, config, args.calibrated.calibration
+            )
     except ConfigError as exc:
         print(f"hilbot run: bad config: {exc}", file=sys.stderr)
         return 2
@@ -251,6 +260,12 @@ def trajectory_file(path: Path) -> Path:
 
 def option_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with a combination of options (one they ignore), if anything."""
+    if getattr(args, "dataset", None) is not None or getattr(args, "task", None) is not None:
+        from hilbot.driver.dataset import options as dataset_options
+
+        dataset = dataset_options.problem(args)
+        if dataset is not None:
+            return dataset
     if getattr(args, "demo", None) is not None and args.no_mqtt:
         return "--demo publishes through MQTT; drop --no-mqtt"
     view_problem = view_port_problem(args)
@@ -459,6 +474,11 @@ async def _run_robot(
             background.append(asyncio.create_task(_announce(args, status), name="announce"))
         if status.enabled:
             background.append(asyncio.create_task(_status_line(runtime, status), name="status"))
+        if getattr(args, "dataset_recording", None) is not None:  # ends the run when done
+            from hilbot.driver.dataset import options as dataset_options
+
+            recording = dataset_options.record(args, runtime, *args.dataset_recording)
+            ending.append(asyncio.create_task(recording, name="dataset"))
         await asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)
         results = await _cancel_all([*ending, *background])
         error = next(

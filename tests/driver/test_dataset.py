@@ -284,3 +284,50 @@ def test_a_kill_9_mid_episode_leaves_every_finished_episode_readable(tmp_path: P
     assert proc.returncode == -signal.SIGKILL
     info = _check_dataset(root, [0])
     assert info["total_frames"] == 45
+
+
+def test_hilbot_run_records_what_mqtt_teleop_drives(tmp_path: Path) -> None:
+    # --demo circle publishes its targets through the embedded MQTT broker
+    done = subprocess.run(
+        [sys.executable, "-m", "hilbot", "run", "so101_follower", "--backend", "sim",
+         "--enable", "--demo", "circle", "--broker-port", "0", "--no-status",
+         "--dataset", str(tmp_path / "ds"), "--task", "draw a circle", "--episodes", "2",
+         "--episode-time", "1.5", "--reset-time", "0"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "2 episodes written" in done.stderr
+    info = _check_dataset(tmp_path / "ds", [0, 1])
+    assert info["total_frames"] == 90
+    action = np.array(pq.read_table(tmp_path / "ds" / "data").column("action").to_pylist())
+    assert np.ptp(action[45:, :5], axis=0).max() > 1.0  # the circle moved the arm [degrees]
+
+
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [
+        (["--dataset", "DS"], "--dataset needs --task"),
+        (["--task", "x"], "--task is for --dataset DIR"),
+        (["--dataset", "DS", "--task", "x", "--fps", "29.5"], "whole number"),
+    ],
+)
+def test_bad_dataset_options_are_one_line(extra: list[str], problem: str, tmp_path: Path) -> None:
+    for command in (["run", "so101_follower", "--backend", "sim"],
+                    ["lead", "so101_leader", "--backend", "virtual"]):  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "hilbot", *command, *extra], capture_output=True, text=True,
+            timeout=120, env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert problem in done.stderr and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_lead_dataset_with_a_follower_elsewhere_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hilbot", "lead", "so101_leader", "--mqtt", "mqtt://127.0.0.1:1",
+         "--dataset", "ds", "--task", "x"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and "runs elsewhere" in done.stderr
