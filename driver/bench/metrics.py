@@ -154,7 +154,9 @@ def stop_events(recording: Recording) -> list[StopEvent]:
         ):
             end += 1
         travel = np.abs(command[end] - start)
-        j = int(np.nanargmax(travel)) if travel.size else 0
+        if not np.any(np.isfinite(travel)):
+            continue
+        j = int(np.nanargmax(travel))
         stops.append(
             StopEvent(
                 time=float(t[i]),

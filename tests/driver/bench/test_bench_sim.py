@@ -57,7 +57,11 @@ def _check_circle(recording):
     extent = np.ptp(target[has_target], axis=0)
     np.testing.assert_allclose(extent, [0.06, 0.06, 0.0], atol=1e-3)
     error = np.linalg.norm(recording["ee_measured"][:, 0] - target, axis=1)[has_target]
-    assert np.sqrt(np.mean(error**2)) < 0.015  # a fast (shortened) circle: lag dominates
+    # A circle ten times faster than the scenario's asks more acceleration and jerk than the
+    # configured limits allow: the motion layer cuts inside it (never clamped), so the tool
+    # stays within a radius of the path (the full-length circle tracks within 5 mm RMS).
+    assert np.sqrt(np.mean(error**2)) < 0.06
+    assert recording.clamp_events.shape[0] == 0
 
 
 async def test_fault_scenario_disarms_and_recovers(config):
@@ -109,16 +113,16 @@ def test_cli_passes_when_thresholds_are_met(tmp_path, capsys):
 
 
 def test_cli_fails_and_names_the_missed_thresholds(tmp_path, capsys):
-    # A 0.2 rad step is clamped by the per-cycle max delta: zero clamps cannot hold.
-    scenario = _write_scenario(tmp_path, {"clamp_events_max": 0, "joint_max_max": 1e-6})
+    # A 0.2 rad step cannot be tracked within 1 µrad, and the scenario has no stop in it.
+    scenario = _write_scenario(tmp_path, {"stops_min": 1, "joint_max_max": 1e-6})
     code, out = _bench(tmp_path, scenario)
     captured = capsys.readouterr()
     assert code == 1
-    assert "thresholds missed on sim: joint_max_max, clamp_events_max" in captured.err
+    assert "thresholds missed on sim: joint_max_max, stops_min" in captured.err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["passed"] is False
     assert {t["name"] for t in summary["thresholds"] if not t["passed"]} == {
-        "clamp_events_max",
+        "stops_min",
         "joint_max_max",
     }
 
