@@ -245,3 +245,33 @@ async def test_the_so101_scenarios_pass_their_thresholds_on_the_simulator(name, 
     recording = await run_bench(config, scenario, BackendKind.SIM, ClockKind.FAKE, options)
     outcome = write_outputs(recording, scenario.thresholds, tmp_path)
     assert outcome.passed, outcome
+
+
+async def test_enable_with_a_glitched_first_reading_does_not_jump(config, running):
+    """An STS3215 encoder spike with a valid checksum at enable never becomes the goal."""
+    async with running(config) as (vbus, rt):
+        present = np.array(list(rt.state().command.values()))
+        before = goals(vbus)
+        vbus.faults(2).glitch(0.46, unit="rad", replies=1)  # shoulder_lift's next reading
+        await rt.command(Command.ENABLE)
+        await rt.wait_cycles(20)
+        command = np.array(list(rt.state().command.values()))
+        after = goals(vbus)
+    assert np.abs(command - present).max() < 0.02  # the verified pose: no jump
+    assert abs(after[1] - before[1]) <= 20  # its servo holds where it is [ticks]
+
+
+async def test_estop_at_speed_ignores_a_glitched_reading(config, running):
+    async with running(config) as (vbus, rt):
+        await rt.command(Command.ENABLE)
+        start = rt.state().command["shoulder_pan"]
+        for _ in range(int(0.3 * RATE)):  # toward a far target, at speed
+            rt.set_joint_targets({"shoulder_pan": start + 1.5})
+            await rt.wait_cycles(1)
+        moving_at = rt.state().command["shoulder_pan"]
+        vbus.faults(1).glitch(-0.46, unit="rad", replies=3)  # readings far behind
+        await rt.command(Command.ESTOP)
+        hold = (await wait_at_rest(rt))["shoulder_pan"]
+    assert hold > moving_at  # went on forward and stopped; never toward the glitch
+    report = rt.state().last_stop
+    assert report is not None and report.within_bounds
