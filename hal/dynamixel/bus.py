@@ -350,7 +350,8 @@ class DynamixelBus:
         head = (prefix, P.crc16(prefix), tuple(bytes((i,)) for i in data))
         if len(self._write_heads) >= _MAX_PLANS:
             self._write_heads.clear()
-        self._write_heads[(address, length, *data)] = head
+        key = (address, length, *data)  # not in the brackets: mypy takes that for 3.11 syntax
+        self._write_heads[key] = head
         return head
 
     def send_sync_write(self, wire: bytes) -> None:
