@@ -287,7 +287,9 @@ async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any, recording: 
             rejections.update(sent[0])
 
         started = time.monotonic()
-        tasks = [asyncio.create_task(lead(lbackend, mapping, publisher, rate, on_publish=count))]
+        tasks: list[asyncio.Task[Any]] = [
+            asyncio.create_task(lead(lbackend, mapping, publisher, rate, on_publish=count))
+        ]
         if status.enabled:
             tasks.append(
                 asyncio.create_task(_status(status, sent, runtime, mapping, rejections, started))

@@ -22,6 +22,7 @@ recorded is lost. An interrupted write leaves only a ``.tmp`` file, removed on t
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from hilbot.driver.errors import DriverError
 
@@ -47,9 +49,9 @@ class DatasetError(DriverError):
 
 
 def _pyarrow() -> tuple[Any, Any]:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+    try:  # untyped, and optional: by name
+        pa = importlib.import_module("pyarrow")
+        pq = importlib.import_module("pyarrow.parquet")
     except ImportError:
         raise DatasetError(
             "--dataset writes parquet files with pyarrow: pip install 'hilbot[dataset]'"
@@ -57,7 +59,7 @@ def _pyarrow() -> tuple[Any, Any]:
     return pa, pq
 
 
-def _stats(values: np.ndarray) -> dict[str, Any]:  # type: ignore[type-arg]
+def _stats(values: NDArray[Any]) -> dict[str, Any]:
     """LeRobot's per-feature statistics of ``values`` (frames x dims)."""
     data = values.astype(np.float64)
     out: dict[str, Any] = {
@@ -224,7 +226,7 @@ class DatasetWriter:
         action = np.array([f[1] for f in episode.frames], dtype=np.float32)
         frame_index = np.arange(n, dtype=np.int64)
         timestamp = (frame_index / self.fps).astype(np.float32)
-        columns = {
+        columns: dict[str, NDArray[Any]] = {
             "observation.state": state,
             "action": action,
             "timestamp": timestamp,
