@@ -70,6 +70,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--yes", action="store_true", help="answer confirmations with yes")
     parser.add_argument(
+        "--from-lerobot",
+        type=Path,
+        metavar="FILE",
+        help="import LeRobot's calibration JSON of this arm (no guided flow): written as "
+        "the arm's hilbot calibration (or to --out)",
+    )
+    parser.add_argument(
+        "--to-lerobot",
+        type=Path,
+        metavar="FILE",
+        help="export the arm's hilbot calibration (or --out's) as LeRobot's calibration JSON",
+    )
+    parser.add_argument(
         "--accept-ranges",
         action="store_true",
         help="write the calibration even when a measured range reaches past the URDF's "
@@ -115,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
     from hilbot.driver.errors import DriverError
     from hilbot.hal.errors import HalError
 
+    if args.from_lerobot is not None or args.to_lerobot is not None:
+        return _lerobot_file(args)
     problem = _problem(args)
     if problem is not None:
         print(f"hilbot calibrate: {problem}", file=sys.stderr)
@@ -146,6 +161,71 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("hilbot calibrate: interrupted; no calibration file written", file=sys.stderr)
         return 130
+
+
+def _lerobot_problem(args: argparse.Namespace) -> str | None:
+    if args.from_lerobot is not None and args.to_lerobot is not None:
+        return "--from-lerobot or --to-lerobot, not both"
+    for option in ("demo", "mount", "write_servos", "accept_ranges"):
+        if getattr(args, option):
+            return f"--{option.replace('_', '-')} is for the guided flow, not a LeRobot file"
+    if args.port is not None and args.backend == "virtual":
+        return "--port is for --backend hardware"
+    for path in (args.out, args.to_lerobot):
+        if path is not None and not path.parent.is_dir():
+            return f"{path}: the folder {path.parent} does not exist"
+    return None
+
+
+def _lerobot_file(args: argparse.Namespace) -> int:
+    """``--from-lerobot`` / ``--to-lerobot``: convert a calibration file, no bus opened."""
+    from hilbot.driver.calibration import files
+    from hilbot.driver.calibration import lerobot as lerobot_files
+    from hilbot.driver.calibration.flow import summary
+    from hilbot.driver.config import load_config
+    from hilbot.driver.errors import DriverError
+
+    problem = _lerobot_problem(args)
+    if problem is not None:
+        print(f"hilbot calibrate: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        config = load_config(args.config)
+        if len(config.buses) != 1:
+            raise DriverError("calibrate handles single-bus robots; this config has several")
+        virtual = args.backend == "virtual"
+        port = args.port or config.buses[0].port
+        path = args.out or files.default_path(config.name, port, virtual=virtual)
+        if args.from_lerobot is not None:
+            data = lerobot_files.read_file(args.from_lerobot)
+            key = files.port_key(port, virtual=virtual)
+            calibration = lerobot_files.from_lerobot(data, config, key, args.from_lerobot)
+            calibration, notes = lerobot_files.fit_urdf(calibration, config)
+            files.save(calibration, path)
+            print(summary(calibration, config))
+            for note in notes:
+                print(f"Note: {note}")
+            print(
+                f"LeRobot's calibration {args.from_lerobot} imported to {path}; it takes the "
+                "servos to hold its Homing Offsets (LeRobot writes them when it connects); "
+                "hilbot run and hilbot lead check it against the arm's first reading"
+            )
+            return 0
+        if not path.is_file():
+            raise DriverError(
+                f"no hilbot calibration of {config.name} at {path}: run `hilbot calibrate "
+                f"{args.config}` first (or name the file with --out)"
+            )
+        data = lerobot_files.to_lerobot(files.load(path), config)
+        lerobot_files.write_file(data, args.to_lerobot)
+        print(
+            f"{path} exported to {args.to_lerobot}: LeRobot reads it as "
+            "calibration/robots/<robot type>/<robot id>.json under its cache folder"
+        )
+        return 0
+    except (DriverError, ValueError) as exc:
+        print(f"hilbot calibrate: {message_of(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 async def _calibrate(args: argparse.Namespace, config: Any) -> int:

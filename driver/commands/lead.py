@@ -175,7 +175,9 @@ def run(args: argparse.Namespace) -> int:
         )
         recording = None
         if args.dataset is not None and local is not None:
-            recording = dataset_options.open_writer(args, local.config, local.calibration)
+            recording = dataset_options.open_writer(
+                args, local.config, local.calibration, local.bus_config
+            )
     except (DriverError, HalError, ValueError) as exc:
         print(f"hilbot lead: {message_of(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -206,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
             from hilbot.driver.dataset import options as dataset_options
 
             args.dataset_recording = dataset_options.open_writer(
-                args, config, args.calibrated.calibration
+                args, config, args.calibrated.calibration, args.calibrated.bus_config
             )
     except ConfigError as exc:
         print(f"hilbot run: bad config: {exc}", file=sys.stderr)

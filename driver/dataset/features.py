@@ -67,6 +67,10 @@ class JointUnit:
     upper: float
     direction: int = 1
     gear_ratio: float = 1.0
+    #: the direction of the range modes: LeRobot reverses a Feetech servo's normalised
+    #: value by its drive_mode (a servo turned against the config), so there it is the
+    #: config's direction; the calibrated one elsewhere
+    range_direction: int | None = None
 
     def convert(self, value: float) -> float:
         """``value`` [rad or m] in the dataset's unit."""
@@ -77,7 +81,8 @@ class JointUnit:
             ticks = self.direction * self.gear_ratio * (value - mid) * RESOLUTION / (2 * math.pi)
             return ticks * 360.0 / (RESOLUTION - 1)
         span = self.upper - self.lower
-        lo, hi = (self.lower, self.upper) if self.direction > 0 else (self.upper, self.lower)
+        sign = self.direction if self.range_direction is None else self.range_direction
+        lo, hi = (self.lower, self.upper) if sign > 0 else (self.upper, self.lower)
         share = min(1.0, max(0.0, (value - lo) / (hi - lo))) if span > 0 else 0.0
         if self.mode == RANGE_0_100:
             return 100.0 * share
@@ -107,9 +112,18 @@ class DatasetFeatures:
 
 
 def features_for(
-    config: RobotConfig, calibration: Calibration | None, joints: Sequence[str] | None = None
+    config: RobotConfig,
+    calibration: Calibration | None,
+    joints: Sequence[str] | None = None,
+    uncalibrated: RobotConfig | None = None,
 ) -> DatasetFeatures:
-    """The features of ``config``'s ``joints`` (default: every servo-driven joint)."""
+    """The features of ``config``'s ``joints`` (default: every servo-driven joint).
+
+    ``config`` is calibrated (its servos' directions are the measured ones);
+    ``uncalibrated`` is the config as written (default ``config``).
+    """
+    written = {s.joint: s.direction for s in (uncalibrated or config).servo_specs()}
+    feetech = {s.joint for s in config.servos if config.bus_named(s.bus).family == "feetech"}
     specs = [s for s in config.servo_specs() if s.shadow_of is None]
     if joints is not None:
         wanted = set(joints)
@@ -126,7 +140,10 @@ def features_for(
             mode = arm.body
         cal = calibration.joints.get(spec.joint) if calibration is not None else None
         lower, upper = cal.range if cal is not None else limits.get(spec.joint, (-1.0, 1.0))
-        units.append(JointUnit(spec.joint, mode, lower, upper, spec.direction, spec.gear_ratio))
+        ranged = written.get(spec.joint) if spec.joint in feetech else None
+        units.append(
+            JointUnit(spec.joint, mode, lower, upper, spec.direction, spec.gear_ratio, ranged)
+        )
     return DatasetFeatures(arm.robot_type if arm is not None else config.name, tuple(units))
 
 

@@ -78,13 +78,16 @@ def say(text: str) -> None:
 
 
 def open_writer(
-    args: argparse.Namespace, config: RobotConfig, calibration: Calibration | None
+    args: argparse.Namespace,
+    config: RobotConfig,
+    calibration: Calibration | None,
+    uncalibrated: RobotConfig | None = None,
 ) -> Any:
     """The writer and features for ``config``'s joints (raises ``DatasetError``)."""
     from hilbot.driver.dataset.features import features_for
     from hilbot.driver.dataset.writer import DatasetWriter
 
-    features = features_for(config, calibration)
+    features = features_for(config, calibration, uncalibrated=uncalibrated)
     writer = DatasetWriter(args.dataset, int(args.fps), features.names, features.robot_type)
     return writer, features
 
