@@ -54,7 +54,7 @@ def _pyarrow() -> tuple[Any, Any]:
         pq = importlib.import_module("pyarrow.parquet")
     except ImportError:
         raise DatasetError(
-            "--dataset writes parquet files with pyarrow: pip install 'hilbot[dataset]'"
+            "--dataset writes parquet files with pyarrow: pip install '.[dataset]' (in the clone)"
         ) from None
     return pa, pq
 
