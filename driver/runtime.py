@@ -255,6 +255,8 @@ class Runtime:
             drop_targets=self._drop_targets,
         )
         self._watchdog_tripped = False
+        self._deadline = 0.0  # the newest tick's deadline [s]: the motion layer's time
+        self._origin: float | None = None  # the first tick's deadline [s]
         # chain -> the IK problems reported since it last solved, by kind
         self._ik_problems: dict[str, dict[tuple[str, str], _IkProblem]] = {}
         # (lo, hi) box of the goals that may be on the bus after writes that raised (a write
@@ -545,6 +547,10 @@ class Runtime:
         rec = self._record
         rec.cycle = self.stats.cycles + 1
         rec.deadline, rec.woke = deadline, woke
+        if self._origin is None:
+            self._origin = deadline
+        # whole microseconds since the first tick: the same numbers on a replay's clock
+        self._deadline = round((deadline - self._origin) * 1e6) * 1e-6
         rec.ik.clear()
         rec.targets.clear()
         rec.written = False
@@ -796,13 +802,14 @@ class Runtime:
         return values, velocity
 
     def _motion_time(self) -> float:
-        """The motion layer's clock [s]: cycles times the period.
+        """The motion layer's clock [s]: this cycle's tick deadline.
 
-        The motion layer is a discrete-time system that steps one period a cycle; timing
-        its target streams by the cycle they were first seen in (not by a wall clock read
-        mid-cycle) makes it deterministic, so a recording replays to the same commands.
+        Target streams are timed by the deadline of the cycle that first saw each target,
+        not by a clock read mid-cycle: the timeline follows real time (a skipped tick is
+        time that passed) and is what a replay reproduces from the recorded deadlines, so
+        a recording replays to the same commands.
         """
-        return self.stats.cycles * self.period
+        return self._deadline
 
     def _note_watchdog(self, stale: bool, timeout: float) -> None:
         if stale and not self._watchdog_tripped:

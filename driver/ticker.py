@@ -120,6 +120,43 @@ class SteppedTicker:
         """Nothing to release."""
 
 
+class ScheduledTicker:
+    """Ticks at given deadlines on a :class:`ManualClock`, then one period apart.
+
+    A replay runs the loop at the deadlines the original run had, skipped ticks
+    included, so everything timed by deadlines (the motion layer) sees the same time.
+
+    Args:
+        period: [s] between deadlines once ``deadlines`` are used up (and before them).
+        clock: the manual clock to advance.
+        deadlines: {cycle number: deadline [s]} of the original run.
+    """
+
+    def __init__(self, period: float, clock: ManualClock, deadlines: dict[int, float]) -> None:
+        self.period = period
+        self._clock = clock
+        self._deadlines = deadlines
+        self._cycle = 0
+        self._next = 0.0
+
+    def start(self) -> None:
+        """Put the first deadline one period ahead (or where the original had it)."""
+        self._next = self._clock() + self.period
+
+    async def wait(self) -> Tick:
+        """Advance the clock to the next deadline and yield to other tasks once."""
+        await asyncio.sleep(0)
+        self._cycle += 1
+        deadline = self._deadlines.get(self._cycle, self._next)
+        deadline = max(deadline, self._clock())
+        self._clock.advance(deadline - self._clock())
+        self._next = deadline + self.period
+        return Tick(deadline, self._clock(), 0, False)
+
+    def stop(self) -> None:
+        """Nothing to release."""
+
+
 class ThreadTicker:
     """A timer thread that wakes the event loop at precise deadlines.
 

@@ -31,6 +31,7 @@ from hilbot.driver.bench.scenario import FaultAction
 from hilbot.driver.config import RobotConfig
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.state import Command
+from hilbot.driver.ticker import ManualClock, ScheduledTicker
 from hilbot.hal.backend import Backend, JointState
 
 _log = logging.getLogger(__name__)
@@ -137,7 +138,17 @@ async def replay(recording: Recording, config: RobotConfig, *, progress: bool = 
     faults = _by_cycle(header.faults)
     new_targets = [bool(new.any()) for new in recording["target_new"]]
     bar = Progress(recording.n_cycles, enabled=None if progress else False)
-    async with Runtime(config, backend, clock=clock) as runtime:
+    # the original's tick deadlines, skipped ticks included: the motion layer is timed by them
+    cycles, times = recording["cycle"], recording["t"]
+    period = 1.0 / config.rate_hz
+    first = clock() + (int(cycles[0]) if len(cycles) else 0) * period
+    assert isinstance(clock, ManualClock)
+    ticker = ScheduledTicker(
+        period,
+        clock,
+        {int(c): first + float(t) for c, t in zip(cycles, times, strict=True)},
+    )
+    async with Runtime(config, backend, clock=clock, ticker=ticker) as runtime:
         replay_header = RecordingHeader(
             joint_names=(),
             chain_names=(),
