@@ -18,7 +18,7 @@ from hilbot.driver.validation import load_robot
 def test_wave_is_shipped_and_found_with_or_without_its_suffix():
     assert "wave.yaml" in trajectory_names()
     assert trajectory_path("wave") == trajectory_path("wave.yaml")
-    with pytest.raises(FileNotFoundError, match="shipped trajectories: .*wave.yaml"):
+    with pytest.raises(FileNotFoundError, match=r"shipped trajectories: .*wave\.yaml"):
         trajectory_path("nowhere.yaml")
 
 
