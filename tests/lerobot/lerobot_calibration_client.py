@@ -1,6 +1,6 @@
 """Run with LeRobot's python: LeRobot's own robot class reads a calibration file, print JSON.
 
-    python lerobot_calibration_client.py so101|koch FOLDER ID
+    python lerobot_calibration_client.py so101|koch FOLDER ID [TICKS_JSON]
 
 The robot is built (not connected) with ``calibration_dir=FOLDER`` and ``id=ID``: LeRobot
 loads ``FOLDER/ID.json`` into its ``MotorCalibration`` per motor, as on a real arm.
@@ -29,6 +29,12 @@ def main() -> None:
             KochFollowerConfig(port="/dev/null", id=robot_id, calibration_dir=folder)
         )
     calibration = {name: dataclasses.asdict(c) for name, c in robot.calibration.items()}
+    if len(sys.argv) > 4:  # ticks per motor: LeRobot's normalised values of them
+        ticks = json.loads(sys.argv[4])
+        ids = {name: robot.bus.motors[name].id for name in ticks}
+        values = robot.bus._normalize({ids[name]: t for name, t in ticks.items()})
+        print(json.dumps({name: values[ids[name]] for name in ticks}))
+        return
     print(
         json.dumps(
             {
