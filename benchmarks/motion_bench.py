@@ -60,10 +60,11 @@ PREFIX = f"hilbot/{ROBOT}"
 RATE = 500.0
 ARM = ("joint1", "joint2", "joint3", "joint4")
 PLANNERS = ("off", "linear", "ruckig", "stream")
-SOURCES = {  # name: (rate [Hz], jitter [s], kind)
-    "joints30": (30.0, 0.005, "joints"),
-    "pose30": (30.0, 0.005, "pose"),
-    "leader100": (100.0, 0.001, "joints"),
+SOURCES = {  # name: (rate [Hz], jitter [s], kind, carries its sample time)
+    "joints30": (30.0, 0.005, "joints", False),
+    "joints30+sampled": (30.0, 0.005, "joints", True),
+    "pose30": (30.0, 0.005, "pose", False),
+    "leader100": (100.0, 0.001, "joints", False),
 }
 HOME = np.array([0.0, -1.05, 0.35, 0.70])
 
@@ -82,7 +83,7 @@ def hand(t: np.ndarray | float) -> np.ndarray:
 
 # -- the publisher (another process) ---------------------------------------------------------
 async def publish(port: int, source: str, seconds: float) -> None:
-    rate, jitter, kind = SOURCES[source]
+    rate, jitter, kind, sampled = SOURCES[source]
     rng = np.random.default_rng(11)
     chain = None
     if kind == "pose":
@@ -114,6 +115,8 @@ async def publish(port: int, source: str, seconds: float) -> None:
                 )
                 body = {"seq": k, "sender": "b", "position": pose[:3, 3].tolist()}
                 topic = f"{PREFIX}/target/arm"
+            if sampled:
+                body["sampled"] = slot  # the sender's own clock
             await client.publish(topic, json.dumps(body))
 
 
@@ -162,14 +165,18 @@ async def run_row(port: int, source: str, planner: str, seconds: float) -> dict[
         )
         assert proc.stdout is not None
         t0 = float(await proc.stdout.readline())
+        before = runtime.state().stats
         await proc.wait()
+        after = runtime.state().stats
         await asyncio.sleep(0.2)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
     t = np.array(t_cmd) - t0
     q = np.array(q_cmd)
-    return measure(t, q, source, clamps, seconds)
+    row = measure(t, q, source, clamps, seconds)
+    row["overruns"] = (after.overruns - before.overruns) / max(after.cycles - before.cycles, 1)
+    return row
 
 
 def measure(
@@ -277,8 +284,9 @@ def cycle_cost(samples: int = 20000) -> dict[str, float]:
 def table(results: dict[tuple[str, str], list[dict[str, Any]]]) -> list[str]:
     lines = [
         "| source | planner | jerk RMS [rad/s³] | jerk peak | acc peak [rad/s²] | unchanged "
-        "| delay [ms] | error RMS [mrad] | at delay [mrad] | tool path [mm] | clamps |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| delay [ms] | error RMS [mrad] | at delay [mrad] | tool path [mm] | clamps "
+        "| ticks skipped |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (source, planner), rows in results.items():
 
@@ -290,7 +298,8 @@ def table(results: dict[tuple[str, str], list[dict[str, Any]]]) -> list[str]:
             f"| {source} | {planner} | {med('jerk_rms'):,.0f} | {med('jerk_peak'):,.0f} "
             f"| {med('acc_peak'):,.1f} | {med('unchanged'):.0%} | {med('delay') * 1e3:.0f} "
             f"| {med('error_rms') * 1e3:.1f} | {med('error_at_delay') * 1e3:.2f} "
-            f"| {'-' if math.isnan(tool) else f'{tool * 1e3:.2f}'} | {med('clamps'):.0f} |"
+            f"| {'-' if math.isnan(tool) else f'{tool * 1e3:.2f}'} | {med('clamps'):.0f} "
+            f"| {med('overruns'):.1%} |"
         )
     return lines
 
@@ -302,7 +311,9 @@ async def main(args: argparse.Namespace) -> None:
     with mosquitto(port):
         for _ in range(args.repeats):
             for source in SOURCES:
-                for planner in PLANNERS:  # interleaved: every planner under the same load
+                # a sample time changes nothing for the planners that ignore it
+                planners = ("stream",) if SOURCES[source][3] else PLANNERS
+                for planner in planners:  # interleaved: every planner under the same load
                     row = await run_row(port, source, planner, args.seconds)
                     results.setdefault((source, planner), []).append(row)
                     print(source, planner, json.dumps(row), flush=True)

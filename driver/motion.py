@@ -370,7 +370,9 @@ class MotionLayer:
         self._snap_v = self._braking_a * period * 0.5 + REST_VELOCITY
         self._snap_a = self._braking_j * period * 0.5 + REST_ACCELERATION
         # (reason, start time, position, velocity, acceleration) of the stop under way
-        self._stop: tuple[str, float, NDArray[np.float64], ...] | None = None
+        self._stop: (
+            tuple[str, float, NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]] | None
+        ) = None
         self.stopping = np.zeros(n, dtype=bool)  # joints braking to rest (not tracking)
         self.last_stop: StopReport | None = None
         self.stops = 0
@@ -488,7 +490,8 @@ class MotionLayer:
             v1[snap] = 0.0
             a1[snap] = 0.0
         self._next = (q1, v1, a1)
-        return q1
+        out: NDArray[np.float64] = q1
+        return out
 
     def commit(self, command: NDArray[np.float64], now: float = 0.0) -> None:
         """``command`` went to the bus: it is the commanded state's position from now on.
