@@ -153,3 +153,31 @@ def test_the_reading_guard_trusts_a_move_two_readings_confirm() -> None:
     assert guard.check(np.array([1.0]), 0.002).glitched == (0,)  # pushed while limp
     confirmed = guard.check(np.array([1.0]), 0.004)
     assert confirmed.glitched == () and confirmed.position.tolist() == [1.0]
+
+
+@pytest.mark.parametrize("planner", ["off", "linear", "ruckig"])
+async def test_the_planners_measured_against_stay_inside_the_safety_layer(
+    planner: str, make_config, clock
+) -> None:
+    from hilbot.driver.backends import sim_backend
+    from hilbot.driver.runtime import Runtime
+    from hilbot.driver.state import Command
+
+    base = make_config("openmanipulator_x", chains=[])
+    config = base.model_copy(update={"motion": base.motion.model_copy(update={"planner": planner})})
+    written: list[np.ndarray] = []
+    async with Runtime(config, sim_backend(config, clock=clock), clock=clock) as rt:
+        rt.add_cycle_listener(lambda r: written.append(r.command.copy()) if r.written else None)
+        await rt.command(Command.ENABLE)
+        start = rt.state().command["joint1"]
+        for k in range(120):
+            if k % 7 == 0:  # a 30 Hz stream at 200 Hz
+                rt.set_joint_targets({"joint1": start + 0.4 * np.sin(k / 40)})
+            await rt.wait_cycles(1)
+        moved = rt.state().command["joint1"] - start
+        step = rt.safety.step_bound
+        lower, upper = rt.limits.lower, rt.limits.upper
+    assert abs(moved) > 0.05
+    q = np.array(written)
+    assert np.all(np.abs(np.diff(q, axis=0)) <= step + 1e-12)
+    assert np.all(q >= lower) and np.all(q <= upper)
