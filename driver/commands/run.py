@@ -477,7 +477,10 @@ async def _run_robot(
         if getattr(args, "dataset_recording", None) is not None:  # ends the run when done
             from hilbot.driver.dataset import options as dataset_options
 
-            recording = dataset_options.record(args, runtime, *args.dataset_recording)
+            # the terminal's keys stay the local e-stop's: the episodes run timed
+            recording = dataset_options.record(
+                args, runtime, *args.dataset_recording, keyboard=not local_stop.keys_active
+            )
             ending.append(asyncio.create_task(recording, name="dataset"))
         await asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)
         results = await _cancel_all([*ending, *background])

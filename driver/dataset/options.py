@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,8 +93,14 @@ def open_writer(
     return writer, features
 
 
-async def record(args: argparse.Namespace, runtime: Any, writer: Any, features: Any) -> int:
-    """Record the episodes from ``runtime``'s state (measured joints) and command."""
+async def record(
+    args: argparse.Namespace, runtime: Any, writer: Any, features: Any, *, keyboard: bool = True
+) -> int:
+    """Record the episodes from ``runtime``'s state (measured joints) and command.
+
+    ``keyboard``: read the episode keys from the terminal (``False`` where something else
+    reads it: ``hilbot run``'s local e-stop keys come first; the timed flow runs alone).
+    """
     from hilbot.driver.dataset.episodes import record_episodes, terminal_keys
 
     def sample() -> tuple[dict[str, float], dict[str, float]] | None:
@@ -103,7 +110,8 @@ async def record(args: argparse.Namespace, runtime: Any, writer: Any, features: 
         return state.joints.positions(), state.command
 
     queue: asyncio.Queue[str] = asyncio.Queue()
-    with terminal_keys(queue) as interactive:
+    keys = terminal_keys(queue) if keyboard else contextlib.nullcontext(False)
+    with keys as interactive:
         if interactive:
             say("keys: right arrow/n ends an episode, left arrow/r records it again, Esc/q stops")
         written = await record_episodes(

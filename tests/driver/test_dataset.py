@@ -331,3 +331,64 @@ def test_lead_dataset_with_a_follower_elsewhere_is_refused(tmp_path: Path) -> No
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 2 and "runs elsewhere" in done.stderr
+
+
+def test_episode_keys_in_a_terminal_end_rerecord_and_stop(tmp_path: Path) -> None:
+    """n ends an episode early, r records it again, q stops: keys read off a real pty."""
+    master, slave = os.openpty()
+    with subprocess.Popen(
+        _lead(tmp_path / "ds", tmp_path, "--episodes", "5", "--episode-time", "60",
+              "--reset-time", "0"),
+        stdin=slave, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)},
+    ) as proc:  # fmt: skip
+        os.close(slave)
+        assert proc.stderr is not None
+        said = []
+        # each cue once, in order: the key for the episode that line began
+        cues = [("recording episode 0", b"n"), ("recording episode 1", b"r"),
+                ("recording episode 1", b"q")]  # fmt: skip
+        try:
+            for line in proc.stderr:
+                said.append(line.strip())
+                if cues and line.startswith(f"dataset: {cues[0][0]}"):
+                    time.sleep(0.5)  # a few frames first: the key comes mid-episode
+                    os.write(master, cues.pop(0)[1])
+            proc.wait(timeout=60)
+        finally:
+            os.close(master)
+    assert proc.returncode == 0, said
+    text = "\n".join(said)
+    assert "keys: right arrow/n ends an episode" in text
+    assert "re-recording episode 1" in text
+    assert "2 episodes written" in text, text  # episode 0 ended early, episode 1 stopped
+    info = _check_dataset(tmp_path / "ds", [0, 1])
+    assert 0 < info["total_frames"] < 2 * 60 * 30  # neither ran its 60 s
+
+
+def test_run_keeps_the_terminal_for_its_local_estop_while_recording(tmp_path: Path) -> None:
+    master, slave = os.openpty()
+    with subprocess.Popen(
+        [sys.executable, "-m", "hilbot", "run", "so101_follower", "--backend", "sim",
+         "--enable", "--no-mqtt", "--no-status", "--dataset", str(tmp_path / "ds"),
+         "--task", "hold", "--episodes", "1", "--episode-time", "3"],
+        stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)},
+    ) as proc:  # fmt: skip
+        os.close(slave)
+        assert proc.stderr is not None and proc.stdout is not None
+        said = []
+        try:
+            for line in proc.stderr:
+                said.append(line.strip())
+                if line.startswith("dataset: recording episode 0"):
+                    os.write(master, b" ")  # space: the local e-stop, not a dataset key
+                    break
+            out, err = proc.communicate(timeout=60)
+        finally:
+            os.close(master)
+    text = "\n".join(said) + err
+    assert proc.returncode == 0, text
+    assert "local e-stop: space" in text and "keys: right arrow" not in text
+    assert "1 episodes written" in text
+    assert "estopped" in out, out
