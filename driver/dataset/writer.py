@@ -185,10 +185,43 @@ class DatasetWriter:
             zip(tasks.column("task_index").to_pylist(), tasks.column(1).to_pylist(), strict=True)
         )
         self._tasks = [task for _, task in order]
-        files = sorted((self.root / "meta" / "episodes").glob("*/*.parquet"))
-        rows = [row for path in files for row in self._pq.read_table(path).to_pylist()]
-        self._episodes = sorted(rows, key=lambda r: int(r["episode_index"]))
-        self._episodes = self._episodes[: int(info.get("total_episodes", len(self._episodes)))]
+        self._repair(int(info.get("total_episodes", 0)))
+
+    def _repair(self, listed: int) -> None:
+        """Keep the episodes whose data and metadata files are both there, from 0 on.
+
+        A crash between an episode's two renames leaves a data file without its
+        metadata (removed: LeRobot would read its frames), and one after them but before
+        ``info.json`` an episode ``info.json`` does not count yet (kept: it is whole);
+        the metadata is then rewritten to match.
+        """
+        episodes = {
+            path: self._pq.read_table(path).to_pylist()[0]
+            for path in (self.root / "meta" / "episodes").glob("*/*.parquet")
+        }
+        data = set((self.root / "data").glob("*/*.parquet"))
+        rows = []
+        for index in range(len(episodes)):  # contiguous: stop at the first gap
+            chunk, file = divmod(index, CHUNKS_SIZE)
+            meta = self.root / EPISODES_PATH.format(chunk_index=chunk, file_index=file)
+            frames = self.root / DATA_PATH.format(chunk_index=chunk, file_index=file)
+            if meta not in episodes or frames not in data:
+                break
+            rows.append(episodes[meta])
+        keep = {
+            self.root / pattern.format(chunk_index=c, file_index=f)
+            for c, f in (divmod(i, CHUNKS_SIZE) for i in range(len(rows)))
+            for pattern in (DATA_PATH, EPISODES_PATH)
+        }
+        try:
+            for path in [*episodes, *data]:
+                if path not in keep:
+                    path.unlink()
+        except OSError as exc:
+            raise DatasetError(f"cannot repair {self.root}: {exc.strerror}") from None
+        self._episodes = rows
+        if len(rows) != listed and rows:
+            self._write_meta()
 
     # -- recording -----------------------------------------------------------------
 

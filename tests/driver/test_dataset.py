@@ -392,3 +392,30 @@ def test_run_keeps_the_terminal_for_its_local_estop_while_recording(tmp_path: Pa
     assert "local e-stop: space" in text and "keys: right arrow" not in text
     assert "1 episodes written" in text
     assert "estopped" in out, out
+
+
+def test_a_crash_between_an_episodes_writes_is_repaired_on_the_next_open(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    _write(root, 3)
+    # killed after episode 2's data file was renamed but before its metadata was
+    (root / "meta" / "episodes" / "chunk-000" / "file-002.parquet").unlink()
+    writer = DatasetWriter(root, 30, NAMES, "so101_follower")
+    assert writer.total_episodes == 2
+    assert not (root / "data" / "chunk-000" / "file-002.parquet").exists()
+    info = _check_dataset(root, [0, 1])
+    assert info["total_frames"] == 5 + 6  # info.json rewritten to match
+
+
+def test_an_episode_info_json_missed_is_kept_on_the_next_open(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    _write(root, 2)
+    info_path = root / "meta" / "info.json"
+    info = json.loads(info_path.read_text())
+    more = DatasetWriter(root, 30, NAMES, "so101_follower")
+    more.begin("pick the cube")
+    more.add([1, 1], [1, 1])
+    more.end()
+    info_path.write_text(json.dumps(info))  # killed before info.json counted episode 2
+    writer = DatasetWriter(root, 30, NAMES, "so101_follower")
+    assert writer.total_episodes == 3
+    _check_dataset(root, [0, 1, 2])
