@@ -41,6 +41,7 @@ from __future__ import annotations
 import enum
 import io
 import json
+import logging
 import platform
 import zipfile
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ from numpy.typing import NDArray
 from hilbot import __version__
 from hilbot.driver.bench.errors import RecordingError
 from hilbot.driver.files import write_atomic
+
+log = logging.getLogger(__name__)
 
 FORMAT = "hilbot-recording"
 FORMAT_VERSION = 1
@@ -314,7 +317,6 @@ class Recording:
         path = Path(path)
         from hilbot._bounded import clip
         from hilbot.driver.bench.npz_check import NpzTooLarge, check_npz
-        from hilbot.driver.bench.stream import load_partial, partial_source
 
         partial = partial_source(path)  # a run that did not end cleanly: its .partial folder
         if partial is not None:
@@ -362,3 +364,82 @@ class Recording:
         events = self.channels.get("clamp_events")
         if events is not None and (events.ndim != 2 or events.shape[1] != 5):
             raise RecordingError(path, f"clamp_events has shape {events.shape}, expected (K, 5)")
+
+
+# -- partial recordings (streamed by hilbot.driver.bench.stream, read here) ------------------
+PARTIAL_SUFFIX = ".partial"
+HEADER_FILE = "header.json"
+CHUNK_GLOB = "chunk-*.npz"
+
+
+def partial_path(path: Path) -> Path:
+    """The folder that a recording to ``path`` streams into: ``path`` + ``.partial``."""
+    return path.with_name(path.name + PARTIAL_SUFFIX)
+
+
+def partial_source(path: Path) -> Path | None:
+    """The partial folder to read for ``path``, or ``None`` to read ``path`` as a file.
+
+    That is ``path`` itself when it is such a folder, or ``path.partial`` when there is no
+    file ``path`` (the run that wrote it did not end cleanly).
+    """
+    if path.is_dir() and (path.name.endswith(PARTIAL_SUFFIX) or (path / HEADER_FILE).exists()):
+        return path
+    if not path.exists() and partial_path(path).is_dir():
+        return partial_path(path)
+    return None
+
+
+def load_partial(folder: Path) -> Recording:
+    """Read a partial recording folder: its header and every complete chunk, in order.
+
+    Raises:
+        RecordingError: no header (the run stopped before it recorded anything), or chunks
+            that do not fit the header.
+    """
+    try:
+        text = (folder / HEADER_FILE).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecordingError(
+            folder, "a partial recording without its header: the run stopped before it began"
+        ) from None
+    except OSError as exc:
+        raise RecordingError(folder, f"cannot read: {exc.strerror}") from exc
+    header = RecordingHeader.from_json(text, folder)
+    parts = _chunks(folder)
+    joints, chains = len(header.joint_names), len(header.chain_names)
+    channels: dict[str, NDArray[Any]] = {}
+    try:
+        for name, (dtype, kind) in CHANNELS.items():
+            empty = np.zeros(channel_shape(kind, 0, joints, chains), dtype=dtype)
+            channels[name] = np.concatenate([empty, *(p[name] for p in parts)])
+        events = [np.zeros((0, 5)), *(p["clamp_events"] for p in parts)]
+        channels["clamp_events"] = np.concatenate(events)
+    except (KeyError, ValueError) as exc:
+        raise RecordingError(folder, f"a chunk does not fit the header: {exc}") from exc
+    try:
+        return Recording(header=header, channels=channels, cut_short=True)
+    except RecordingError as exc:
+        raise RecordingError(folder, exc.reason) from exc
+
+
+def _chunks(folder: Path) -> list[dict[str, NDArray[Any]]]:
+    """The folder's chunks up to the first one missing or unreadable."""
+    parts, row = [], 0
+    from hilbot.driver.bench.npz_check import check_npz
+
+    for file in sorted(folder.glob(CHUNK_GLOB)):
+        try:
+            check_npz(file)  # NpzTooLarge is a ValueError: an array it cannot hold
+            with np.load(file, allow_pickle=False) as npz:
+                data = {name: npz[name] for name in npz.files}
+        except (OSError, ValueError, EOFError, MemoryError, zipfile.BadZipFile) as exc:
+            log.warning("recording: %s is unreadable (%s); reading the cycles before it", file, exc)
+            break
+        start = data.pop("row0", None)
+        if start is None or int(start) != row or "t" not in data:
+            log.warning("recording: %s does not follow the chunk before it; stopping there", file)
+            break
+        parts.append(data)
+        row += len(data["t"])
+    return parts

@@ -26,7 +26,6 @@ import logging
 import queue
 import shutil
 import threading
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,35 +33,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.driver.bench.errors import RecordingError
-from hilbot.driver.bench.npz_check import check_npz
-from hilbot.driver.bench.recording import CHANNELS, Recording, RecordingHeader, channel_shape
+from hilbot.driver.bench.recording import CHUNK_GLOB as CHUNK_GLOB  # re-exported
+from hilbot.driver.bench.recording import HEADER_FILE as HEADER_FILE  # re-exported
+from hilbot.driver.bench.recording import PARTIAL_SUFFIX as PARTIAL_SUFFIX  # re-exported
+from hilbot.driver.bench.recording import RecordingHeader
+from hilbot.driver.bench.recording import load_partial as load_partial  # re-exported
+from hilbot.driver.bench.recording import partial_path as partial_path  # re-exported
+from hilbot.driver.bench.recording import partial_source as partial_source  # re-exported
 from hilbot.driver.files import write_atomic, write_text_atomic
 
-PARTIAL_SUFFIX = ".partial"
-HEADER_FILE = "header.json"
-CHUNK_GLOB = "chunk-*.npz"
 CHUNK_PERIOD = 1.0  # [s] of cycles per chunk
 
 log = logging.getLogger(__name__)
-
-
-def partial_path(path: Path) -> Path:
-    """The folder that a recording to ``path`` streams into: ``path`` + ``.partial``."""
-    return path.with_name(path.name + PARTIAL_SUFFIX)
-
-
-def partial_source(path: Path) -> Path | None:
-    """The partial folder to read for ``path``, or ``None`` to read ``path`` as a file.
-
-    That is ``path`` itself when it is such a folder, or ``path.partial`` when there is no
-    file ``path`` (the run that wrote it did not end cleanly).
-    """
-    if path.is_dir() and (path.name.endswith(PARTIAL_SUFFIX) or (path / HEADER_FILE).exists()):
-        return path
-    if not path.exists() and partial_path(path).is_dir():
-        return partial_path(path)
-    return None
 
 
 def leftover_problem(path: Path, option: str) -> str | None:
@@ -174,56 +156,3 @@ class RecordingStream:
 def header_copy(header: RecordingHeader) -> RecordingHeader:
     """A copy of ``header`` whose logs the recorder may go on appending to."""
     return dataclasses.replace(header, commands=list(header.commands), faults=list(header.faults))
-
-
-def load_partial(folder: Path) -> Recording:
-    """Read a partial recording folder: its header and every complete chunk, in order.
-
-    Raises:
-        RecordingError: no header (the run stopped before it recorded anything), or chunks
-            that do not fit the header.
-    """
-    try:
-        text = (folder / HEADER_FILE).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RecordingError(
-            folder, "a partial recording without its header: the run stopped before it began"
-        ) from None
-    except OSError as exc:
-        raise RecordingError(folder, f"cannot read: {exc.strerror}") from exc
-    header = RecordingHeader.from_json(text, folder)
-    parts = _chunks(folder)
-    joints, chains = len(header.joint_names), len(header.chain_names)
-    channels: dict[str, NDArray[Any]] = {}
-    try:
-        for name, (dtype, kind) in CHANNELS.items():
-            empty = np.zeros(channel_shape(kind, 0, joints, chains), dtype=dtype)
-            channels[name] = np.concatenate([empty, *(p[name] for p in parts)])
-        events = [np.zeros((0, 5)), *(p["clamp_events"] for p in parts)]
-        channels["clamp_events"] = np.concatenate(events)
-    except (KeyError, ValueError) as exc:
-        raise RecordingError(folder, f"a chunk does not fit the header: {exc}") from exc
-    try:
-        return Recording(header=header, channels=channels, cut_short=True)
-    except RecordingError as exc:
-        raise RecordingError(folder, exc.reason) from exc
-
-
-def _chunks(folder: Path) -> list[dict[str, NDArray[Any]]]:
-    """The folder's chunks up to the first one missing or unreadable."""
-    parts, row = [], 0
-    for file in sorted(folder.glob(CHUNK_GLOB)):
-        try:
-            check_npz(file)  # NpzTooLarge is a ValueError: an array it cannot hold
-            with np.load(file, allow_pickle=False) as npz:
-                data = {name: npz[name] for name in npz.files}
-        except (OSError, ValueError, EOFError, MemoryError, zipfile.BadZipFile) as exc:
-            log.warning("recording: %s is unreadable (%s); reading the cycles before it", file, exc)
-            break
-        start = data.pop("row0", None)
-        if start is None or int(start) != row or "t" not in data:
-            log.warning("recording: %s does not follow the chunk before it; stopping there", file)
-            break
-        parts.append(data)
-        row += len(data["t"])
-    return parts
