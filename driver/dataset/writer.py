@@ -17,7 +17,9 @@ gets its own data file and its own episodes file (LeRobot reads every
 ``chunk-*/file-*.parquet``), written under a temporary name and renamed, then ``info.json``,
 ``stats.json`` and ``tasks.parquet`` are rewritten the same way. A ``kill -9`` at any moment
 leaves every finished episode readable, with contiguous indices; the episode being
-recorded is lost. An interrupted write leaves only a ``.tmp`` file, removed on the next open.
+recorded is lost. An interrupted write leaves only a ``.tmp`` file, and a kill between an
+episode's two renames a data file without its metadata: the next open removes both and
+rewrites the metadata to match (``DatasetWriter._repair``).
 """
 
 from __future__ import annotations
