@@ -10,6 +10,11 @@ variables) with a short bootstrap that sets ``sys.path`` to this process's own
 imports ``hilbot``, checks it is the file this process loaded, and only then runs
 the module. A mismatch ends the child with exit code :data:`EXIT_WRONG_PACKAGE`
 and one line on stderr, before any of our code runs in it.
+
+The child ignores SIGINT from the bootstrap's first line on: a Ctrl+C in the terminal
+goes to the whole foreground process group, and a child still importing would end in a
+``KeyboardInterrupt`` traceback. Its parent ends it on shutdown (the teleop worker
+exits when its channel closes).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import hilbot
 EXIT_WRONG_PACKAGE = 97
 
 _BOOTSTRAP = """\
+import signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 import json, os, sys
 expected, paths, module = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 sys.path[:] = paths + [p for p in sys.path if p and p not in paths]

@@ -20,6 +20,7 @@ import itertools
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import time
@@ -259,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1 or not args[0].isdigit():
         print("usage: python -m hilbot.driver.teleop.worker FD", file=sys.stderr)
         return 2
+    # A Ctrl+C at the terminal reaches this process too (the foreground process group);
+    # the control process ends it on shutdown (it exits when the channel closes). Started
+    # through child_python, it ignores SIGINT from the bootstrap on, still importing.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run_worker(int(args[0])))
     return 0
