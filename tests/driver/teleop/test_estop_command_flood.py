@@ -145,7 +145,7 @@ def test_an_estop_flood_leaves_the_loop_its_rate_and_shuts_down_quietly(
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     text = log.read_text()
-    assert proc.returncode == 0, text
+    assert proc.returncode == 130, text  # Ctrl+C: 130, as hilbot lead and bench exit
     assert_the_loop_kept_its_rate(recording)
     assert "Traceback" not in text and "never retrieved" not in text, text
     assert "socket.send() raised exception" not in text, text[-3000:]
