@@ -15,6 +15,7 @@ from hilbot import _compat_asyncio as aio
 from hilbot.driver.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher
 from hilbot.driver.teleop.schema import load_schema
+from hilbot.driver.virtual_margin import run_queue_wait
 
 PREFIX = "hilbot/omx"
 
@@ -101,22 +102,34 @@ async def test_telemetry_matches_the_schema_and_the_rate(kit, mosquitto):
         await client.subscribe(f"{PREFIX}/state")
         schema = load_schema("state")
         stamps = []
+        waited = None
         async with aio.timeout(30):  # about 0.5 s; a busy host may stall a while
             async for message in client.messages:
                 state = json.loads(message.payload)
                 jsonschema.validate(state, schema)
                 stamps.append(state["stamp"])
+                if waited is None:
+                    waited = run_queue_wait()  # this loop's thread runs the runtime too
                 if len(stamps) == 26:
                     break
+        waited = run_queue_wait() - waited if waited is not None else 0.0
         assert state["joints"]["names"] == list(runtime.joint_names)
         assert state["mode"] == "disarmed"
         assert state["stats"]["target_rate"] == 200
         rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
-        # Configured 50 Hz, decimated from the 200 Hz loop; loose bounds: the machine is shared.
-        # Never faster (on average); the usual interval, the median, is not much slower: a
-        # stall of this shared machine lengthens an interval or two, not most of them.
-        typical = 1 / statistics.median(b - a for a, b in itertools.pairwise(stamps))
-        assert rate < 65 and typical > 10, (rate, typical)
+        # Configured 50 Hz, decimated from the 200 Hz loop. Never faster (on average). The
+        # usual interval, the median, is at most five times the configured one (a stall
+        # lengthens an interval or two, not most of them) plus the time the host kept this
+        # event loop's thread (the runtime's, the bridge's, this client's) from a CPU per
+        # interval: measured by the kernel, 0 on an idle host, over 50 % of the time with
+        # two CPU-bound neighbours on 2 cores.
+        typical = statistics.median(b - a for a, b in itertools.pairwise(stamps))
+        allowed = 5 / 50 + waited / (len(stamps) - 1)
+        print(
+            f"state {rate:.1f} Hz, median interval {typical * 1e3:.0f} ms of "
+            f"{allowed * 1e3:.0f} allowed (waited for a CPU {waited:.2f} s)"
+        )
+        assert rate < 65 and typical <= allowed, (rate, typical, allowed, waited)
 
 
 async def test_bad_payloads_are_rejected_and_never_move_the_arm(kit, mosquitto):
