@@ -15,8 +15,9 @@ from hilbot.driver.teleop.errors import EmbeddedBrokerError
 from hilbot.driver.teleop.url import url_host
 
 LOCALHOST = "127.0.0.1"
-#: amqtt's own plugin that checks a file of ``user:hash`` lines (argon2, or sha512_crypt).
-FILE_AUTH = "amqtt.plugins.authentication.FileAuthPlugin"
+#: amqtt's own check of a file of ``user:hash`` lines (argon2, or sha512_crypt), its hash
+#: computed off the event loop.
+FILE_AUTH = "hilbot.driver.teleop.amqtt_broker.FileAuthPlugin"
 ANONYMOUS_AUTH = "amqtt.plugins.authentication.AnonymousAuthPlugin"
 CREDENTIALS_AUTH = "hilbot.driver.teleop.amqtt_broker.CredentialsAuthPlugin"
 

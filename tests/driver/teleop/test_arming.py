@@ -2,13 +2,16 @@
 a retained e-stop found at start-up."""
 
 import asyncio
+import contextlib
 import json
+import time
 
 import aiomqtt
 import pytest
 
 from hilbot.driver.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher
+from hilbot.driver.teleop.broker import EmbeddedBroker
 from hilbot.driver.teleop.errors import BrokerUnreachable, InsecureBroker
 from hilbot.driver.teleop.exposure import check_exposure, is_loopback
 from hilbot.driver.teleop.passwd import add_user
@@ -53,6 +56,32 @@ async def test_the_embedded_broker_with_a_login_refuses_anonymous_and_wrong_logi
             async with TeleopPublisher(f"mqtt://127.0.0.1:{port}", PREFIX) as pub:
                 await pub.command("enable")
         assert runtime.mode is Mode.DISARMED
+
+
+async def test_a_login_checked_against_the_password_file_leaves_the_event_loop_running(tmp_path):
+    # The argon2 hash of a login takes 0.3-1.2 s on a 2-core host: on the event loop it
+    # stalled everything else of the process (the bridge's own connects timed out under load).
+    add_user(tmp_path / "passwd", "op", "s3cret")
+    async with EmbeddedBroker("127.0.0.1", 0, password_file=tmp_path / "passwd") as broker:
+        gaps = []
+
+        async def tick():
+            while True:
+                t = time.monotonic()
+                await asyncio.sleep(0.005)
+                gaps.append(time.monotonic() - t)
+
+        ticker = asyncio.create_task(tick())
+        try:
+            t = time.monotonic()
+            await connect(broker.port, username="op", password="s3cret")
+            login = time.monotonic() - t
+        finally:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+    # Far below the login's own time: the hash ran beside the loop, not on it.
+    assert max(gaps) < 0.5 * login, (max(gaps), login)
 
 
 async def test_a_bridge_whose_login_the_broker_refuses_fails_at_start(kit, tmp_path):
