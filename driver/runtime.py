@@ -966,6 +966,12 @@ class Runtime:
             await self._backend.write(dict(zip(self.joint_names, command.tolist(), strict=True)))
         except DataLimitError as err:
             self._faults.limit_fault(err)
+            if self._faults.stopping:
+                # The servo refuses goals past its own limit register: a stop that travels on
+                # would be refused too. The last goal it took is the command: hold it there
+                # (the servo's own profile brakes onto it).
+                self.motion.hold(self._command)
+                self._faults.stop_done(self._command)
             return False
         except BUS_ERRORS as err:
             self._faults.bus_failure("write", err)

@@ -184,6 +184,7 @@ BAD = {
             d["servos"].pop(3),
             d["home"].pop("joint4"),
             d["safety"]["soft_limit_margin"].pop("joint4"),
+            d["safety"]["velocity_limit"].pop("joint4"),
         ),
         ("chains", 0),
         "not driven",

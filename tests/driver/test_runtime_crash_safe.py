@@ -260,7 +260,9 @@ async def test_failing_safety_layer_means_no_write_at_all(arm_config, sim_factor
     config = arm_config()  # hold: the hold goal would go through the safety layer too
     backend = faulty(sim_factory(config))
     async with Runtime(config, backend, clock=clock) as rt:
-        safety = _RaisingSafety(rt.limits, config.safety.max_delta_per_cycle, rt.period)
+        safety = _RaisingSafety(
+            rt.limits, rt.max_delta, rt.period, acceleration=rt.acceleration_limits
+        )
         rt.safety = safety
         await rt.command(Command.ENABLE)
         rt.set_joint_targets({"joint1": 1.0})

@@ -66,7 +66,7 @@ def _config(rate: float):
 
 async def test_the_runtime_logs_which_servos_took_torque_off_after_a_bus_fault(caplog):
     config = _config(100.0)
-    assert config.safety.estop_action.value == "hold"  # a bus fault turns torque off anyway
+    assert config.safety.estop_action.value == "stop"  # a bus fault turns torque off anyway
     specs: list[ServoSpec] = config.servo_specs()
     silent = specs[-1]
     async with running_virtual_bus(specs, initial_positions=dict(config.home)) as vbus:
