@@ -6,6 +6,7 @@ Imported only when an embedded broker starts (amqtt is slow to import).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,11 @@ class FilteringBroker(Broker):  # type: ignore[misc]  # amqtt ships no type info
         finally:
             ingress.close()
             self.ingress.discard(ingress.counters)
+            # amqtt leaves the socket of a refused login open: close it here, whatever ended
+            # the connection, so no transport outlives it (or the event loop)
+            writer.close()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await writer.wait_closed()
 
 
 class CredentialsAuthPlugin(BaseAuthPlugin):  # type: ignore[misc]  # amqtt: no types

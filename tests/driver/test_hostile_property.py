@@ -206,7 +206,9 @@ class Fuzzer:
         self.refused = {"pose": 0, "joints": 0, "trajectory": 0}
         self.player: asyncio.Task[None] | None = None
         self.modes: dict[str, int] = {}  # cycles per mode (and written), for failure messages
-        safety = PlannedSafety(rt.limits, rt.config.safety.max_delta_per_cycle, rt.period)
+        safety = PlannedSafety(
+            rt.limits, rt.max_delta, rt.period, acceleration=rt.acceleration_limits
+        )
         safety.plan = self.plan
         rt.safety = safety
         for runner in rt._chains.values():
