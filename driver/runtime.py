@@ -784,15 +784,8 @@ class Runtime:
         seed = self.motion.position.copy()
         if previous is not None:
             seed[runner.indices] = previous[0]  # continue the reference's own branch
-        t0 = self._clock()
-        values, result, _ = runner.solve(rebuild_pose(self._pose_forms[name], pose), slot.seq, seed)
-        rec.ik_time += self._clock() - t0
-        rec.ik[name] = result
-        if isinstance(result, Exception):
-            self.stats.ik_failures += 1
-            self._ik_failed(runner, result)
-        else:
-            self._ik_solved(runner)
+        target = rebuild_pose(self._pose_forms[name], pose)
+        values = self._solve(runner, target, slot.seq, seed, rec)
         if values is None:
             return None
         velocity = np.zeros_like(values)
@@ -856,22 +849,31 @@ class Runtime:
                 if runner.last_q is not None:
                     desired[runner.indices] = runner.last_q
                 continue
-            t0 = self._clock()
-            values, result, _ = runner.solve(slot.value, slot.seq, self._command)
-            rec.ik_time += self._clock() - t0
-            rec.ik[name] = result
-            if isinstance(result, Exception):
-                self.stats.ik_failures += 1
-                self._ik_failed(runner, result)
-            else:
-                self._ik_solved(runner)
+            values = self._solve(runner, slot.value, slot.seq, self._command, rec)
             if values is not None:
                 desired[runner.indices] = values
-        if stale and not self._watchdog_tripped:
-            self.stats.watchdog_trips += 1
-            self._log.warning("watchdog: no fresh target for %.3f s, holding", timeout)
-        self._watchdog_tripped = stale
+        self._note_watchdog(stale, timeout)
         return desired
+
+    def _solve(
+        self,
+        runner: ChainRunner,
+        target: Any,
+        seq: int,
+        seed: NDArray[np.float64],
+        rec: CycleRecord,
+    ) -> NDArray[np.float64] | None:
+        """Solve a chain's target, timed and recorded; problems reported once per kind."""
+        t0 = self._clock()
+        values, result, _ = runner.solve(target, seq, seed)
+        rec.ik_time += self._clock() - t0
+        rec.ik[runner.name] = result
+        if isinstance(result, Exception):
+            self.stats.ik_failures += 1
+            self._ik_failed(runner, result)
+        else:
+            self._ik_solved(runner)
+        return values
 
     def _ik_failed(self, runner: ChainRunner, err: Exception) -> None:
         """Report a chain's IK problem once, not per cycle nor per target.
