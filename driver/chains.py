@@ -116,9 +116,15 @@ class ChainRunner:
         return seq != self.last_seq or not self.last_reached
 
     def solve(
-        self, target: Any, seq: int, seed: NDArray[np.float64]
+        self,
+        target: Any,
+        seq: int,
+        seed: NDArray[np.float64],
+        overrides: Mapping[str, Any] | None = None,
     ) -> tuple[NDArray[np.float64] | None, Any, bool]:
         """Solve ``target`` from ``seed`` (the last command, in runtime joint order).
+
+        ``overrides``: solve options that replace the chain's for this solve.
 
         Returns ``(chain joint values or None, solution or error, reached)``. A failed
         solve returns its best-effort positions when it has them, else ``None`` (hold).
@@ -140,7 +146,7 @@ class ChainRunner:
                 self.config.source_link,
                 self.config.target_link,
                 target,
-                **self._options,
+                **(self._options if overrides is None else {**self._options, **overrides}),
             )
         except KinematicsError as exc:
             self.last_reached = False

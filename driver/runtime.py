@@ -71,6 +71,12 @@ ACCELERATION_PER_VELOCITY = 10.0
 JERK_PER_ACCELERATION = 25.0
 #: Reads at enable until two in a row agree; more that disagree refuse the enable.
 ENTRY_READS = 5
+#: Solve options of the per-cycle IK on an interpolated pose. The pose moves a few
+#: micrometres a cycle: with the default 0.1 mm tolerance the previous solution would
+#: already count as solved for many cycles, and the joints would follow in 0.1 mm steps.
+STREAM_SOLVE = {"tolerance": 1e-6, "orientation_tolerance": 1e-4}
+#: [s] the time constant that smooths a chain's joint acceleration fed forward.
+CHAIN_SMOOTHING = 0.02
 
 CycleListener = Callable[[CycleRecord], None]
 
@@ -227,7 +233,8 @@ class Runtime:
         self._streams: dict[str, StreamReference] = {}
         self._fed: dict[str, int] = {}  # slot -> sequence number of the last sample fed
         self._pose_forms: dict[str, PoseForm] = {}
-        self._chain_refs: dict[str, tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
+        # chain -> its joint reference: position, velocity, acceleration (smoothed)
+        self._chain_refs: dict[str, tuple[NDArray[np.float64], ...]] = {}
         self._last_step = np.zeros(len(self.joint_names))  # the last command's step [rad]
         self._guard = _reading_guard(robot, self.joint_names, self.limits)
         ik_robot = limited_robot(robot, self.limits) if config.chains else robot
@@ -715,7 +722,7 @@ class Runtime:
             solved = self._chain_reference(name, runner, slot, now, rec)
             if solved is not None:
                 idx = runner.indices
-                position[idx], velocity[idx] = solved
+                position[idx], velocity[idx], acceleration[idx] = solved
                 active[idx] = True
         self._note_watchdog(stale, timeout)
         return motion.step(Reference(position, velocity, acceleration, active), now)
@@ -766,8 +773,8 @@ class Runtime:
 
     def _chain_reference(
         self, name: str, runner: ChainRunner, slot: Any, now: float, rec: CycleRecord
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
-        """The chain's joint reference (position, velocity): IK on the interpolated pose."""
+    ) -> tuple[NDArray[np.float64], ...] | None:
+        """The chain's joint reference (position, velocity, acceleration): IK of the stream."""
         ref = self._stream_at(name, slot, now)
         if ref is None:
             return None
@@ -780,19 +787,25 @@ class Runtime:
             and runner.last_reached
             and not runner.needs_solve(slot.seq)
         ):
-            return previous[0], np.zeros_like(previous[0])
+            return previous[0], np.zeros_like(previous[0]), np.zeros_like(previous[0])
         seed = self.motion.position.copy()
         if previous is not None:
             seed[runner.indices] = previous[0]  # continue the reference's own branch
         target = rebuild_pose(self._pose_forms[name], pose)
-        values = self._solve(runner, target, slot.seq, seed, rec)
+        values = self._solve(runner, target, slot.seq, seed, rec, STREAM_SOLVE)
         if values is None:
             return None
         velocity = np.zeros_like(values)
+        acceleration = np.zeros_like(values)
         if previous is not None and moving:
             velocity = (values - previous[0]) / self.period
-        self._chain_refs[name] = (values, velocity)
-        return values, velocity
+            # the acceleration fed forward: differences of IK solutions are rough where the
+            # interpolated pose changes segment, so it is smoothed over CHAIN_SMOOTHING
+            share = self.period / (CHAIN_SMOOTHING + self.period)
+            raw = (velocity - previous[1]) / self.period
+            acceleration = previous[2] + share * (raw - previous[2])
+        self._chain_refs[name] = (values, velocity, acceleration)
+        return values, velocity, acceleration
 
     def _motion_time(self) -> float:
         """The motion layer's clock [s]: this cycle's tick deadline.
@@ -862,10 +875,11 @@ class Runtime:
         seq: int,
         seed: NDArray[np.float64],
         rec: CycleRecord,
+        overrides: Mapping[str, Any] | None = None,
     ) -> NDArray[np.float64] | None:
         """Solve a chain's target, timed and recorded; problems reported once per kind."""
         t0 = self._clock()
-        values, result, _ = runner.solve(target, seq, seed)
+        values, result, _ = runner.solve(target, seq, seed, overrides)
         rec.ik_time += self._clock() - t0
         rec.ik[runner.name] = result
         if isinstance(result, Exception):
