@@ -95,6 +95,9 @@ async def test_the_lease_ends_on_disable_release_and_silence(kit, mosquitto):
         # silence: alice says nothing for longer than the lease timeout.
         await alice3.command("enable")
         await kit.eventually(lambda: three.mode is Mode.ARMED)
+        # the state alice sees says she holds it (an earlier state, from before her enable,
+        # says nobody does: waiting for "nobody" below must not end on that one)
+        await alice3.wait_until(lambda p: (p.state or {}).get("lease") == "alice")
         await bob3.joint_target({"joint1": 0.1})
         await bob3.wait_until(lambda p: len(refusals(p)) == 1)
         await alice3.wait_until(lambda p: p.state is not None and p.state.get("lease") is None)
