@@ -427,6 +427,17 @@ class Runtime:
         self._reset_streams([chain, JOINTS])
         self._home = None
 
+    def expire_target(self, chain: str) -> None:
+        """Let the pose target of ``chain`` count as stale from now, as the watchdog finds it.
+
+        For replays: where the original run's watchdog found a stream stale (its timing
+        was the host's), the replay makes it stale in the same cycle. Unlike
+        :meth:`clear_target`, the joint targets and the stream stay as they are.
+        """
+        if chain not in self._chains:
+            raise UnknownChain(chain, self.chains)
+        self._targets.expire(chain)
+
     def clear_joint_targets(self, joints: Iterable[str] | None = None) -> None:
         """Drop the joint targets of ``joints`` (all when ``None``); those joints hold.
 

@@ -314,6 +314,12 @@ class TargetSlots:
         times = [s.received for s in self._slots.values() if s is not None]
         return max(times) if times else None
 
+    def expire(self, name: str) -> None:
+        """Make the target of ``name`` stale now: the watchdog ignores it from this cycle on."""
+        slot = self._slots.get(name)
+        if slot is not None:
+            self._slots[name] = slot._replace(received=-math.inf)
+
     def clear(self) -> None:
         """Forget every target (after an e-stop, a reset or enabling)."""
         for name in self._slots:

@@ -207,7 +207,8 @@ def _drop_stale_poses(runtime: Runtime, recording: Recording, replayed: Recorder
     timeout. In real time that takes fewer cycles when ticks came late or were
     skipped than on the replay's fake clock, where every cycle is one period; so
     where the original dropped a target (its slot empty, no new target, no
-    command), the replay drops it in the same cycle.
+    command), the replay lets it go stale in the same cycle (``expire_target``: its
+    joints then stop as the watchdog stops them, their joint targets kept).
     """
     done = len(replayed.buffer)
     if row == 0 or done == 0:
@@ -217,7 +218,7 @@ def _drop_stale_poses(runtime: Runtime, recording: Recording, replayed: Recorder
     for c, chain in enumerate(recording.header.chain_names):
         dropped = np.isfinite(before[c]).all() and not np.isfinite(now[c]).all()
         if dropped and not recording["target_new"][row, c] and np.isfinite(still[c]).all():
-            runtime.clear_target(chain)
+            runtime.expire_target(chain)
 
 
 async def _command(runtime: Runtime, recorder: Recorder, name: str) -> None:

@@ -116,10 +116,12 @@ async def test_a_virtual_bus_run_replays_to_the_same_commands_where_both_wrote(c
     options = RunOptions(config_path="openmanipulator_x", progress=False)
     recording = await _run_virtual(config, scenario, options)
     again = await replay(recording, config, progress=False)
-    diff = compare_commands(recording, again, atol=0.0)
+    # within 1e-9 rad, as hilbot replay judges "identical": the motion layer's sums may
+    # round differently in the last bits (3e-13 rad seen), nothing more
+    diff = compare_commands(recording, again)
     assert diff.cycles_compared == recording.n_cycles
     # Only cycles whose bus read or write failed in the original (no command written
     # there; the simulator has no such failure) may differ, and by nothing else.
     assert diff.cycles_differing == diff.written_in_one, diff
     assert diff.written_in_one <= int(recording["bus_errors"][-1])
-    assert diff.max_abs == 0.0
+    assert diff.max_abs <= 1e-9
