@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiomqtt
 
@@ -34,7 +34,26 @@ T = TypeVar("T")
 
 
 class MqttClient(aiomqtt.Client):
-    """``aiomqtt.Client`` whose operation timeouts use ``asyncio.timeout`` (or its backport)."""
+    """``aiomqtt.Client`` whose operation timeouts use ``asyncio.timeout`` (or its backport).
+
+    A SUBACK or UNSUBACK whose (un)subscribe was cancelled or timed out (a driver that
+    refuses to start cancels its sessions mid-round-trip; a busy host answers late) is
+    expected, not an error: aiomqtt logs a traceback for it, this client a debug line.
+    """
+
+    def _on_subscribe(self, client: Any, userdata: Any, mid: int, *args: Any) -> None:
+        if mid not in self._pending_subscribes:
+            self._logger.debug("a SUBACK (message %d) for a subscribe no longer waited for", mid)
+            return
+        super()._on_subscribe(client, userdata, mid, *args)
+
+    def _on_unsubscribe(self, client: Any, userdata: Any, mid: int, *args: Any) -> None:
+        if mid not in self._pending_unsubscribes:
+            self._logger.debug(
+                "an UNSUBACK (message %d) for an unsubscribe no longer waited for", mid
+            )
+            return
+        super()._on_unsubscribe(client, userdata, mid, *args)
 
     async def _wait_for(self, fut: Awaitable[T], timeout: float | None) -> T:
         if timeout is None:
