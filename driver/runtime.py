@@ -707,36 +707,50 @@ class Runtime:
             rec.targets["home"] = self._home
             reference = Reference(self._home, velocity, acceleration, np.ones(n, dtype=bool))
             return motion.step(reference, now)
-        timeout = self.config.safety.watchdog_timeout or math.inf
-        stale = False
-        joints = self._targets.get(JOINTS)
+        joints, chains = self._fresh_targets(rec, wall)
         if joints is not None:
-            if wall - joints.received > timeout:
-                stale = True
-            else:
-                rec.targets[JOINTS] = joints.value
-                ref = self._stream_at(JOINTS, joints, now)
-                if ref is not None:
-                    mask = np.isfinite(ref[0])
-                    position[mask] = ref[0][mask]
-                    velocity[mask] = ref[1][mask]
-                    acceleration[mask] = ref[2][mask]
-                    active |= mask
-        for name, runner in self._chains.items():
-            slot = self._targets.get(name)
-            if slot is None:
-                continue
-            if wall - slot.received > timeout:
-                stale = True
-                continue
-            rec.targets[name] = slot.value
+            ref = self._stream_at(JOINTS, joints, now)
+            if ref is not None:
+                mask = np.isfinite(ref[0])
+                position[mask] = ref[0][mask]
+                velocity[mask] = ref[1][mask]
+                acceleration[mask] = ref[2][mask]
+                active |= mask
+        for name, runner, slot in chains:
             solved = self._chain_reference(name, runner, slot, now, rec)
             if solved is not None:
                 idx = runner.indices
                 position[idx], velocity[idx], acceleration[idx] = solved
                 active[idx] = True
-        self._note_watchdog(stale, timeout)
         return motion.step(Reference(position, velocity, acceleration, active), now)
+
+    def _fresh_targets(
+        self, rec: CycleRecord, now: float
+    ) -> tuple[Any, list[tuple[str, ChainRunner, Any]]]:
+        """The joint slot and the chain slots younger than the watchdog timeout at ``now``.
+
+        Each is noted in ``rec.targets``; a stale one trips the watchdog (its joints then
+        stop: no reference, or no new desired value).
+        """
+        timeout = self.config.safety.watchdog_timeout or math.inf
+        stale = False
+        joints = self._targets.get(JOINTS)
+        if joints is not None and now - joints.received > timeout:
+            joints, stale = None, True
+        if joints is not None:
+            rec.targets[JOINTS] = joints.value
+        chains = []
+        for name, runner in self._chains.items():
+            slot = self._targets.get(name)
+            if slot is None:
+                continue
+            if now - slot.received > timeout:
+                stale = True
+                continue
+            rec.targets[name] = slot.value
+            chains.append((name, runner, slot))
+        self._note_watchdog(stale, timeout)
+        return joints, chains
 
     def _baseline_step(self, rec: CycleRecord) -> NDArray[np.float64]:
         """``motion.planner`` off, linear or ruckig: the newest targets, as that planner moves."""
@@ -848,25 +862,11 @@ class Runtime:
             desired[:] = self._home
             rec.targets["home"] = self._home
             return desired
-        timeout = self.config.safety.watchdog_timeout or math.inf
-        now = self._clock()
-        stale = False
-        joints = self._targets.get(JOINTS)
+        joints, chains = self._fresh_targets(rec, self._clock())
         if joints is not None:
-            if now - joints.received > timeout:
-                stale = True
-            else:
-                rec.targets[JOINTS] = joints.value
-                for name, value in joints.value.items():
-                    desired[self._index[name]] = value
-        for name, runner in self._chains.items():
-            slot = self._targets.get(name)
-            if slot is None:
-                continue
-            if now - slot.received > timeout:
-                stale = True
-                continue
-            rec.targets[name] = slot.value
+            for name, value in joints.value.items():
+                desired[self._index[name]] = value
+        for _name, runner, slot in chains:
             if not runner.needs_solve(slot.seq):
                 # Same target, already solved: keep heading for that solution (the safety
                 # layer may still be stepping towards it).
@@ -876,7 +876,6 @@ class Runtime:
             values = self._solve(runner, slot.value, slot.seq, self._command, rec)
             if values is not None:
                 desired[runner.indices] = values
-        self._note_watchdog(stale, timeout)
         return desired
 
     def _solve(
