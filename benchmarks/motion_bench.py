@@ -121,11 +121,12 @@ async def publish(port: int, source: str, seconds: float) -> None:
 
 
 # -- one row ---------------------------------------------------------------------------------
-async def run_row(port: int, source: str, planner: str, seconds: float) -> dict[str, Any]:
+def planner_config(planner: str, rate: float = RATE) -> Any:
+    """The OpenManipulator-X at ``rate`` with ``motion.planner`` set to ``planner``."""
     base = load_config("openmanipulator_x")
-    config = base.model_copy(
+    return base.model_copy(
         update={
-            "rate_hz": RATE,
+            "rate_hz": rate,
             "motion": base.motion.model_copy(update={"planner": planner}),
             # "off" is the runtime before the motion layer: no acceleration bound either
             "safety": base.safety.model_copy(
@@ -133,6 +134,10 @@ async def run_row(port: int, source: str, planner: str, seconds: float) -> dict[
             ),
         }
     )
+
+
+async def run_row(port: int, source: str, planner: str, seconds: float) -> dict[str, Any]:
+    config = planner_config(planner)
     t_cmd: list[float] = []
     q_cmd: list[np.ndarray] = []
     clamps = 0

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from motion_bench import planner_config
+
 from hilbot.driver.backends import sim_backend
-from hilbot.driver.config import load_config
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.state import Command
 from hilbot.driver.ticker import ManualClock
@@ -30,17 +33,7 @@ def hand(t: float) -> float:
 
 
 async def run(planner: str) -> tuple[np.ndarray, np.ndarray, list[tuple[float, float]]]:
-    base = load_config("openmanipulator_x")
-    config = base.model_copy(
-        update={
-            "rate_hz": RATE,
-            "motion": base.motion.model_copy(update={"planner": planner}),
-            # "off" is the runtime before the motion layer: no acceleration bound either
-            "safety": base.safety.model_copy(
-                update={"acceleration_limit": 5000.0 if planner == "off" else None}
-            ),
-        }
-    )
+    config = planner_config(planner, RATE)
     clock = ManualClock(0.0)
     times: list[float] = []
     values: list[float] = []
