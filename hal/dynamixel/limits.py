@@ -93,7 +93,7 @@ def read_limits(bus: DynamixelBus, slot: ServoSlot) -> ServoLimits:
         CommTimeout, CrcError, ServoError: the read failed.
     """
     m = slot.model
-    if m.protocol == 1:
+    if N.OPERATING_MODE not in m.table:  # 1.0 tables and the XL-320
         low, high = m.register(N.CW_ANGLE_LIMIT), m.register(N.CCW_ANGLE_LIMIT)
         data, _ = bus.read(slot.id, low.address, high.end - low.address)
         # joint mode: both limits 0 is wheel mode, which start-up refuses before this

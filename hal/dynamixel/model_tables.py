@@ -406,5 +406,23 @@ MODEL_TABLES: Mapping[str, ModelTable] = MappingProxyType(
             ),
             extra=frozenset({N.DRIVE_MODE, N.TORQUE_CTRL_MODE_ENABLE, N.GOAL_TORQUE}),
         ),
+        "XL-320": ModelTable(
+            source=f"{_REPO}05aa1bdfdfada3bb45a260a5bc60c6da6c016d6d/docs/en/dxl/x/xl320.md",
+            defaults=MappingProxyType(
+                {
+                    N.TEMPERATURE_LIMIT: 65,
+                    N.MIN_VOLTAGE_LIMIT: 60,
+                    N.MAX_VOLTAGE_LIMIT: 90,
+                    N.MAX_TORQUE: 1023,
+                    N.SHUTDOWN: 3,
+                }
+            ),
+            unsourced=(
+                "Sync Read and Bulk Read: the page does not say which Protocol 2.0 "
+                "instructions the firmware answers; the plain (not fast) group reads are used",
+                "Hardware Error Status(50) bits: the page gives none; those of Shutdown(18) "
+                "are used (bit 0 overload, bit 1 overheating, bit 2 input voltage)",
+            ),
+        ),
     }
 )

@@ -94,3 +94,5 @@ class RegisterName(enum.Enum):
     RESOLUTION_DIVIDER = "Resolution Divider"
     TORQUE_CTRL_MODE_ENABLE = "Torque Ctrl Mode Enable"
     GOAL_TORQUE = "Goal Torque"
+    # XL-320 (Protocol 2.0 on a table of its own)
+    CONTROL_MODE = "Control Mode"

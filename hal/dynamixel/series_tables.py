@@ -306,3 +306,51 @@ def protocol1_table(data: ModelTable, *, mx: bool, current: bool = False) -> Con
         reg(N.PUNCH, 48, 2, RW, RAM, "", 0 if mx else 32, 1023, default=0 if mx else 32),
         *extra,
     )
+
+
+#: XL-320 Control Mode(11) values (e-manual): 1 wheel, 2 joint.
+XL320_WHEEL, XL320_JOINT = 1, 2
+
+
+def xl320_table(data: ModelTable) -> ControlTable:
+    """XL-320 layout (https://emanual.robotis.com/docs/en/dxl/x/xl320/).
+
+    Protocol 2.0 on a table of its own, 1.0-like (1 024 ticks over 300°), with Control
+    Mode and Hardware Error Status registers.
+    """
+    reg = _Filler(data)
+    speed = (DependentRange(0, 1023, frozenset({_JOINT})),)
+    return _table(
+        reg(N.MODEL_NUMBER, 0, 2, R, EE),
+        reg(N.FIRMWARE_VERSION, 2, 1, R, EE),
+        reg(N.ID, 3, 1, RW, EE, "", 0, 252, default=1),
+        reg(N.BAUD_RATE, 4, 1, RW, EE, "", 0, 3, default=3),
+        reg(N.RETURN_DELAY_TIME, 5, 1, RW, EE, "2 µs", 0, 254, default=250),
+        reg(N.CW_ANGLE_LIMIT, 6, 2, RW, EE, "1 pulse", 0, 1023),
+        reg(N.CCW_ANGLE_LIMIT, 8, 2, RW, EE, "1 pulse", 0, 1023, default=1023),
+        reg(N.CONTROL_MODE, 11, 1, RW, EE, "", 1, 2, default=XL320_JOINT,
+            values=frozenset({XL320_WHEEL, XL320_JOINT})),
+        reg(N.TEMPERATURE_LIMIT, 12, 1, RW, EE, "1 °C", 0, 150),
+        reg(N.MIN_VOLTAGE_LIMIT, 13, 1, RW, EE, "0.1 V", 50, 250),
+        reg(N.MAX_VOLTAGE_LIMIT, 14, 1, RW, EE, "0.1 V", 50, 250),
+        reg(N.MAX_TORQUE, 15, 2, RW, EE, "0.1 %", 0, 1023),
+        reg(N.STATUS_RETURN_LEVEL, 17, 1, RW, EE, "", 0, 2, default=2),
+        reg(N.SHUTDOWN, 18, 1, RW, EE, "", 0, 7),
+        reg(N.TORQUE_ENABLE, 24, 1, RW, RAM, "", 0, 1),
+        reg(N.LED, 25, 1, RW, RAM, "", 0, 7),
+        reg(N.D_GAIN, 27, 1, RW, RAM, "", 0, 254),
+        reg(N.I_GAIN, 28, 1, RW, RAM, "", 0, 254),
+        reg(N.P_GAIN, 29, 1, RW, RAM, "", 0, 254, default=32),
+        reg(N.GOAL_POSITION, 30, 2, RW, RAM, "1 pulse", 0, 1023),
+        reg(N.MOVING_SPEED, 32, 2, RW, RAM, "0.111 rev/min", 0, 2047, dependent=speed),
+        reg(N.TORQUE_LIMIT, 35, 2, RW, RAM, "0.1 %", 0, 1023, default=1023),
+        reg(N.PRESENT_POSITION, 37, 2, R, RAM, "1 pulse", 0, 1023),
+        reg(N.PRESENT_SPEED, 39, 2, R, RAM, "0.111 rev/min", -1023, 1023, SM),
+        reg(N.PRESENT_LOAD, 41, 2, R, RAM, "0.1 %", -1023, 1023, SM),
+        reg(N.PRESENT_INPUT_VOLTAGE, 45, 1, R, RAM, "0.1 V"),
+        reg(N.PRESENT_TEMPERATURE, 46, 1, R, RAM, "1 °C"),
+        reg(N.REGISTERED_INSTRUCTION, 47, 1, R, RAM, "", 0, 1),
+        reg(N.MOVING, 49, 1, R, RAM, "", 0, 1),
+        reg(N.HARDWARE_ERROR_STATUS, 50, 1, R, RAM),
+        reg(N.PUNCH, 51, 2, RW, RAM, "", 0, 1023, default=32),
+    )  # fmt: skip

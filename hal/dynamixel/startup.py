@@ -18,6 +18,7 @@ from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
 from hilbot.hal.dynamixel.protocol import hardware_flags_from_protocol1
+from hilbot.hal.dynamixel.series_tables import XL320_JOINT
 from hilbot.hal.dynamixel.tables import OperatingMode, RegisterName, model_by_number
 from hilbot.hal.errors import CommTimeout, CrcError, StartupError, StartupProblem
 
@@ -95,8 +96,10 @@ def inspect(bus: DynamixelBus, slot: ServoSlot, log: logging.Logger) -> ServoRep
     """
     spec = slot.units.spec
     m = slot.model
-    # One read covers model number .. operating mode (2.0: 0..11; 1.0: 0..9 with angle limits).
-    end = m.register(N.OPERATING_MODE if m.protocol == 2 else N.CCW_ANGLE_LIMIT).end
+    # One read covers model number .. the mode: Operating Mode (X series: 0..11), Control
+    # Mode (XL-320: 0..11), or the angle limits (1.0: 0..9).
+    mode = next(n for n in (N.OPERATING_MODE, N.CONTROL_MODE, N.CCW_ANGLE_LIMIT) if m.has(n))
+    end = m.register(mode).end
     srl = m.register(N.STATUS_RETURN_LEVEL)
     try:
         eeprom, _ = bus.read(spec.id, 0, end)
@@ -128,7 +131,20 @@ def inspect(bus: DynamixelBus, slot: ServoSlot, log: logging.Logger) -> ServoRep
 
 def _check_mode(slot: ServoSlot, eeprom: bytes) -> None:
     spec = slot.units.spec
-    if slot.model.protocol == 2:
+    if slot.model.has(N.CONTROL_MODE):
+        mode = _value(slot, eeprom, 0, N.CONTROL_MODE)
+        if mode != XL320_JOINT:
+            raise StartupError(
+                f"servo {spec.id} (joint {spec.joint!r}) is in wheel mode (Control Mode {mode}); "
+                f"hilbot commands positions: set Control Mode (address 11) to {XL320_JOINT} "
+                "(joint) with torque off",
+                servo_id=spec.id,
+                problem=StartupProblem.WRONG_MODE,
+                expected="joint",
+                found="wheel",
+            )
+        return
+    if slot.model.has(N.OPERATING_MODE):
         mode = _value(slot, eeprom, 0, N.OPERATING_MODE)
         if mode not in POSITION_MODES:
             name = OperatingMode(mode).name if mode in set(OperatingMode) else str(mode)
@@ -170,13 +186,13 @@ def patient_ping(bus: DynamixelBus, servo_id: int) -> int | None:
 def hardware_status(bus: DynamixelBus, slot: ServoSlot) -> HardwareErrorFlags:
     """The servo's latched hardware-error status.
 
-    Protocol 2.0 has a register for it; Protocol 1.0 reports the same bits in
-    every status packet's ERR byte, so a 1-byte read's ERR is used.
+    Protocol 2.0 has a register for it (its bits the model's); Protocol 1.0 reports the
+    same bits in every status packet's ERR byte, so a 1-byte read's ERR is used.
     """
-    if slot.model.protocol == 2:
+    if slot.model.has(N.HARDWARE_ERROR_STATUS):
         reg = slot.model.register(N.HARDWARE_ERROR_STATUS)
         data, _ = bus.read(slot.id, reg.address, 1)
-        return HardwareErrorFlags(reg.decode(data) & 0x3D)
+        return slot.model.hardware_errors(reg.decode(data))
     _, error = bus.read(slot.id, slot.model.register(N.PRESENT_TEMPERATURE).address, 1)
     return hardware_flags_from_protocol1(error)
 

@@ -25,18 +25,20 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from hilbot.hal.backend import EffortUnit
+from hilbot.hal.backend import EffortUnit, HardwareErrorFlags
 from hilbot.hal.dynamixel.model_tables import MODEL_TABLES, IndirectArea, ModelTable
 from hilbot.hal.dynamixel.register_names import RegisterName
 from hilbot.hal.dynamixel.series_tables import (
     LOAD_MODES,
     X_MODES,
+    XL320_WHEEL,
     ControlTable,
     OperatingMode,
     Register,
     indirect_registers,
     protocol1_table,
     x_series_table,
+    xl320_table,
 )
 from hilbot.hal.registers import (
     Access,
@@ -124,6 +126,8 @@ class ModelSpec:
         series: registers of numbered series (Indirect Address / Data), in address order.
         indirect: the Indirect Address / Data blocks.
         unsourced: what the e-manual page does not give, and what is used instead.
+        error_bits: Hardware Error Status bit -> flag where it differs from the X
+            series' (whose bits are :class:`HardwareErrorFlags`' own); ``None``: those.
     """
 
     name: str
@@ -150,6 +154,7 @@ class ModelSpec:
     series: tuple[Register, ...] = ()
     indirect: tuple[IndirectArea, ...] = ()
     unsourced: tuple[str, ...] = ()
+    error_bits: Mapping[int, HardwareErrorFlags] | None = None
 
     def __post_init__(self) -> None:
         check_layout(self.registers())  # the series must not overlap the named registers
@@ -165,9 +170,12 @@ class ModelSpec:
         Protocol 2.0: Operating Mode (11). Protocol 1.0 has no such register: CW and
         CCW Angle Limit both 0 is wheel mode (answered as velocity mode, 1), both 4095
         on an MX is multi-turn (extended position, 4), anything else joint mode (3).
+        The XL-320 says it in Control Mode (11): 1 wheel, 2 joint.
         """
         if N.OPERATING_MODE in self.table:
             return value_of(N.OPERATING_MODE)
+        if N.CONTROL_MODE in self.table:
+            return _WHEEL if value_of(N.CONTROL_MODE) == XL320_WHEEL else _JOINT
         cw, ccw = value_of(N.CW_ANGLE_LIMIT), value_of(N.CCW_ANGLE_LIMIT)
         if cw == ccw == 0:
             return _WHEEL
@@ -188,14 +196,31 @@ class ModelSpec:
     @property
     def effort_register(self) -> RegisterName:
         """Present Current where the model senses current, else Present Load."""
-        if self.effort_unit is EffortUnit.AMPERE and self.protocol == 2:
+        if self.effort_unit is EffortUnit.AMPERE and N.PRESENT_VELOCITY in self.table:
             return N.PRESENT_CURRENT
         return N.PRESENT_LOAD
 
     @property
     def velocity_register(self) -> RegisterName:
-        """Present Velocity (2.0) or Present Speed (1.0)."""
-        return N.PRESENT_VELOCITY if self.protocol == 2 else N.PRESENT_SPEED
+        """Present Velocity (X series, MX(2.0)) or Present Speed (1.0 tables, XL-320)."""
+        return N.PRESENT_VELOCITY if N.PRESENT_VELOCITY in self.table else N.PRESENT_SPEED
+
+    @property
+    def limit_registers(self) -> tuple[RegisterName, RegisterName]:
+        """The registers bounding goal positions: Min/Max Position Limit or CW/CCW Angle Limit."""
+        if N.MIN_POSITION_LIMIT in self.table:
+            return N.MIN_POSITION_LIMIT, N.MAX_POSITION_LIMIT
+        return N.CW_ANGLE_LIMIT, N.CCW_ANGLE_LIMIT
+
+    def hardware_errors(self, status: int) -> HardwareErrorFlags:
+        """The flags of a Hardware Error Status register value."""
+        if self.error_bits is None:
+            return HardwareErrorFlags(status & 0x3D)
+        out = HardwareErrorFlags.NONE
+        for bit, flag in self.error_bits.items():
+            if status & bit:
+                out |= flag
+        return out
 
     def has(self, name: RegisterName) -> bool:
         """True when the model has register ``name``."""
@@ -350,6 +375,41 @@ def _ax(name: str, number: int, page: str) -> ModelSpec:
     )
 
 
+#: XL-320 Baud Rate(4) values (e-manual).
+XL320_BAUD_RATES: Mapping[int, int] = MappingProxyType({0: 9600, 1: 57600, 2: 115200, 3: 1_000_000})
+#: XL-320 Hardware Error Status bits, as its Shutdown(18) names them.
+XL320_ERROR_BITS: Mapping[int, HardwareErrorFlags] = MappingProxyType(
+    {
+        1: HardwareErrorFlags.OVERLOAD,
+        2: HardwareErrorFlags.OVERHEATING,
+        4: HardwareErrorFlags.INPUT_VOLTAGE,
+    }
+)
+
+
+def _xl320() -> ModelSpec:
+    return ModelSpec(
+        name="XL-320",
+        model_number=350,
+        protocol=2,
+        table=xl320_table(MODEL_TABLES["XL-320"]),
+        ticks_per_rev=1024 * 360 / 300,  # 1024 ticks span 300°, 0.29° per tick
+        center_tick=512,
+        position_min=0,
+        position_max=1023,
+        velocity_unit=0.111,
+        effort_unit=EffortUnit.PERCENT,
+        effort_per_tick=0.1,
+        baud_rates=XL320_BAUD_RATES,
+        has_fast_sync_read=False,
+        has_bus_watchdog=False,
+        has_bulk_read=True,
+        url=_EMANUAL + "x/xl320/",
+        error_bits=XL320_ERROR_BITS,
+        **_spec_fields("XL-320"),  # type: ignore[arg-type]
+    )
+
+
 # Present Current / Goal Current / Current Limit unit and Current Limit maximum, each
 # checked against the model's e-manual page (its source: docs/en/dxl/<series>/<model>.md
 # in github.com/ROBOTIS-GIT/emanual), control table and Current Limit(38) section:
@@ -427,6 +487,7 @@ _ALL = (
     _mx1("MX-28", 29, "mx/mx-28/", current=False),
     _mx1("MX-64", 310, "mx/mx-64/", current=True),
     _mx1("MX-106", 320, "mx/mx-106/", current=True),
+    _xl320(),
 )
 
 #: Every supported model, by name.

@@ -232,7 +232,7 @@ def set_limit(bus: DynamixelBus, servo_id: int, option: str, value: int) -> Regi
             it did not take.
     """
     spec = _identify(bus, servo_id)
-    name = LIMIT_OPTIONS[option].get(bus.protocol)
+    name = LIMIT_OPTIONS[option].get(2 if N.MIN_POSITION_LIMIT in spec.table else 1)
     if name is None or not spec.has(name):
         raise ChangeError(
             f"servo {servo_id} ({spec.name}) has no {option.replace('_', ' ')} register",
@@ -356,11 +356,7 @@ def _tty(port: str) -> str:
 
 def _limits(bus: DynamixelBus, slot: ServoSlot, subject: str) -> list[Finding]:
     m = slot.model
-    lo_name, hi_name = (
-        (N.MIN_POSITION_LIMIT, N.MAX_POSITION_LIMIT)
-        if m.protocol == 2
-        else (N.CW_ANGLE_LIMIT, N.CCW_ANGLE_LIMIT)
-    )
+    lo_name, hi_name = m.limit_registers
     lo_reg, hi_reg = m.register(lo_name), m.register(hi_name)
     lo = lo_reg.decode(bus.read(slot.id, lo_reg.address, lo_reg.size)[0])
     hi = hi_reg.decode(bus.read(slot.id, hi_reg.address, hi_reg.size)[0])

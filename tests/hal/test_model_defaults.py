@@ -45,6 +45,9 @@ P1_PAGES = {
     "MX-64": (80, 60, 240, 1023, 36, 36, 0, 34),
     "MX-106": (80, 60, 160, 1023, 36, 36, 0, 34),
 }
+# Temperature Limit, Min / Max Voltage Limit, Max Torque, Shutdown, Punch, Baud Rate,
+# Control Mode (the XL-320 page: its own Protocol 2.0 table).
+XL320_PAGE = (65, 60, 90, 1023, 3, 32, 3, 2)
 GAINS = (
     N.VELOCITY_I_GAIN,
     N.VELOCITY_P_GAIN,
@@ -55,7 +58,7 @@ GAINS = (
 
 
 def test_every_model_has_a_page():
-    assert set(X_PAGES) | set(P1_PAGES) == set(MODELS) == set(MODEL_TABLES)
+    assert set(X_PAGES) | set(P1_PAGES) | {"XL-320"} == set(MODELS) == set(MODEL_TABLES)
     for name, data in MODEL_TABLES.items():
         assert data.source.startswith("github.com/ROBOTIS-GIT/emanual/blob/"), name
         assert model(name).source == data.source
@@ -110,6 +113,26 @@ def test_protocol_1_defaults_are_the_pages(name):
         N.CCW_ANGLE_LIMIT: spec.position_max,
     }
     assert {reg: memory.get(reg) for reg in expected} == expected
+
+
+def test_xl320_defaults_are_its_page():
+    temp, v_min, v_max, torque, shutdown, punch, baud, mode = XL320_PAGE
+    spec = model("XL-320")
+    expected = {
+        N.TEMPERATURE_LIMIT: temp,
+        N.MIN_VOLTAGE_LIMIT: v_min,
+        N.MAX_VOLTAGE_LIMIT: v_max,
+        N.MAX_TORQUE: torque,
+        N.TORQUE_LIMIT: torque,
+        N.SHUTDOWN: shutdown,
+        N.PUNCH: punch,
+        N.BAUD_RATE: baud,
+        N.CONTROL_MODE: mode,
+        N.P_GAIN: 32,
+        N.CW_ANGLE_LIMIT: 0,
+        N.CCW_ANGLE_LIMIT: 1023,
+    }
+    assert {reg: spec.register(reg).default for reg in expected} == expected
 
 
 def test_the_xl330_velocity_limit_reaches_2047():

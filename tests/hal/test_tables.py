@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from hilbot.hal.backend import EffortUnit
+from hilbot.hal.backend import EffortUnit, HardwareErrorFlags
 from hilbot.hal.dynamixel.tables import (
     MODELS,
     MODELS_BY_NUMBER,
@@ -44,6 +44,7 @@ KNOWN_NUMBERS = {
     "MX-28": 29,
     "MX-64": 310,
     "MX-106": 320,
+    "XL-320": 350,
 }
 
 
@@ -102,6 +103,44 @@ def test_ax_table_and_units():
     assert m.ticks_per_rev * 300 / 360 == pytest.approx(1024)
     assert not m.has_bulk_read
     assert model("MX-28").has_bulk_read
+
+
+def test_xl320_table_units_and_error_bits():
+    """The XL-320 e-manual page: Protocol 2.0 on a table of its own, 1 024 ticks over 300°."""
+    m = model("XL-320")
+    assert (m.protocol, m.model_number) == (2, 350)
+    assert model_by_number(2, 350) is m
+    expected = {
+        N.CW_ANGLE_LIMIT: 6,
+        N.CCW_ANGLE_LIMIT: 8,
+        N.CONTROL_MODE: 11,
+        N.TORQUE_ENABLE: 24,
+        N.GOAL_POSITION: 30,
+        N.MOVING_SPEED: 32,
+        N.TORQUE_LIMIT: 35,
+        N.PRESENT_POSITION: 37,
+        N.PRESENT_SPEED: 39,
+        N.PRESENT_LOAD: 41,
+        N.PRESENT_TEMPERATURE: 46,
+        N.HARDWARE_ERROR_STATUS: 50,
+    }
+    assert {k: m.register(k).address for k in expected} == expected
+    assert m.register(N.GOAL_POSITION).max == 1023
+    assert m.ticks_per_rev * 300 / 360 == pytest.approx(1024)
+    assert m.center_tick == 512
+    assert (m.velocity_register, m.effort_register) == (N.PRESENT_SPEED, N.PRESENT_LOAD)
+    assert m.limit_registers == (N.CW_ANGLE_LIMIT, N.CCW_ANGLE_LIMIT)
+    assert not m.has(N.OPERATING_MODE) and not m.has_bus_watchdog
+    assert not m.has_fast_sync_read
+    assert m.baud_value(1_000_000) == 3
+    assert (
+        m.hardware_errors(0b101) == HardwareErrorFlags.OVERLOAD | HardwareErrorFlags.INPUT_VOLTAGE
+    )
+    assert model("XM430-W350").hardware_errors(0x21) == (
+        HardwareErrorFlags.OVERLOAD | HardwareErrorFlags.INPUT_VOLTAGE
+    )
+    assert m.operating_mode({N.CONTROL_MODE: 2}.__getitem__) == 3  # joint
+    assert m.operating_mode({N.CONTROL_MODE: 1}.__getitem__) == 1  # wheel
 
 
 def test_lookup_errors_name_the_choices():
@@ -206,7 +245,7 @@ def test_an_mx2_chain_is_read_with_plain_sync_or_bulk_read():
 
 def test_bus_watchdog_by_model_and_firmware():
     for m in MODELS.values():
-        if m.protocol == 1:
+        if m.protocol == 1 or m.name == "XL-320":
             assert not m.has_bus_watchdog and not m.has(N.BUS_WATCHDOG), m.name
             continue
         reg = m.register(N.BUS_WATCHDOG)
