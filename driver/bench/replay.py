@@ -23,12 +23,12 @@ import numpy as np
 
 from hilbot.driver.bench.backends import ClockKind, make_clock, make_sim_backend
 from hilbot.driver.bench.pose_targets import OrientationKind, join_pose_target
-from hilbot.driver.bench.progress import Progress
 from hilbot.driver.bench.recorder import Recorder
 from hilbot.driver.bench.recording import Recording, RecordingHeader
 from hilbot.driver.bench.runner import apply_fault
 from hilbot.driver.bench.scenario import FaultAction
 from hilbot.driver.config import RobotConfig
+from hilbot.driver.progress import Progress
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.state import Command
 from hilbot.driver.ticker import ManualClock, ScheduledTicker

@@ -18,7 +18,6 @@ from numpy.typing import NDArray
 
 from hilbot.driver.bench.backends import BackendKind, BenchBackend, ClockKind, open_backend
 from hilbot.driver.bench.errors import RunFailed, UnsupportedStep
-from hilbot.driver.bench.progress import Progress
 from hilbot.driver.bench.recorder import Recorder
 from hilbot.driver.bench.recording import Recording, RecordingHeader
 from hilbot.driver.bench.scenario import (
@@ -37,6 +36,7 @@ from hilbot.driver.bench.segments import StepContext, Target, build_segment
 from hilbot.driver.bench.stream import RecordingStream
 from hilbot.driver.bench.trace import check_traces
 from hilbot.driver.config import RobotConfig
+from hilbot.driver.progress import Progress
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.state import Command
 from hilbot.hal.backend import HardwareErrorFlags

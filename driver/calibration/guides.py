@@ -10,7 +10,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
-from hilbot.driver.bench.progress import Progress
+from hilbot.driver.progress import Progress
 from hilbot.sim.hand import Hand, Keyframes, Pose, move_to, still
 
 #: How far the direction check moves a joint past the middle pose [rad].

@@ -23,7 +23,6 @@ import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hilbot.driver.backend_names import HARDWARE, backend_name
-from hilbot.driver.bench.progress import Progress
 from hilbot.driver.commands.failures import (
     EXIT_BAD_INPUT,
     message_of,
@@ -33,6 +32,7 @@ from hilbot.driver.commands.failures import (
     reason_of,
 )
 from hilbot.driver.dataset import options as dataset_options
+from hilbot.driver.progress import Progress
 
 if TYPE_CHECKING:
     from hilbot.driver.calibration.apply import Calibrated

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from hilbot.driver.backend_names import HARDWARE, backend_name, hardware_help
-from hilbot.driver.bench.progress import Progress
 from hilbot.driver.commands.failures import (
     EXIT_BAD_INPUT,
     add_view_port,
@@ -46,6 +45,7 @@ from hilbot.driver.commands.failures import (
 from hilbot.driver.commands.local_stop import HINT, LocalStop
 from hilbot.driver.commands.shutdown_report import TorqueWatch, shutdown_text, torque_left_on
 from hilbot.driver.errors import DriverError
+from hilbot.driver.progress import Progress
 
 DEFAULT_CONFIG = "openmanipulator_x"
 EXIT_INTERRUPTED = 130  # Ctrl+C (SIGINT), as the shell reports it and lead and bench exit

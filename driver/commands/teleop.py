@@ -28,13 +28,13 @@ import numpy as np
 import numpy.typing as npt
 
 from hilbot import _compat_asyncio as aio
-from hilbot.driver.bench.progress import Progress
 from hilbot.driver.commands.failures import (
     EXIT_BAD_INPUT,
     positive_hz,
     positive_number,
     positive_seconds,
 )
+from hilbot.driver.progress import Progress
 from hilbot.driver.teleop.publisher import TeleopPublisher
 
 if TYPE_CHECKING:

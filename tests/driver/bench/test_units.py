@@ -8,10 +8,10 @@ import pytest
 
 from hilbot.driver.bench.errors import ScenarioError
 from hilbot.driver.bench.pose_targets import OrientationKind, join_pose_target, split_pose_target
-from hilbot.driver.bench.progress import Progress
 from hilbot.driver.bench.runner import apply_fault
 from hilbot.driver.bench.scenario import FaultAction, TeleopStep
 from hilbot.driver.bench.segments import StepContext, load_trace
+from hilbot.driver.progress import Progress
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.sim.faults import ServoFaults
 
