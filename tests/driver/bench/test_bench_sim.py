@@ -29,9 +29,10 @@ async def test_shipped_scenario_runs_on_the_simulator(config, name, tmp_path):
     rate = config.rate_hz
     assert recording.n_cycles >= int(scenario.duration() * rate) - 2
     assert recording.header.scenario["name"] == name
-    outcome = write_outputs(recording, scenario.thresholds, tmp_path)
-    for key in ("recording", "summary", "joints", "lateness", "end_effector"):
+    outcome = write_outputs(recording, scenario.thresholds, tmp_path, plots=False)
+    for key in ("recording", "summary"):
         assert outcome.files[key].stat().st_size > 0, key
+    assert not list(tmp_path.glob("*.png"))  # plots=False draws none
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["report"]["cycles"] == recording.n_cycles
     assert summary["backend"] == "sim"
@@ -47,6 +48,24 @@ async def test_shipped_scenario_runs_on_the_simulator(config, name, tmp_path):
         assert column.min() >= lower - 1e-9 and column.max() <= upper + 1e-9, joint
     if name == "openmanipulator_circle":
         _check_circle(recording)
+
+
+async def test_the_plots_of_a_shipped_scenario_show_its_modes_faults_and_tool_path(
+    config, tmp_path
+):
+    # The one test that draws a bench run's plots (drawing is most of a shortened run's time):
+    # the fault scenario has every mode a run can shade, injected faults, the hardware errors
+    # they raise, and an end effector to trace.
+    path = resolve_scenario("openmanipulator_faults")
+    scenario = load_scenario(path).scaled(SCALE)
+    options = RunOptions(base_dir=path.parent, config_path="openmanipulator_x", clock="fake")
+    recording = await run_bench(config, scenario, BackendKind.SIM, ClockKind.FAKE, options)
+    assert recording.header.faults and recording["hw_errors"].any()
+    outcome = write_outputs(recording, scenario.thresholds, tmp_path)
+    for key in ("recording", "summary", "joints", "lateness", "end_effector", "overview"):
+        assert outcome.files[key].stat().st_size > 0, key
+        if key not in ("recording", "summary"):
+            assert outcome.files[key].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", key
 
 
 def _check_circle(recording):
