@@ -101,8 +101,12 @@ class HilbotArm:
 
     @property
     def calibrated_here(self) -> bool:
-        """A calibration applies (the simulators need none)."""
-        return self.calibrated.calibration is not None or self.backend in ("sim", "mujoco")
+        """A calibration applies, or none is needed.
+
+        The simulators need none, nor does a virtual arm (assembled as its config says,
+        unless a calibration recorded otherwise); a real arm does.
+        """
+        return self.calibrated.calibration is not None or self.backend != "hardware"
 
     def connect(self) -> None:
         """Start the runtime and arm it (torque on, holding where the arm is).
