@@ -44,6 +44,15 @@ REST_ACCELERATION = 1e-3
 SNAP_POSITION = 1e-6
 
 
+def _signed(x: float, magnitude: float) -> float:
+    """``np.sign(x) * magnitude`` on floats (0 for 0, NaN for NaN)."""
+    if x > 0.0:
+        return magnitude
+    if x < 0.0:
+        return -magnitude
+    return x * magnitude  # 0 (or NaN)
+
+
 @dataclass(frozen=True, slots=True)
 class MotionLimits:
     """Per-joint limits the motion layer plans within, in the runtime's joint order.
@@ -376,6 +385,22 @@ class MotionLayer:
             tuple[str, float, NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]] | None
         ) = None
         self.stopping = np.zeros(n, dtype=bool)  # joints braking to rest (not tracking)
+        self._n = n
+        # the per-joint limits as Python floats, for the step's scalar cascade
+        self._scalars = tuple(
+            array.astype(np.float64).tolist()
+            for array in (
+                limits.lower,
+                limits.upper,
+                limits.velocity,
+                limits.acceleration,
+                limits.jerk,
+                self._braking_a,
+                self._braking_j,
+                self._snap_v,
+                self._snap_a,
+            )
+        )
         self.last_stop: StopReport | None = None
         self.stops = 0
 
@@ -446,53 +471,70 @@ class MotionLayer:
         """The next command (position) toward ``reference``; ``None``: brake and hold.
 
         Nothing changes until :meth:`commit` says what was written.
+
+        The joints are few (a handful): the cascade runs on Python floats, joint by joint,
+        with the very operations (and rounding) of its array form, instead of some thirty
+        small numpy arrays a cycle.
         """
-        limits, dt = self.limits, self.period
-        q, v, a = self.position, self.velocity, self.acceleration
+        n, dt = self._n, self.period
+        q = self.position.tolist()
+        v = self.velocity.tolist()
+        a = self.acceleration.tolist()
         if reference is None:
-            active = np.zeros(q.shape, dtype=bool)
-            r, rd, rdd = q, np.zeros_like(q), np.zeros_like(q)
+            active = [False] * n
+            ref_q, ref_v, ref_a = q, [0.0] * n, [0.0] * n
         else:
-            active = reference.active & ~self.stopping
-            r = np.clip(reference.position, limits.lower, limits.upper)
-            rd = reference.velocity
-            rdd = np.where(active, reference.acceleration, 0.0)
-        # position loop -> desired velocity (a square-root law far away: braking distance)
-        e = np.where(active, r - q, 0.0)
-        ae = np.abs(e)
-        corr = np.sign(e) * np.minimum(self._kp * ae, np.sqrt(2.0 * self._braking_a * ae))
-        v_des = np.where(active, rd + corr, 0.0)
-        # never faster than a stop before the joint limit allows, nor the velocity limit
-        room_up = np.maximum(limits.upper - q, 0.0)
-        room_down = np.maximum(q - limits.lower, 0.0)
-        v_des = np.minimum(v_des, np.sqrt(2.0 * self._braking_a * room_up))
-        v_des = np.maximum(v_des, -np.sqrt(2.0 * self._braking_a * room_down))
-        np.clip(v_des, -limits.velocity, limits.velocity, out=v_des)
-        # velocity loop -> desired acceleration (square-root law: jerk-limited braking)
-        ev = v_des - v
-        aev = np.abs(ev)
-        a_des = rdd + np.sign(ev) * np.minimum(self._kv * aev, np.sqrt(2.0 * self._braking_j * aev))
-        np.clip(a_des, -limits.acceleration, limits.acceleration, out=a_des)
-        # acceleration loop -> jerk
-        j = np.clip(self._ka * (a_des - a), -limits.jerk, limits.jerk)
-        a1 = a + j * dt
-        v1 = v + (a + 0.5 * j * dt) * dt
-        q1 = q + (v + (0.5 * a + j * dt / 6.0) * dt) * dt
-        # the hard envelope, as the safety layer sees it (step per cycle)
-        np.clip(v1, -limits.velocity, limits.velocity, out=v1)
-        np.clip(q1, q - limits.velocity * dt, q + limits.velocity * dt, out=q1)
-        np.clip(q1, limits.lower, limits.upper, out=q1)
-        # At rest within one cycle's limits: be exactly at rest (a hold is a constant goal,
-        # not an exponential tail), at the reference where there is a still one.
-        settled = (np.abs(v) <= self._snap_v) & (np.abs(a) <= self._snap_a)
-        still = ~active | ((rd == 0.0) & (rdd == 0.0) & (ae <= SNAP_POSITION))
-        snap = settled & still
-        if snap.any():
-            q1[snap] = np.where(active, r, q)[snap]
-            v1[snap] = 0.0
-            a1[snap] = 0.0
-        self._next = (q1, v1, a1)
-        out: NDArray[np.float64] = q1
+            wanted, stopping = reference.active.tolist(), self.stopping.tolist()
+            active = [on and not stop for on, stop in zip(wanted, stopping, strict=True)]
+            ref_q = reference.position.tolist()
+            ref_v = reference.velocity.tolist()
+            ref_a = reference.acceleration.tolist()
+        kp, kv, ka = self._kp, self._kv, self._ka
+        lower, upper, vmax, amax, jmax, brake_a, brake_j, snap_v, snap_a = self._scalars
+        q1, v1, a1 = [0.0] * n, [0.0] * n, [0.0] * n
+        for i in range(n):
+            qi, vi, ai, on = q[i], v[i], a[i], active[i]
+            rdi = ref_v[i]
+            if on:
+                ri = min(max(ref_q[i], lower[i]), upper[i])
+                rddi = ref_a[i]
+                e = ri - qi
+            else:
+                ri, rddi, e = qi, 0.0, 0.0
+            # position loop -> desired velocity (a square-root law far away: braking distance)
+            ae = abs(e)
+            corr = _signed(e, min(kp * ae, math.sqrt(2.0 * brake_a[i] * ae)))
+            v_des = rdi + corr if on else 0.0
+            # never faster than a stop before the joint limit allows, nor the velocity limit
+            room_up = max(upper[i] - qi, 0.0)
+            room_down = max(qi - lower[i], 0.0)
+            v_des = min(v_des, math.sqrt(2.0 * brake_a[i] * room_up))
+            v_des = max(v_des, -math.sqrt(2.0 * brake_a[i] * room_down))
+            v_des = min(max(v_des, -vmax[i]), vmax[i])
+            # velocity loop -> desired acceleration (square-root law: jerk-limited braking)
+            ev = v_des - vi
+            aev = abs(ev)
+            a_des = rddi + _signed(ev, min(kv * aev, math.sqrt(2.0 * brake_j[i] * aev)))
+            a_des = min(max(a_des, -amax[i]), amax[i])
+            # acceleration loop -> jerk
+            j = min(max(ka * (a_des - ai), -jmax[i]), jmax[i])
+            a_next = ai + j * dt
+            v_next = vi + (ai + 0.5 * j * dt) * dt
+            q_next = qi + (vi + (0.5 * ai + j * dt / 6.0) * dt) * dt
+            # the hard envelope, as the safety layer sees it (step per cycle)
+            v_next = min(max(v_next, -vmax[i]), vmax[i])
+            q_next = min(max(q_next, qi - vmax[i] * dt), qi + vmax[i] * dt)
+            q_next = min(max(q_next, lower[i]), upper[i])
+            # At rest within one cycle's limits: be exactly at rest (a hold is a constant goal,
+            # not an exponential tail), at the reference where there is a still one.
+            settled = abs(vi) <= snap_v[i] and abs(ai) <= snap_a[i]
+            still = not on or (rdi == 0.0 and rddi == 0.0 and ae <= SNAP_POSITION)
+            if settled and still:
+                q_next = ri if on else qi
+                v_next = a_next = 0.0
+            q1[i], v1[i], a1[i] = q_next, v_next, a_next
+        self._next = (np.array(q1), np.array(v1), np.array(a1))
+        out: NDArray[np.float64] = self._next[0]
         return out
 
     def commit(self, command: NDArray[np.float64], now: float = 0.0) -> None:
