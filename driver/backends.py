@@ -257,24 +257,23 @@ def dynamixel_backend(
     gets its bus's read set and the joint limits the safety layer enforces, which its
     start-up checks against every servo's own limit registers.
     """
-    from hilbot.hal.dynamixel.backend import DynamixelBackend
+    import dataclasses
+
+    from hilbot.hal.family import family
 
     limits = _enforced_limits(config)
     backends: list[Backend] = []
     for bus in config.buses:
         spec = bus.bus_spec()
         if ports is not None:
-            spec = type(spec)(ports[bus.name], spec.baudrate, spec.protocol)
+            spec = dataclasses.replace(spec, port=ports[bus.name])
         servos = config.servo_specs(bus.name)
         joints = {s.joint for s in servos}
         bus_options = dict(options)
         if bus.reply_margin_ms is not None:  # the config's margin; a caller's overrides it
             bus_options.setdefault("margin_ms", bus.reply_margin_ms)
-        if bus.family == "feetech":
-            backends.append(_feetech_backend(spec, servos, limits, joints, bus_options))
-            continue
         backends.append(
-            DynamixelBackend(
+            family(bus.family).backend(
                 spec,
                 servos,
                 read=bus.read,
@@ -283,29 +282,6 @@ def dynamixel_backend(
             )
         )
     return backends[0] if len(backends) == 1 else MultiBackend(backends)
-
-
-#: The ``dynamixel_backend`` options a ``FeetechBackend`` takes too (it has no pipelining).
-_FEETECH_OPTIONS = ("margin_ms", "retries", "io_timeout", "torque_off_on_exit", "clock", "logger")
-
-
-def _feetech_backend(
-    spec: Any,
-    servos: Sequence[Any],
-    limits: Mapping[str, tuple[float, float]],
-    joints: set[str],
-    options: Mapping[str, Any],
-) -> Backend:
-    """A Feetech bus of the config (``hilbot.hal.feetech.backend.FeetechBackend``)."""
-    from hilbot.hal.feetech.backend import FeetechBackend
-
-    return FeetechBackend(
-        type(spec)(spec.port, spec.baudrate, spec.protocol, "feetech"),
-        servos,
-        joint_limits={j: v for j, v in limits.items() if j in joints},
-        pipeline=options.get("pipeline") is True,  # "auto" (hilbot run): off, the loop limits
-        **{k: v for k, v in options.items() if k in _FEETECH_OPTIONS},
-    )
 
 
 def _enforced_limits(config: RobotConfig) -> dict[str, tuple[float, float]]:

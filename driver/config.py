@@ -429,28 +429,18 @@ def _check_settings(cfg: RobotConfig, i: int, servo: ServoConfig) -> None:
     """Refuse the settings only one family's start-up writes on the other family's bus."""
     if servo.bus is not None and servo.bus not in [b.name for b in cfg.buses]:
         return  # reported as an unknown bus
-    from hilbot.hal.feetech.session import dynamixel_only_settings, feetech_only_settings
-    from hilbot.hal.feetech.tables import MODELS
+    from hilbot.hal.family import FAMILIES
 
-    if cfg.bus_named(servo.bus).family == "dynamixel":
-        feetech = feetech_only_settings(servo)
-        feetech_model = servo.model.strip().lower() in {m.lower() for m in MODELS}
-        if feetech and not feetech_model:  # a Feetech model there: the model check names it
+    here = FAMILIES[cfg.bus_named(servo.bus).family]
+    for other in FAMILIES.values():
+        given = other.settings_given(servo) if other is not here else []
+        if given and not other.knows(servo.model):  # else the model check names the model
             raise ConfigError(
                 None,
-                ("servos", i, feetech[0]),
-                "is written to Feetech servos at start-up (Torque Limit); a Dynamixel servo "
-                "would ignore it (X series: cap the torque with mode: current_position and "
-                "current_limit)",
+                ("servos", i, given[0]),
+                f"is written to {other.title} servos at start-up{other.settings_note}; a "
+                f"{here.title} servo would ignore it{here.ignore_note}",
             )
-        return
-    given = dynamixel_only_settings(servo)
-    if given:
-        raise ConfigError(
-            None,
-            ("servos", i, given[0]),
-            "is written to Dynamixel servos at start-up; a Feetech servo would ignore it",
-        )
 
 
 def _check_servos(cfg: RobotConfig) -> None:

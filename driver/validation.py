@@ -18,6 +18,7 @@ from hilbot.driver.solver_kind import SolverKind
 
 if TYPE_CHECKING:  # load_config calls check_config: at run time this module needs no config
     from hilbot.driver.config import RobotConfig
+    from hilbot.hal.family import Family
 
 LIMIT_SLACK = 1e-6  # [rad] rounding allowed when comparing limits with a servo's range
 
@@ -61,7 +62,11 @@ def check_config(config: RobotConfig, *, source: Path | None = None) -> Any:
 
 def _check_bus_watchdog(config: RobotConfig, source: Path | None) -> None:
     """Refuse a servo-side watchdog on a robot whose servos have none (all Feetech)."""
-    if config.safety.bus_watchdog is not None and all(b.family == "feetech" for b in config.buses):
+    from hilbot.hal.family import family
+
+    if config.safety.bus_watchdog is not None and not any(
+        family(b.family).has_bus_watchdog for b in config.buses
+    ):
         raise ConfigError(
             source,
             ("safety", "bus_watchdog"),
@@ -182,20 +187,17 @@ def _check_chains(config: RobotConfig, robot: Any, source: Path | None) -> None:
 
 
 def _check_servo_ranges(config: RobotConfig, robot: Any, source: Path | None) -> None:
-    from hilbot.hal.dynamixel.tables import ModelSpec, model
-    from hilbot.hal.feetech.tables import FeetechModel
-    from hilbot.hal.feetech.tables import model as feetech_model
+    from hilbot.hal.family import family
 
     for i, servo in enumerate(config.servos):
         bus = config.bus_named(servo.bus)
-        spec: ModelSpec | FeetechModel
+        fam = family(bus.family)
         try:
-            spec = feetech_model(servo.model) if bus.family == "feetech" else model(servo.model)
+            spec = fam.model(servo.model)
         except KeyError as exc:
             raise ConfigError(source, ("servos", i, "model"), str(exc.args[0])) from exc
-        if isinstance(spec, FeetechModel):
-            _check_feetech_settings(config, i, source)
-        if isinstance(spec, ModelSpec) and spec.protocol != bus.protocol:
+        _check_family_settings(fam, config, i, source)
+        if fam.protocols and spec.protocol != bus.protocol:
             raise ConfigError(
                 source,
                 ("servos", i, "model"),
@@ -232,12 +234,11 @@ def _check_servo_ranges(config: RobotConfig, robot: Any, source: Path | None) ->
             )
 
 
-def _check_feetech_settings(config: RobotConfig, i: int, source: Path | None) -> None:
+def _check_family_settings(fam: Family, config: RobotConfig, i: int, source: Path | None) -> None:
     from hilbot.hal.errors import ConfigError as HalConfigError
-    from hilbot.hal.feetech.session import check_settings
 
     try:
-        check_settings(config.servo_specs()[i])
+        fam.check_settings(config.servo_specs()[i])
     except HalConfigError as exc:
         raise ConfigError(source, ("servos", i, exc.field), str(exc)) from None
 
@@ -263,17 +264,13 @@ def _bus_index(config: RobotConfig, name: str) -> int:
 
 def check_rate(config: RobotConfig, *, source: Path | None) -> None:
     """Reject a loop rate above what a bus can carry (``ConfigError`` on ``rate_hz``)."""
-    from hilbot.hal.dynamixel.timing import max_cycle_rate
-    from hilbot.hal.feetech.timing import max_cycle_rate as feetech_rate
+    from hilbot.hal.family import family
 
     for b, bus in enumerate(config.buses):
         servos = config.servo_specs(bus.name)
         if not servos:
             raise ConfigError(source, ("buses", b), f"no servo is on bus {bus.name!r}")
-        if bus.family == "feetech":
-            limit = feetech_rate(bus.bus_spec(), servos)
-        else:
-            limit = max_cycle_rate(bus.bus_spec(), servos, read=bus.read)
+        limit = family(bus.family).max_cycle_rate(bus.bus_spec(), servos, read=bus.read)
         if config.rate_hz > limit:
             raise ConfigError(
                 source,

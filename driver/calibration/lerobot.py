@@ -50,17 +50,13 @@ class _Servo(NamedTuple):
 
 
 def _servo(config: RobotConfig, joint: str) -> _Servo:
-    from hilbot.hal.dynamixel.tables import model as dynamixel_model
-    from hilbot.hal.feetech.tables import model as feetech_model
+    from hilbot.hal.family import family
 
     servo = next(s for s in config.servos if s.joint == joint)
     spec = next(s for s in config.servo_specs() if s.joint == joint)
-    bus = config.bus_named(servo.bus)
-    if bus.family == "feetech":
-        m: Any = feetech_model(spec.model)
-        return _Servo(int(m.ticks_per_rev), int(m.center_tick), -1)
-    m = dynamixel_model(spec.model)
-    return _Servo(int(m.ticks_per_rev), int(m.center_tick), 1)
+    fam = family(config.bus_named(servo.bus).family)
+    m: Any = fam.model(spec.model)
+    return _Servo(int(m.ticks_per_rev), int(m.center_tick), fam.homing_sign)
 
 
 def _half_turn(servo: _Servo) -> int:

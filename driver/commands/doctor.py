@@ -20,8 +20,9 @@ from collections.abc import Sequence
 
 from hilbot.driver.commands import virtual_rehearsal as virtual
 from hilbot.driver.virtual_margin import ROUND_TRIP_WAKEUPS, VIRTUAL_MARGIN_MS, StallMonitor
-from hilbot.hal.dynamixel.tools import Finding, Level, diagnose
+from hilbot.hal.dynamixel.tools import Finding, Level
 from hilbot.hal.errors import HalError
+from hilbot.hal.family import family
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
 
@@ -132,7 +133,7 @@ def diagnose_buses(buses: Sequence[tuple[BusSpec, Sequence[ServoSpec]]], margin_
     """Diagnose each bus and print what was found; 1 when something is wrong."""
     worst = Level.OK
     for spec, servos in buses:
-        kind = "Feetech" if spec.family == "feetech" else f"protocol {spec.protocol}.0"
+        kind = family(spec.family).describe(spec.protocol)
         print(f"== {spec.port}: {spec.baudrate} bit/s, {kind}, {len(servos)} servos")
         findings, budget = check_bus(spec, servos, margin_ms)
         for f in findings:
@@ -224,12 +225,7 @@ def _diagnose(
 ) -> tuple[list[Finding], str, float]:
     """One look at the bus: findings, budget and the host's worst stall [ms] meanwhile."""
     with StallMonitor() as watch:
-        if spec.family == "feetech":
-            from hilbot.hal.feetech.tools import diagnose as diagnose_feetech
-
-            findings, budget = diagnose_feetech(spec, servos, margin_ms=margin_ms)
-        else:
-            findings, budget = diagnose(spec, servos, margin_ms=margin_ms)
+        findings, budget = family(spec.family).diagnose(spec, servos, margin_ms=margin_ms)
     return findings, budget, watch.worst_ms
 
 

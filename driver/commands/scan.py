@@ -26,6 +26,7 @@ from hilbot.driver.commands import virtual_rehearsal as virtual
 from hilbot.driver.commands.failures import candidate_ports, port_problem, reason_of
 from hilbot.hal.dynamixel.tools import COMMON_BAUD_RATES, FoundServo, scan
 from hilbot.hal.errors import HalError, PortError
+from hilbot.hal.family import family
 
 
 def parse_baud_list(text: str) -> list[int]:
@@ -129,7 +130,7 @@ def _run_virtual(args: argparse.Namespace) -> int:
             one.family = args.family or bus.family
             if args.baud == list(COMMON_BAUD_RATES):  # not given: the bus's rate
                 one.baud = [bus.baudrate]
-            if args.protocol is None and one.family == "dynamixel" and bus.family == "dynamixel":
+            if args.protocol is None and one.family == bus.family and family(bus.family).protocols:
                 one.protocol = bus.protocol
             codes.append(scan_port(one))
         return min(codes)
@@ -139,9 +140,11 @@ def _run_virtual(args: argparse.Namespace) -> int:
 
 def scan_port(args: argparse.Namespace) -> int:
     """Scan ``args.port`` as the options say; print the table."""
-    if args.family == "feetech":
-        return _run_feetech(args)
-    protocols = (args.protocol,) if args.protocol else (2, 1)
+    return _SCANS[args.family](args)
+
+
+def _scan_dynamixel(args: argparse.Namespace) -> int:
+    protocols = (args.protocol,) if args.protocol else family("dynamixel").protocols
     try:
         found = scan(args.port, args.baud, protocols, ids=args.ids, margin_ms=args.margin_ms)
     except PortError as exc:
@@ -273,3 +276,7 @@ def _run_feetech(args: argparse.Namespace) -> int:
         firmware = f"{s.firmware[0]}.{s.firmware[1]}" if s.firmware[0] >= 0 else "?"
         print(f"{s.id:>3}  {s.model:<24} {s.model_number:>6}  {firmware:>8}  {s.baudrate:>8}")
     return 0
+
+
+#: How ``hilbot scan`` scans a bus of each family.
+_SCANS = {"dynamixel": _scan_dynamixel, "feetech": _run_feetech}

@@ -26,6 +26,7 @@ from hilbot.hal.dynamixel.tools import (
     set_return_delay,
 )
 from hilbot.hal.errors import HalError
+from hilbot.hal.family import family
 
 #: Limit registers ``hilbot servo`` sets (EEPROM: torque goes off first), in ticks/units.
 LIMIT_HELP = {
@@ -109,7 +110,7 @@ def _run_virtual(args: argparse.Namespace) -> int:
     bus = holding[0] if holding else config.buses[0]
     args.family = args.family or bus.family
     args.baud = args.baud or bus.baudrate
-    if args.family == "dynamixel" and bus.family == "dynamixel":
+    if args.family == bus.family and family(bus.family).protocols:
         args.protocol = args.protocol or bus.protocol
     args.margin_ms = virtual.virtual_margin(MARGIN_MS)
 
@@ -129,8 +130,10 @@ def change_servo(args: argparse.Namespace) -> int:
     """Apply the changes to the servo on ``args.port``; 0 when all took."""
     if args.baud is None:
         args.baud = 1_000_000
-    if args.family == "feetech":
-        return _run_feetech(args)
+    return _CHANGES[args.family](args)
+
+
+def _change_dynamixel(args: argparse.Namespace) -> int:
     if args.protocol is None:
         args.protocol = 2
     limits = {o: getattr(args, o) for o in LIMIT_HELP if getattr(args, o) is not None}
@@ -223,3 +226,7 @@ def _run_feetech(args: argparse.Namespace) -> int:
         print(f"hilbot servo: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+#: How ``hilbot servo`` changes a servo of each family.
+_CHANGES = {"dynamixel": _change_dynamixel, "feetech": _run_feetech}

@@ -83,7 +83,9 @@ def on_virtual_buses(config: Any, command: Callable[[dict[str, str]], int]) -> i
 def bus_line(config: Any, name: str, port: str) -> str:
     """The line naming one virtual bus: robot, bus, port, family or protocol, rate, ids."""
     bus = next(b for b in config.buses if b.name == name)
-    kind = "Feetech" if bus.family == "feetech" else f"protocol {bus.protocol}.0"
+    from hilbot.hal.family import family
+
+    kind = family(bus.family).describe(bus.protocol)
     ids = " ".join(str(s.id) for s in config.servo_specs(name))
     return (
         f"virtual bus {name} of {config.name}: {port} ({kind}, {bus.baudrate} bit/s, "

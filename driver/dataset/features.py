@@ -123,7 +123,13 @@ def features_for(
     ``uncalibrated`` is the config as written (default ``config``).
     """
     written = {s.joint: s.direction for s in (uncalibrated or config).servo_specs()}
-    feetech = {s.joint for s in config.servos if config.bus_named(s.bus).family == "feetech"}
+    from hilbot.hal.family import family
+
+    feetech = {  # LeRobot reverses these by drive mode: their range keeps the written direction
+        s.joint
+        for s in config.servos
+        if family(config.bus_named(s.bus).family).lerobot_written_direction
+    }
     specs = [s for s in config.servo_specs() if s.shadow_of is None]
     if joints is not None:
         wanted = set(joints)

@@ -80,7 +80,8 @@ class FeetechBackend:
         clock: timestamp source of the states.
         logger: logger (default: this module's).
         pipeline: while goals stream, ``read()`` queues the next read before returning
-            the one queued a call earlier (see the module docstring).
+            the one queued a call earlier (see the module docstring). ``"auto"``, which
+            the Dynamixel backend decides per cycle, is off here: the loop limits it.
     """
 
     def __init__(
@@ -95,7 +96,7 @@ class FeetechBackend:
         joint_limits: Mapping[str, tuple[float, float]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         logger: logging.Logger | None = None,
-        pipeline: bool = False,
+        pipeline: bool | str = False,
     ) -> None:
         if not servos:
             raise ValueError("a Feetech backend needs at least one servo")
@@ -113,7 +114,7 @@ class FeetechBackend:
         self._worker: FeetechWorker | None = None
         self._write_error: BaseException | None = None
         self.state = BackendState.CREATED
-        self.pipeline = pipeline
+        self.pipeline = pipeline is True
         self._ahead: asyncio.Future[JointState] | None = None  # a read queued in advance
         self._streaming = False  # a goal was written since the last read()
 

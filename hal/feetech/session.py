@@ -40,6 +40,7 @@ from hilbot.hal.errors import (
     StartupProblem,
     TorqueNotConfirmed,
 )
+from hilbot.hal.family import FAMILIES
 from hilbot.hal.feetech import protocol
 from hilbot.hal.feetech.bus import FeetechBus
 from hilbot.hal.feetech.register_names import FeetechRegister as N
@@ -81,27 +82,9 @@ def _signed(raw: int, bit: int) -> int:
 
 
 #: ``ServoSpec`` settings of Dynamixel start-up that Feetech servos have no register for.
-DYNAMIXEL_ONLY = ("mode", "current_limit", "profile_velocity", "profile_acceleration")
+DYNAMIXEL_ONLY = FAMILIES["dynamixel"].own_settings
 #: ``ServoSpec`` settings of Feetech start-up that the Dynamixel start-up does not write.
-FEETECH_ONLY = ("torque_limit",)
-
-
-def dynamixel_only_settings(servo: object) -> list[str]:
-    """The :data:`DYNAMIXEL_ONLY` settings ``servo`` gives (not ``None``), in that order.
-
-    ``servo`` is a :class:`~hilbot.hal.mapping.ServoSpec` or anything with its fields
-    (the driver's servo config): one check for both, so they refuse the same settings.
-    """
-    return [name for name in DYNAMIXEL_ONLY if getattr(servo, name, None) is not None]
-
-
-def feetech_only_settings(servo: object) -> list[str]:
-    """The :data:`FEETECH_ONLY` settings ``servo`` gives (not ``None``), in that order.
-
-    The config refuses them on a Dynamixel bus, as it refuses :func:`dynamixel_only_settings`
-    on a Feetech one.
-    """
-    return [name for name in FEETECH_ONLY if getattr(servo, name, None) is not None]
+FEETECH_ONLY = FAMILIES["feetech"].own_settings
 
 
 def check_settings(spec: ServoSpec) -> None:
@@ -110,7 +93,7 @@ def check_settings(spec: ServoSpec) -> None:
     Raises:
         ConfigError: naming the servo and the setting.
     """
-    given = dynamixel_only_settings(spec)
+    given = FAMILIES["dynamixel"].settings_given(spec)
     if given:
         raise ConfigError(
             f"servo {spec.id} ({spec.model}): {given[0]} is a Dynamixel setting; Feetech "
