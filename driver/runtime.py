@@ -378,16 +378,20 @@ class Runtime:
         return self._modes.mode
 
     def set_target(self, chain: str, target: object, *, stamp: float | None = None) -> None:
-        """Set the newest pose target of ``chain``; validated now, used from the next cycle.
+        """Set the newest pose target of ``chain``; parsed now, used from the next cycle.
 
-        ``stamp`` is the sender's sample time [s, its own clock], where it has one: the
-        motion layer places the target on the stream's timeline by it (else by arrival).
+        ``target`` is parsed once, here, into a ``hilbot.kinematics.ik.Target`` by the IK
+        package's own tolerances (``hilbot.kinematics.tolerances``); the loop solves it as
+        given, so a target accepted here is never refused later. ``stamp`` is the sender's
+        sample time [s, its own clock], where it has one: the motion layer places the
+        target on the stream's timeline by it (else by arrival).
 
         Raises:
             UnknownChain: no chain of that name.
             InvalidTarget: the target has the wrong shape, is not finite, lies beyond
-                ``MAX_COORDINATE_M`` or has a malformed orientation; ``reason`` is the
-                teleop reject reason (``invalid`` or ``non_finite``).
+                ``MAX_COORDINATE_M`` or has a malformed orientation (a rotation that is
+                not one, a quaternion that is not unit length); ``reason`` is the teleop
+                reject reason (``invalid`` or ``non_finite``).
         """
         self._targets.set_pose(chain, target, stamp)
         self._home = None

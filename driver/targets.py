@@ -11,32 +11,31 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.driver.errors import InvalidTarget, TargetProblem, UnknownChain, UnknownJoint
+from hilbot.kinematics.tolerances import MIN_DIRECTION_NORM as MIN_DIRECTION_NORM  # re-exported
 
-#: A pose target, in one of the forms the IK solvers accept (see ``hilbot.kinematics.ik``).
-PoseTarget = Any
+if TYPE_CHECKING:  # the IK package is imported on the first pose target, not at start
+    from hilbot.kinematics.ik.core.target import Target
 
 JOINTS = "joints"  # the slot name of joint-space targets
 
 # Bounds at the door, the same as the MQTT parser's (``hilbot.driver.teleop.messages``), so
 # a target is refused for the same reason whichever way it comes. They are far beyond any
 # arm hilbot drives, and far below where the solvers' arithmetic overflows: squared, 100 m
-# is 1e4, so every norm and dot product of a target stays exact and finite.
+# is 1e4, so every norm and dot product of a target stays exact and finite. The
+# tolerances a rotation, quaternion or tool axis is judged by are the IK package's
+# (``hilbot.kinematics.tolerances``), applied by its ``parse_target``: one set for all.
 #: Largest position coordinate [m] of a pose target (a 4 x 4 transform's translation too).
 MAX_COORDINATE_M = 100.0
 #: Largest joint target [rad or m]; the safety layer clamps to the joint limits anyway.
 MAX_JOINT_VALUE = 1000.0
 #: Largest tool-axis or quaternion component [unit-less] before normalising.
 MAX_DIRECTION_COMPONENT = 1e6
-#: Shortest tool axis or quaternion [unit-less] that still has a direction.
-MIN_DIRECTION_NORM = 1e-9
-QUATERNION_TOLERANCE = 1e-3  # |norm - 1| allowed for a quaternion, as the solvers allow
-ROTATION_TOLERANCE = 1e-4  # |R R^T - I| allowed for a rotation matrix
 
 
 class Stamped(NamedTuple):
@@ -94,89 +93,84 @@ def robust_norm(vector: NDArray[np.float64]) -> float:
     return scale * float(np.sqrt(np.sum(np.square(vector / scale))))
 
 
-def _position(chain: str, position: NDArray[np.float64], what: str) -> NDArray[np.float64]:
+def _position(chain: str, position: NDArray[np.float64], what: str) -> None:
     if np.max(np.abs(position)) > MAX_COORDINATE_M:
         raise _invalid(chain, f"{what} is beyond {MAX_COORDINATE_M} m: {position.tolist()}")
-    return position
-
-
-def _direction(chain: str, array: NDArray[np.float64], what: str) -> NDArray[np.float64]:
-    """A tool axis or quaternion, normalised; the norm is computed without overflow."""
-    if np.max(np.abs(array)) > MAX_DIRECTION_COMPONENT:
-        raise _invalid(
-            chain, f"{what} has a component beyond {MAX_DIRECTION_COMPONENT:g}: {array.tolist()}"
-        )
-    norm = robust_norm(array)
-    if norm < MIN_DIRECTION_NORM:
-        raise _invalid(chain, f"{what} has (almost) zero length: {array.tolist()}")
-    unit: NDArray[np.float64] = array / norm
-    return unit
-
-
-def _rotation(chain: str, array: NDArray[np.float64], what: str) -> NDArray[np.float64]:
-    # Entries of a rotation are in [-1, 1]: checked first, so R R^T cannot overflow.
-    if np.max(np.abs(array)) > 1.0 + ROTATION_TOLERANCE:
-        raise _invalid(chain, f"{what} is not a rotation matrix (an entry beyond 1)")
-    if (
-        not np.allclose(array @ array.T, np.eye(3), atol=ROTATION_TOLERANCE)
-        or np.linalg.det(array) < 0
-    ):
-        raise _invalid(chain, f"{what} is not a rotation matrix")
-    return array
 
 
 def _orientation(chain: str, value: object) -> NDArray[np.float64] | None:
+    """The orientation part as numbers; its meaning is ``parse_target``'s to judge."""
     if value is None:
         return None
     array = _as_array(chain, value, "orientation")
+    if array.shape in ((3,), (4,)) and np.max(np.abs(array)) > MAX_DIRECTION_COMPONENT:
+        what = "the tool axis" if array.shape == (3,) else "the quaternion"
+        raise _invalid(
+            chain, f"{what} has a component beyond {MAX_DIRECTION_COMPONENT:g}: {array.tolist()}"
+        )
+    return array
+
+
+def _numbers(chain: str, target: object) -> object:
+    """``target`` with its parts as float arrays: numbers only, finite, within the bounds."""
+    if isinstance(target, tuple | list) and len(target) == 2:
+        position = _as_array(chain, target[0], "position")
+        if position.shape != (3,):
+            raise _invalid(chain, f"position of shape {position.shape}, expected (3,)")
+        _position(chain, position, "position")
+        return (position, _orientation(chain, target[1]))
+    array = _as_array(chain, target, "target")
     if array.shape == (3,):
-        return _direction(chain, array, "the tool axis")
-    if array.shape == (4,):
-        raw_norm = robust_norm(array)
-        if abs(raw_norm - 1.0) > QUATERNION_TOLERANCE:
-            raise _invalid(chain, f"quaternion (w, x, y, z) must be unit length, not {raw_norm:g}")
-        return _direction(chain, array, "the quaternion")
-    if array.shape == (3, 3):
-        return _rotation(chain, array, "the 3x3 orientation")
-    raise _invalid(
-        chain,
-        f"orientation of shape {array.shape}: expected None, an axis (3,), "
-        "a quaternion (4,) or a rotation matrix (3, 3)",
-    )
+        _position(chain, array, "position")
+    elif array.shape == (4, 4):
+        _position(chain, array[:3, 3], "the 4x4 transform's translation")
+    else:
+        raise _invalid(
+            chain,
+            f"target of shape {array.shape}: expected a position (3,), "
+            "(position, orientation) or a 4x4 transform",
+        )
+    return array
 
 
-def normalize_pose_target(chain: str, target: object) -> PoseTarget:
-    """Validate a pose target and return it as numpy arrays (copied).
+def _given_form(target: Target) -> object:
+    """A ``Target`` built elsewhere, in a form ``parse_target`` checks again."""
+    rotation = target.rotation
+    if rotation is not None:
+        return (target.point, rotation)
+    return (target.point, target.axis)
+
+
+def parse_pose_target(chain: str, target: object) -> Target:
+    """Parse a pose target once, at the door, into the IK package's frozen ``Target``.
 
     Accepted: a position ``(3,)``, ``(position, orientation)`` with orientation
     ``None``, a tool axis ``(3,)``, a quaternion ``(w, x, y, z)`` or a 3 x 3
-    rotation, or a 4 x 4 homogeneous transform. Positions beyond
-    ``MAX_COORDINATE_M`` are refused; tool axes and quaternions are returned
-    normalised.
+    rotation, a 4 x 4 homogeneous transform, or a ``Target``. Positions beyond
+    ``MAX_COORDINATE_M`` and direction components beyond ``MAX_DIRECTION_COMPONENT``
+    are refused; rotations, quaternions and tool axes are judged by the tolerances
+    of ``hilbot.kinematics.tolerances`` (``parse_target``), the only ones: the runtime
+    stores the result and the solvers use it as given, so a target accepted here is
+    never refused later. Tool axes and quaternions come out normalised.
 
     Raises:
         InvalidTarget: naming what is wrong; ``reason`` is ``non_finite`` for NaN,
             infinity or an int too large for a float, ``invalid`` for the rest.
     """
-    if isinstance(target, tuple | list) and len(target) == 2:
-        position = _as_array(chain, target[0], "position")
-        if position.shape != (3,):
-            raise _invalid(chain, f"position of shape {position.shape}, expected (3,)")
-        return (_position(chain, position, "position"), _orientation(chain, target[1]))
-    array = _as_array(chain, target, "target")
-    if array.shape == (3,):
-        return _position(chain, array, "position")
-    if array.shape == (4, 4):
-        if not np.allclose(array[3], (0.0, 0.0, 0.0, 1.0)):
-            raise _invalid(chain, "the last row of a 4x4 transform must be [0, 0, 0, 1]")
-        _position(chain, array[:3, 3], "the 4x4 transform's translation")
-        _rotation(chain, array[:3, :3], "the 4x4 transform's rotation")
-        return array
-    raise _invalid(
-        chain,
-        f"target of shape {array.shape}: expected a position (3,), "
-        "(position, orientation) or a 4x4 transform",
-    )
+    from hilbot.kinematics.ik.core.errors import InvalidTarget as Unparsable
+    from hilbot.kinematics.ik.core.target import Target, parse_target
+
+    if isinstance(target, Target):
+        target = _given_form(target)
+    numbers = _numbers(chain, target)
+    try:
+        return parse_target(numbers)
+    except Unparsable as exc:
+        raise _invalid(chain, exc.reason) from None
+
+
+#: The name this function had when it returned numpy arrays.
+normalize_pose_target = parse_pose_target
 
 
 def normalize_joint_targets(positions: object, known: Sequence[str]) -> dict[str, float]:
@@ -255,10 +249,10 @@ class TargetSlots:
         self._slots: dict[str, Stamped | None] = {name: None for name in (*chains, JOINTS)}
 
     def set_pose(self, chain: str, target: object, stamp: float | None = None) -> None:
-        """Store a validated pose target for ``chain`` (sampled at ``stamp``, if given)."""
+        """Store ``target`` for ``chain``, parsed into a ``Target`` (sampled at ``stamp``)."""
         if chain not in self._chains:
             raise UnknownChain(chain, self._chains)
-        self._store(chain, normalize_pose_target(chain, target), check_stamp(chain, stamp))
+        self._store(chain, parse_pose_target(chain, target), check_stamp(chain, stamp))
 
     def set_joints(self, positions: Mapping[str, float], stamp: float | None = None) -> None:
         """Store validated joint targets; they merge with earlier joint targets."""

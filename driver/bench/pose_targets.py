@@ -26,8 +26,17 @@ class OrientationKind(enum.IntEnum):
 
 
 def split_pose_target(value: Any) -> tuple[NDArray[np.float64], OrientationKind, NDArray[Any]]:
-    """Split a runtime pose target into position (3,), its orientation kind and values (9,)."""
+    """Split a runtime pose target into position (3,), its orientation kind and values (9,).
+
+    The runtime stores a parsed ``Target`` (a quaternion then comes as its rotation).
+    """
     orientation = np.full(9, np.nan)
+    kind = getattr(getattr(value, "kind", None), "value", None)
+    if kind is not None:  # a hilbot.kinematics.ik.Target: its kind is "none", "axis" or "full"
+        flat = np.array(value.orientation, dtype=np.float64)
+        orientation[: flat.size] = flat
+        parsed = {"none": OrientationKind.POSITION, "axis": OrientationKind.AXIS}
+        return np.array(value.point), parsed.get(kind, OrientationKind.MATRIX), orientation
     if isinstance(value, tuple):
         position, rot = value
         if rot is None:

@@ -89,6 +89,9 @@ def rotation_wxyz(rotation: F64) -> F64:
 
 def target_point(value: object) -> F64 | None:
     """The position (3,) of a pose target in any of its forms, or ``None``."""
+    point = getattr(value, "point", None)  # a parsed hilbot.kinematics.ik.Target
+    if isinstance(point, tuple):
+        value = point
     if isinstance(value, tuple | list) and value:
         value = value[0]
     if isinstance(value, Mapping):

@@ -22,6 +22,7 @@ from hilbot.driver.targets import normalize_joint_targets, normalize_pose_target
 from hilbot.driver.teleop import messages
 from hilbot.driver.teleop.messages import RejectReason
 from hilbot.driver.trajectory import from_mapping, load_trajectory
+from hilbot.kinematics.ik import OrientationKind, Target
 
 INVALID, NON_FINITE = TargetProblem.INVALID, TargetProblem.NON_FINITE
 JOINTS = ("joint1", "joint2")
@@ -98,12 +99,12 @@ GOOD_POSES = {
 @pytest.mark.parametrize("target", GOOD_POSES.values(), ids=GOOD_POSES.keys())
 def test_sane_pose_targets_pass_and_directions_come_out_unit(target):
     out = normalize_pose_target("arm", target)
-    if isinstance(out, tuple):
-        position, orientation = out
-        assert np.linalg.norm(orientation) == pytest.approx(1.0, abs=1e-12)
-    else:
-        position = out
-    assert position.dtype == np.float64 and np.all(np.abs(position) <= 100.0)
+    assert isinstance(out, Target)  # parsed once, into the IK package's frozen target
+    if out.kind is not OrientationKind.NONE:
+        direction = out.axis if out.kind is OrientationKind.AXIS else out.rotation[:, 0]
+        assert np.linalg.norm(direction) == pytest.approx(1.0, abs=1e-12)
+    assert all(type(v) is float for v in out.point)
+    assert np.all(np.abs(out.position) <= 100.0)
 
 
 BAD_JOINTS = {

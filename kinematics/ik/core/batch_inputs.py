@@ -16,16 +16,11 @@ from numpy.typing import NDArray
 from hilbot.kinematics.ik.core.box import delta_bounds
 from hilbot.kinematics.ik.core.chain_info import ChainInfo, check_positions
 from hilbot.kinematics.ik.core.errors import InvalidTarget
-from hilbot.kinematics.ik.core.target import (
-    MAX_COORDINATE,
-    OrientationKind,
-    Target,
-    parse_target,
-)
+from hilbot.kinematics.ik.core.target import OrientationKind, Target, parse_target
+from hilbot.kinematics.tolerances import MAX_COORDINATE, ROTATION_TOLERANCE
 
 Array = NDArray[np.float64]
 
-_RIGID_TOLERANCE = 1e-5  # on |RᵀR - I|, as parse_target
 _STACKED_MAX = 48  # up to this batch size the stacked 3x3 products are the cheaper check
 
 
@@ -109,7 +104,7 @@ def _parse_array(array: Array) -> BatchTargets:
         return BatchTargets(OrientationKind.NONE, array.copy(), None)
     rotation = array[:, :3, :3]
     error, det = _orthogonality(rotation)
-    bad = (error > _RIGID_TOLERANCE) | (det < 0.0)
+    bad = (error > ROTATION_TOLERANCE) | (det < 0.0)
     bad |= (array[:, 3] != (0.0, 0.0, 0.0, 1.0)).any(axis=1)
     if bad.any():
         raise InvalidTarget(

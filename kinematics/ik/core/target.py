@@ -6,12 +6,16 @@ Accepted forms (all in the source link's frame, metres):
 - ``(position, None)``: position only;
 - ``(position, axis (3,))``: the target link's z-axis points along ``axis``
   (any non-zero length; it is normalised);
-- ``(position, quaternion (4,))`` as ``(w, x, y, z)``, unit length within 1e-4;
-- ``(position, rotation (3, 3))``, orthonormal with determinant +1 within 1e-5;
+- ``(position, quaternion (4,))`` as ``(w, x, y, z)``, unit length within
+  ``QUATERNION_TOLERANCE`` (1e-3), then normalised;
+- ``(position, rotation (3, 3))``, orthonormal with determinant +1 within
+  ``ROTATION_TOLERANCE`` (1e-5), used as given;
 - a 4x4 homogeneous transform (last row ``0 0 0 1``).
 
-Anything else, any NaN or infinite value, or a position coordinate beyond
-``MAX_COORDINATE`` (1e9 m) raises ``InvalidTarget``. The
+Anything else, any NaN or infinite value, a tool axis shorter than
+``MIN_DIRECTION_NORM`` or a position coordinate beyond ``MAX_COORDINATE`` (1e9 m)
+raises ``InvalidTarget``. The tolerances live in :mod:`hilbot.kinematics.tolerances`:
+they are the only ones a pose target is judged by. The
 parsed value keeps plain floats (the solvers' hot loops read those) and builds
 numpy views on request.
 """
@@ -27,13 +31,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.ik.core.errors import InvalidTarget
-
-#: Largest position coordinate accepted [m]: far beyond any robot, and small enough that
-#: the solvers' squared errors stay finite (a 1e155 m target overflowed them).
-MAX_COORDINATE = 1e9
-# Absolute tolerances: loose enough for values that crossed JSON with ~6 digits.
-_QUATERNION_TOLERANCE = 1e-4  # on the norm; the quaternion is then normalised
-_ROTATION_TOLERANCE = 1e-5  # on the entries of R^T R - I
+from hilbot.kinematics.tolerances import (
+    MAX_COORDINATE,
+    MIN_DIRECTION_NORM,
+    QUATERNION_TOLERANCE,
+    ROTATION_TOLERANCE,
+)
 
 
 class OrientationKind(enum.Enum):
@@ -168,7 +171,7 @@ def _parse_transform(rows: list[list[float]], value: object) -> Target:
     if abs(r30) + abs(r31) + abs(r32) + abs(r33 - 1.0) > 1e-9:
         raise InvalidTarget("the last row of a 4x4 transform must be [0, 0, 0, 1]", value)
     # ``_check_rotation`` inlined for the hot path: chained comparisons, no call.
-    tol = _ROTATION_TOLERANCE
+    tol = ROTATION_TOLERANCE
     if not (
         -tol <= a * a + d * d + g * g - 1.0 <= tol
         and -tol <= b * b + e * e + h * h - 1.0 <= tol
@@ -206,7 +209,7 @@ def _check_rotation(
     value: object,
 ) -> None:
     """``_check_rotation_rows`` on the nine entries (row-major)."""
-    tol = _ROTATION_TOLERANCE
+    tol = ROTATION_TOLERANCE
     deviations = (
         a * a + d * d + g * g - 1.0,
         b * b + e * e + h * h - 1.0,
@@ -235,8 +238,8 @@ def _check_rotation(
 def _unit_axis(axis: list[float], value: object) -> tuple[float, ...]:
     """``axis`` normalised; any finite length works (``math.hypot`` cannot overflow it)."""
     norm = math.hypot(*axis)
-    if norm < 1e-12:
-        raise InvalidTarget("the tool axis has zero length", value)
+    if norm < MIN_DIRECTION_NORM:
+        raise InvalidTarget(f"the tool axis has (almost) zero length ({norm:.3g})", value)
     if norm == math.inf:  # beyond the largest float: shrink it first (exactly, by a power of 2)
         axis = [math.ldexp(v, -64) for v in axis]
         norm = math.hypot(*axis)
@@ -246,7 +249,7 @@ def _unit_axis(axis: list[float], value: object) -> tuple[float, ...]:
 def _quaternion_to_rotation(quat: list[float], value: object) -> tuple[float, ...]:
     w, x, y, z = quat
     norm = math.hypot(w, x, y, z)  # a huge quaternion is reported with its norm, not inf
-    if abs(norm - 1.0) > _QUATERNION_TOLERANCE:
+    if abs(norm - 1.0) > QUATERNION_TOLERANCE:
         raise InvalidTarget(
             f"the quaternion (w, x, y, z) must have unit norm, got {norm:.6g}; normalise it",
             value,
