@@ -140,7 +140,7 @@ def _run_virtual(args: argparse.Namespace) -> int:
 
 def scan_port(args: argparse.Namespace) -> int:
     """Scan ``args.port`` as the options say; print the table."""
-    return _SCANS[args.family](args)
+    return _SCANS[args.family or "dynamixel"](args)
 
 
 def _scan_dynamixel(args: argparse.Namespace) -> int:

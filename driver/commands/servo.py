@@ -130,7 +130,7 @@ def change_servo(args: argparse.Namespace) -> int:
     """Apply the changes to the servo on ``args.port``; 0 when all took."""
     if args.baud is None:
         args.baud = 1_000_000
-    return _CHANGES[args.family](args)
+    return _CHANGES[args.family or "dynamixel"](args)
 
 
 def _change_dynamixel(args: argparse.Namespace) -> int:
