@@ -23,7 +23,8 @@ class HilbotRobotConfig(RobotConfig):
     """
 
     config: str = "so101_follower"
-    backend: str = "sim"
+    # sim, mujoco, virtual or hardware (default: hardware with --robot.port, else sim)
+    backend: str | None = None
     port: str | None = None
     # a hilbot calibration file (default: the robot's own, from hilbot calibrate)
     calibration: Path | None = None

@@ -17,6 +17,26 @@ from lerobot_robot_hilbot.config_hilbot_robot import HilbotRobotConfig
 
 logger = logging.getLogger(__name__)
 
+#: LeRobot's robot type -> its class (whose ``name`` names its calibration folder and
+#: its datasets' ``robot_type``: ``so_follower`` for the SO-101 since LeRobot 0.4).
+LEROBOT_CLASSES = {
+    "so101_follower": ("lerobot.robots.so_follower", "SO101Follower"),
+    "koch_follower": ("lerobot.robots.koch_follower", "KochFollower"),
+}
+
+
+def _lerobot_name(robot_type: str) -> str:
+    """The ``name`` of LeRobot's class of ``robot_type`` (``robot_type`` if it has none)."""
+    import importlib
+
+    where = LEROBOT_CLASSES.get(robot_type)
+    if where is None:
+        return robot_type
+    try:
+        return str(getattr(importlib.import_module(where[0]), where[1]).name)
+    except (ImportError, AttributeError):  # another LeRobot version
+        return robot_type
+
 
 class HilbotRobot(Robot):
     """A hilbot robot: its runtime runs on a background thread at the config's own rate.
@@ -36,22 +56,23 @@ class HilbotRobot(Robot):
         from hilbot.driver.dataset.features import LEROBOT_ARMS
 
         hilbot_name = load_config(config.config).name
-        arm_type = LEROBOT_ARMS[hilbot_name].robot_type if hilbot_name in LEROBOT_ARMS else None
+        arm = LEROBOT_ARMS.get(hilbot_name)
+        theirs = _lerobot_name(arm.robot_type) if arm is not None else None
         if config.calibration_dir is None:  # where LeRobot keeps its own class's files
-            folder = HF_LEROBOT_CALIBRATION / ROBOTS / (arm_type or f"hilbot_{hilbot_name}")
+            folder = HF_LEROBOT_CALIBRATION / ROBOTS / (theirs or f"hilbot_{hilbot_name}")
             config = dataclasses.replace(config, calibration_dir=folder)
         super().__init__(config)
         self.config = config
         self.arm = HilbotArm(
             config.config,
-            config.backend,
+            config.backend or ("hardware" if config.port else "sim"),
             port=config.port,
             calibration=config.calibration,
             lerobot_file=self.calibration_fpath,
             rate_hz=config.rate_hz,
             hand=config.hand,
         )
-        self.name = self.robot_type = self.arm.robot_type
+        self.name = self.robot_type = theirs or self.arm.robot_type
         self.cameras = make_cameras_from_configs(config.cameras)
 
     @property

@@ -22,7 +22,8 @@ class HilbotTeleopConfig(TeleoperatorConfig):
 
     config: str = "so101_leader"
     source: str = "arm"
-    backend: str = "sim"
+    # sim, mujoco, virtual or hardware (default: hardware with --teleop.port, else sim)
+    backend: str | None = None
     port: str | None = None
     # the leader's hilbot calibration file (default: its own, from hilbot calibrate)
     calibration: Path | None = None

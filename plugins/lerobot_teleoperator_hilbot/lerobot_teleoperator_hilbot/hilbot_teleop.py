@@ -31,7 +31,7 @@ class HilbotTeleop(Teleoperator):
         self.leader = HilbotLeader(
             config.config,
             config.source,
-            backend=config.backend,
+            backend=config.backend or ("hardware" if config.port else "sim"),
             port=config.port,
             calibration=config.calibration,
             follower=config.follower,
