@@ -33,10 +33,9 @@ from hilbot.hal.feetech.protocol import (
     parse_sync_write,
 )
 from hilbot.hal.feetech.register_names import FeetechRegister
-from hilbot.sim.bus_replies import Reply, faulted_reply, online
-from hilbot.sim.faults import FaultTable
+from hilbot.sim.faults import FaultTable, glitch_read
 from hilbot.sim.feetech_servo import FeetechServo
-from hilbot.sim.glitch import glitch_read
+from hilbot.sim.pty_server import Reply, faulted_reply, online
 
 Ins = Instruction
 

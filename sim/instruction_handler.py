@@ -38,9 +38,8 @@ from hilbot.hal.dynamixel.protocol import (
     encode_status,
 )
 from hilbot.hal.dynamixel.register_names import RegisterName
-from hilbot.sim.bus_replies import Reply, corrupt, faulted_reply, online
-from hilbot.sim.faults import FaultTable, ReplyFate
-from hilbot.sim.glitch import glitch_read
+from hilbot.sim.faults import FaultTable, ReplyFate, glitch_read
+from hilbot.sim.pty_server import Reply, corrupt, faulted_reply, online
 from hilbot.sim.virtual_servo import VirtualServo
 
 Ins = Instruction

@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import select
 import struct
 import sys
+import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Protocol, TypedDict, TypeGuard, TypeVar
@@ -34,11 +37,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypedDict, TypeGuard, TypeV
 from hilbot._compat import Self
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.errors import ConfigError, HalError, PortError
-from hilbot.sim.bus_replies import Reply
-from hilbot.sim.eeprom_file import EepromFile
-from hilbot.sim.faults import FaultTable, ServoFaults
-from hilbot.sim.plug_in import PlugIn
-from hilbot.sim.server_timing import GilTuning, Sleeper, raise_priority
+from hilbot.sim.faults import FaultTable, ReplyFate, ServoFaults
 from hilbot.sim.servo_model import ServoModel
 from hilbot.sim.servo_physics import ServoPhysics
 
@@ -266,7 +265,7 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
         model_factory: builds the dynamics model from ``(physics, initial_positions=...)``;
             a :class:`~hilbot.sim.mujoco_servos.BodyServoModel` puts the robot's body
             behind the servos (``hilbot sim-bus --physics mujoco``).
-        eeprom_file: keep the servos' EEPROM in this file (``hilbot.sim.eeprom_file``):
+        eeprom_file: keep the servos' EEPROM in this file (``hilbot.sim.pty_server``):
             loaded when the bus starts, saved when a write changed it and when it stops,
             so that ids, baud rates, offsets and limits survive a restart. ``None``:
             every start is factory-fresh.
@@ -342,7 +341,7 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
         )
         #: What loading the EEPROM file said (slots left factory-fresh).
         self.eeprom_notes: list[str] = []
-        #: Servos plugged in one at a time (``hilbot.sim.plug_in``), or ``None``.
+        #: Servos plugged in one at a time (``hilbot.sim.pty_server``), or ``None``.
         self.plug_in: PlugIn | None = None
         #: Set when the first bytes from a host arrive (a client opened the port and
         #: talks; opening a pty alone sends nothing the bus can see).
@@ -665,3 +664,431 @@ def initial_angles(
         (positions.get(i, spec.center_tick) - spec.center_tick) * spec.radians_per_tick
         for (i, _), spec in zip(pairs, specs, strict=True)
     ]
+
+
+# ------------------------------------------------------------------ bus_replies
+# What both virtual buses' instruction handlers share: replies, who hears, faults.
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Bytes one servo (or a fast-read chain) sends, after ``delay`` seconds."""
+
+    data: bytes
+    delay: float  # [s] return delay time + injected delay, from the previous bus activity
+
+
+class ListeningServo(Protocol):
+    """What deciding who hears the host needs of a simulated servo."""
+
+    @property
+    def id(self) -> int:
+        """The id the servo answers to now."""
+        ...
+
+    @property
+    def baudrate(self) -> int | None:
+        """The bit rate it listens at [bit/s], ``None`` for an unlisted register value."""
+        ...
+
+
+ListeningT = TypeVar("ListeningT", bound=ListeningServo)
+
+
+def corrupt(data: bytes) -> bytes:
+    """``data`` with its last byte (the checksum or CRC) flipped."""
+    return data[:-1] + bytes((data[-1] ^ 0xFF,))
+
+
+def online(
+    servos: Sequence[ListeningT], faults: FaultTable, rate: int | None
+) -> dict[int, ListeningT]:
+    """Servos that hear a host at ``rate`` [bit/s], by id: present, and at that rate.
+
+    Of two servos with the same id the first one listed answers. An unknown rate
+    (``None``) is heard by none.
+    """
+    out: dict[int, ListeningT] = {}
+    if rate is None:
+        return out
+    for servo in servos:
+        record = faults.get(servo.id)
+        if record is not None and not record.answers:
+            continue
+        if servo.baudrate == rate:
+            out.setdefault(servo.id, servo)
+    return out
+
+
+def faulted_reply(
+    faults: ServoFaults | None, delay: float, encode: Callable[[int | None], bytes]
+) -> Reply | None:
+    """The reply a servo's injected faults let through, or ``None`` when it is lost.
+
+    Args:
+        faults: the servo's injected faults, ``None`` for none.
+        delay: the servo's return delay [s].
+        encode: the status packet's bytes with its parameters cut to a number of bytes
+            (``None``: all of them).
+    """
+    if faults is None:
+        return Reply(encode(None), delay)
+    fate = faults.reply_fate()
+    if fate is ReplyFate.DROP:
+        return None
+    data = encode(faults.truncate_keep if fate is ReplyFate.TRUNCATE else None)
+    if fate is ReplyFate.CORRUPT:
+        data = corrupt(data)
+    return Reply(data, delay + faults.delay)
+
+
+# ------------------------------------------------------------------ server_timing
+# Keeping a virtual bus's server thread on time on a busy host.
+SERVER_NICE = 5  # how much the server thread raises its priority, where allowed
+#: GIL switch interval while a bus runs in this process [s]. A client that busy-polls
+#: the port (the stock dynamixel-sdk does) holds the GIL; at Python's default 5 ms the
+#: server thread would wake up to 5 ms late for every reply.
+SWITCH_INTERVAL = 2e-4
+
+
+class Sleeper:
+    """Waits for deadlines precisely without spinning long.
+
+    ``time.sleep`` wakes up late by a scheduler-dependent amount; the sleeper learns its
+    mean and mean deviation (moving averages, as TCP estimates a round-trip time) and
+    sleeps that much less, ``mean + 2 x deviation``, then spins the few microseconds
+    left. Sleeping only the mean would overshoot the deadline on half the waits; the
+    margin makes an overshoot (a reply later than its wire time) rare, for a few tens of
+    microseconds of spinning per reply. On an idle Linux box the mean is ~60 µs.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.mean = 1e-4  # [s] how late sleep() returns, on average (initial guess)
+        self.deviation = 2e-5  # [s] mean absolute deviation of that lateness
+
+    @property
+    def slack(self) -> float:
+        """How long before a deadline the sleep ends [s]; spinning covers the rest."""
+        return min(self.mean + 2.0 * self.deviation, 2e-3)
+
+    def wait_until(self, deadline: float) -> None:
+        """Block until ``clock() >= deadline``."""
+        clock = self._clock
+        remaining = deadline - clock()
+        slack = self.slack
+        if remaining > slack:
+            target = remaining - slack
+            start = clock()
+            time.sleep(target)
+            late = (clock() - start) - target
+            self.deviation = 0.9 * self.deviation + 0.1 * abs(late - self.mean)
+            self.mean = min(max(0.9 * self.mean + 0.1 * late, 1e-5), 2e-3)
+        while clock() < deadline:
+            time.sleep(0.0)
+
+
+class GilTuning:
+    """Shorten the GIL switch interval while any bus runs; restore it after the last."""
+
+    _users = 0
+    _saved = 0.0
+    _lock = threading.Lock()
+
+    @classmethod
+    def acquire(cls) -> None:
+        """One more bus runs: shorten the interval if it is the first."""
+        with cls._lock:
+            if cls._users == 0:
+                cls._saved = sys.getswitchinterval()
+                sys.setswitchinterval(min(cls._saved, SWITCH_INTERVAL))
+            cls._users += 1
+
+    @classmethod
+    def release(cls) -> None:
+        """One bus stopped: restore the interval if it was the last."""
+        with cls._lock:
+            cls._users -= 1
+            if cls._users == 0:
+                sys.setswitchinterval(cls._saved)
+
+
+def raise_priority() -> None:
+    """Nice the calling thread up a little: it stands in for hardware that answers in time.
+
+    Lowering a nice value needs CAP_SYS_NICE (root in CI containers); without it the
+    thread keeps the default priority.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        thread = threading.get_native_id()
+        os.setpriority(
+            os.PRIO_PROCESS, thread, os.getpriority(os.PRIO_PROCESS, thread) - SERVER_NICE
+        )
+
+
+# ------------------------------------------------------------------ eeprom_file
+# A virtual bus's EEPROM kept in a file, so that it survives a restart as a servo's does.
+FORMAT = 1
+#: Overrides where the virtual buses keep their EEPROM files (tests point it at a tmp dir).
+STATE_DIR_ENV = "HILBOT_STATE_DIR"
+
+
+def state_dir() -> Path:
+    """The folder of the virtual buses' EEPROM files.
+
+    ``$HILBOT_STATE_DIR``, else ``$XDG_STATE_HOME/hilbot/sim-bus``, else
+    ``~/.local/state/hilbot/sim-bus`` (the XDG base directory specification's state folder).
+    """
+    override = os.environ.get(STATE_DIR_ENV)
+    if override:
+        return Path(override)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
+    return base / "hilbot" / "sim-bus"
+
+
+class EepromServo(Protocol):
+    """What keeping EEPROM needs of a simulated servo."""
+
+    def eeprom_image(self) -> bytes:
+        """The EEPROM as it would survive power-off."""
+        ...
+
+    def restore_eeprom(self, image: bytes) -> None:
+        """Power up with ``image`` as the EEPROM."""
+        ...
+
+
+class EepromFile:
+    """The EEPROM of a bus's servos, loaded from and saved to ``path``.
+
+    Args:
+        path: the file (created with its folder on the first save).
+        servos: the bus's servos, in slot order.
+        models: their model names, in the same order.
+    """
+
+    def __init__(self, path: Path, servos: Sequence[EepromServo], models: Sequence[str]) -> None:
+        self.path = Path(path)
+        self.servos = list(servos)
+        self.models = list(models)
+        self._saved: list[bytes] = []
+
+    def load(self) -> list[str]:
+        """Restore the servos from the file; return a line per slot left factory-fresh.
+
+        A missing file restores nothing (every servo is factory-fresh). An unreadable one
+        is a one-line ``ValueError`` naming it.
+        """
+        notes: list[str] = []
+        entries = self._entries()
+        for k, (servo, model) in enumerate(zip(self.servos, self.models, strict=True)):
+            entry = entries[k] if k < len(entries) else None
+            if entry is None:
+                continue
+            if entry.get("model") != model:
+                notes.append(
+                    f"slot {k + 1}: the saved EEPROM is a {entry.get('model')}'s, this servo "
+                    f"is a {model}: it starts factory-fresh"
+                )
+                continue
+            try:
+                image = bytes.fromhex(str(entry.get("eeprom", "")))
+            except ValueError:
+                raise ValueError(f"{self.path}: slot {k + 1}'s EEPROM is not hex") from None
+            servo.restore_eeprom(image)
+        self._saved = [s.eeprom_image() for s in self.servos]
+        return notes
+
+    def _entries(self) -> list[dict[str, object]]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise ValueError(f"{self.path}: cannot read it ({exc.strerror})") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{self.path}: not an EEPROM file ({exc.msg})") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"{self.path}: not an EEPROM file of format {FORMAT}")
+        servos = data.get("servos")
+        if not isinstance(servos, list):
+            raise ValueError(f"{self.path}: not an EEPROM file of format {FORMAT}")
+        return [s if isinstance(s, dict) else {} for s in servos]
+
+    def changed(self) -> bool:
+        """Whether any servo's EEPROM differs from what was last loaded or saved."""
+        return any(
+            s.eeprom_image() != saved for s, saved in zip(self.servos, self._saved, strict=False)
+        ) or len(self._saved) != len(self.servos)
+
+    def save(self) -> None:
+        """Write every servo's EEPROM to the file (atomically)."""
+        images = [s.eeprom_image() for s in self.servos]
+        data = {
+            "format": FORMAT,
+            "servos": [
+                {"model": m, "eeprom": image.hex()}
+                for m, image in zip(self.models, images, strict=True)
+            ],
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".eeprom-", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(data, out)
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._saved = images
+
+    def save_if_changed(self) -> bool:
+        """``save`` when something changed; whether it saved."""
+        if not self.changed():
+            return False
+        self.save()
+        return True
+
+
+# ------------------------------------------------------------------ plug_in
+# Servos plugged in one at a time on a running virtual bus, as in ``lerobot-setup-motors``.
+BROADCAST_ID = 0xFE  # both families
+PING = 0x01  # both families
+
+
+class PluggableServo(Protocol):
+    """What plugging servos in needs of a simulated servo."""
+
+    @property
+    def id(self) -> int:
+        """The id it answers to now."""
+        ...
+
+    @property
+    def baudrate(self) -> int | None:
+        """The bit rate it listens at now [bit/s]."""
+        ...
+
+    def factory_fresh(self) -> None:
+        """Every register at its factory value (id 1, factory bit rate), then power up."""
+        ...
+
+    def setting_addresses(self) -> tuple[range, range]:
+        """The bytes of its ID register and of its Baud Rate register."""
+        ...
+
+
+class PluggableBus(Protocol):
+    """What plugging servos in needs of a virtual bus."""
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The bus's lock (held while a packet is answered)."""
+        ...
+
+    def connect(self, slots: Sequence[int]) -> None:
+        """Put exactly the servos of ``slots`` on the wire."""
+        ...
+
+
+class PlugIn:
+    """Factory servos plugged in one at a time.
+
+    Args:
+        bus: the virtual bus (not necessarily running yet).
+        servos: the bus's servos, in slot order.
+        order: the slots in the order they are plugged in (LeRobot sets up the last
+            motor first: the default is the bus's order reversed).
+        labels: a name per slot for the messages (e.g. its joint).
+        report: where the messages go (``hilbot sim-bus`` prints them).
+    """
+
+    def __init__(
+        self,
+        bus: PluggableBus,
+        servos: Sequence[PluggableServo],
+        *,
+        order: Sequence[int] | None = None,
+        labels: Sequence[str] | None = None,
+        report: Callable[[str], None] = lambda line: None,
+    ) -> None:
+        self.bus = bus
+        self.servos = list(servos)
+        self.order = list(reversed(range(len(self.servos))) if order is None else order)
+        if sorted(self.order) != list(range(len(self.servos))):
+            raise ValueError(f"plug-in order {self.order} is not every slot once")
+        self.labels = (
+            list(labels) if labels is not None else [f"slot {k + 1}" for k in range(len(servos))]
+        )
+        self.report = report
+        self.step = -1  # index in ``order`` of the plugged servo; len(order): all connected
+        self._id_written = self._baud_written = False
+        #: Set once every servo is connected (the sequence is over).
+        self.finished = threading.Event()
+
+    @property
+    def slot(self) -> int | None:
+        """The slot plugged in now, ``None`` once all are connected."""
+        return self.order[self.step] if 0 <= self.step < len(self.order) else None
+
+    @property
+    def configured(self) -> bool:
+        """Whether the host has written the plugged servo's ID and Baud Rate."""
+        return self._id_written and self._baud_written
+
+    def begin(self) -> None:
+        """Every servo factory-fresh and unplugged; the first one plugged in."""
+        with self.bus.lock:
+            for servo in self.servos:
+                servo.factory_fresh()
+            self.step = -1
+            self._plug_next()
+
+    def advance(self) -> None:
+        """Unplug the servo on the wire and plug in the next (Enter)."""
+        with self.bus.lock:
+            if self.slot is not None:
+                self._plug_next()
+
+    def before(self, target: int, instruction: int) -> None:
+        """A packet for ``target`` arrived: a broadcast PING after a setup plugs the next."""
+        if target == BROADCAST_ID and instruction == PING and self.configured:
+            self._plug_next()
+
+    def after_write(self, address: int, length: int) -> None:
+        """The host wrote ``length`` bytes at ``address`` of the plugged servo."""
+        slot = self.slot
+        if slot is None:
+            return
+        written = range(address, address + length)
+        id_bytes, baud_bytes = self.servos[slot].setting_addresses()
+        # The write of ID went to the servo's old id; it answers to its new one after.
+        self._id_written |= bool(set(written) & set(id_bytes))
+        self._baud_written |= bool(set(written) & set(baud_bytes))
+        if not self.configured:
+            return
+        servo = self.servos[slot]
+        done = f"{self.labels[slot]} is set up: id {servo.id} at {servo.baudrate} bit/s"
+        if self.step + 1 < len(self.order):
+            self.report(f"{done}; the next search (a broadcast ping) or Enter plugs in the next")
+        else:
+            self.report(done)
+            self._plug_next()  # the last one: the arm is assembled
+
+    def _plug_next(self) -> None:
+        self.step += 1
+        self._id_written = self._baud_written = False
+        slot = self.slot
+        if slot is None:
+            self.bus.connect(range(len(self.servos)))
+            self.report("every servo is connected (the assembled arm)")
+            self.finished.set()
+            return
+        self.bus.connect([slot])
+        servo = self.servos[slot]
+        self.report(
+            f"plugged in: {self.labels[slot]} ({self.step + 1} of {len(self.order)}), a factory "
+            f"servo: id {servo.id} at {servo.baudrate} bit/s"
+        )

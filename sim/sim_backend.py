@@ -27,10 +27,9 @@ from hilbot.hal.backend import BusCounters, HardwareErrorFlags, JointState
 from hilbot.hal.errors import CommTimeout, ConfigError, HalError
 from hilbot.hal.mapping import ServoSpec
 from hilbot.sim.faults import FaultTable, ReplyFate, ServoFaults
-from hilbot.sim.feetech_physics import feetech_physics
 from hilbot.sim.joint_map import JointMap
 from hilbot.sim.servo_model import F64, LoadFunction, ServoModel
-from hilbot.sim.servo_physics import ServoPhysics, physics_for
+from hilbot.sim.servo_physics import ServoPhysics, feetech_physics, physics_for
 
 Clock = Callable[[], float]
 #: [s] a write this soon after the model's last step does not step it again (see ``write``).

@@ -18,7 +18,8 @@ reply leaves at the time a real bus would have delivered its last byte.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from hilbot._compat import Unpack
 from hilbot.hal.dynamixel import tables
@@ -31,6 +32,7 @@ from hilbot.hal.dynamixel.protocol import (
 from hilbot.hal.dynamixel.protocol import (
     Instruction as Ins,
 )
+from hilbot.hal.dynamixel.units import ServoUnits
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.sim.instruction_handler import InstructionHandler
@@ -167,3 +169,64 @@ def _model_spec(servo_id: int, name: str, protocol: int, baudrate: int) -> table
             )
 
     return bus_model(servo_id, name, baudrate, tables.model, speaks_protocol)
+
+
+# ------------------------------------------------------------------ virtual_bus_runner
+# ``running_virtual_bus``: a virtual Dynamixel bus set up in joint space, ready to enter.
+def running_virtual_bus(
+    servos: ServoList,
+    *,
+    protocol: int = 2,
+    baudrate: int = 1_000_000,
+    initial_positions: Mapping[str, float] | Mapping[int, int] | None = None,
+    return_delay_time: int | None = None,
+    seed: int = 0,
+    clock: Callable[[], float] | None = None,
+    **options: Any,
+) -> VirtualBus:
+    """A ``VirtualBus`` for ``servos``, to be entered with ``with`` or ``async with``.
+
+    Args:
+        servos: ``ServoSpec`` list (as a robot config gives) or ``{id: model name}``.
+        protocol: 1 or 2.
+        baudrate: [bit/s].
+        initial_positions: joint positions ``{joint name: rad or m}`` (converted to
+            ticks through each servo's offset, direction and gear ratio, shadows
+            included), or raw ``{servo id: ticks}``.
+        return_delay_time: register value [2 µs] for every servo; ``None`` = default.
+        seed: seed of injected random faults.
+        clock: time source of the dynamics model; default ``time.monotonic``.
+        **options: other ``VirtualBus`` keyword arguments (``physics``, ``wire_timing``).
+    """
+    ticks = _initial_ticks(servos, initial_positions or {})
+    if clock is not None:
+        options["clock"] = clock
+    return VirtualBus(
+        servos,
+        protocol,
+        baudrate,
+        initial_positions=ticks,
+        return_delay_time=return_delay_time,
+        seed=seed,
+        **options,
+    )
+
+
+def _initial_ticks(
+    servos: ServoList, positions: Mapping[str, float] | Mapping[int, int]
+) -> dict[int, int]:
+    if not positions:
+        return {}
+    if all(isinstance(key, int) for key in positions):
+        return {int(k): int(v) for k, v in positions.items()}
+    if isinstance(servos, Mapping):
+        raise TypeError("joint-space initial_positions need ServoSpec servos, not {id: model}")
+    return _joint_ticks(servos, positions)  # type: ignore[arg-type]
+
+
+def _joint_ticks(servos: Sequence[ServoSpec], positions: Mapping[str, float]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for spec in servos:
+        if spec.joint in positions:
+            out[spec.id] = ServoUnits.of(spec).ticks(float(positions[spec.joint]))
+    return out

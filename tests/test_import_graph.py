@@ -93,7 +93,7 @@ def test_config_validation_and_chains_are_untied(graph):
 
 def test_the_virtual_bus_runner_is_named_for_what_it_is(graph):
     assert "hilbot.sim.testing" not in graph  # the old name, for a module production used
-    assert "hilbot.sim.virtual_bus_runner" in graph["hilbot.sim"]
+    assert "hilbot.sim.virtual_bus" in graph["hilbot.sim"]
 
 
 def test_the_finder_sees_lazy_imports():

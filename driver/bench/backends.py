@@ -169,7 +169,7 @@ async def _virtual(
     """One virtual bus per config bus, driven by the real Dynamixel backend."""
     from hilbot.driver.backends import dynamixel_backend
     from hilbot.driver.virtual_margin import virtual_options
-    from hilbot.sim.virtual_bus_runner import running_virtual_bus
+    from hilbot.sim.virtual_bus import running_virtual_bus
 
     async with AsyncExitStack() as stack:
         ports: dict[str, str] = {}

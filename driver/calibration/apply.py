@@ -282,7 +282,7 @@ def load_calibrated(
         return Calibrated(config, None, config, backend, command)
     path, saved = found
     mounts = saved.mounts if backend == "virtual" else ()
-    from hilbot.sim.hand_runner import check_mount_ids
+    from hilbot.sim.hand import check_mount_ids
 
     try:  # a file recorded for another arm, or edited by hand
         check_mount_ids(mounts, [s.id for s in config.servo_specs()], config.name)

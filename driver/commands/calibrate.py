@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             raise DriverError("calibrate handles single-bus robots; this config has several")
         plan(config)
         if args.demo:
-            from hilbot.sim.hand_runner import check_mount_ids
+            from hilbot.sim.hand import check_mount_ids
 
             # A bad --mount, before any bus.
             check_mount_ids(args.mount or (), [s.id for s in config.servo_specs()])
@@ -363,7 +363,7 @@ def _family(bus: Any) -> _Family:
             return feetech_access(port, bus.baudrate, models, **options)
 
         def feetech_bus(servos: Sequence[Any], home: dict[str, float] | None) -> Any:
-            from hilbot.sim.feetech_bus_runner import running_feetech_bus
+            from hilbot.sim.feetech_bus import running_feetech_bus
 
             return running_feetech_bus(
                 servos, baudrate=bus.baudrate, initial_positions=home, return_delay_time=0
@@ -381,7 +381,7 @@ def _family(bus: Any) -> _Family:
         return dynamixel_access(dataclasses.replace(bus.bus_spec(), port=port), **options)
 
     def dynamixel_bus(servos: Sequence[Any], home: dict[str, float] | None) -> Any:
-        from hilbot.sim.virtual_bus_runner import running_virtual_bus
+        from hilbot.sim.virtual_bus import running_virtual_bus
 
         return running_virtual_bus(
             servos,
@@ -399,8 +399,7 @@ def _demo(config: Any, mounts: list[str]) -> Iterator[tuple[Any, Any]]:
     from hilbot.driver.calibration.guides import HandGuide
     from hilbot.driver.commands.sim_bus import joint_ranges
     from hilbot.driver.virtual_margin import virtual_margin_ms
-    from hilbot.sim.hand import Hand
-    from hilbot.sim.hand_runner import mounted_servos
+    from hilbot.sim.hand import Hand, mounted_servos
 
     family = _family(config.buses[0])
     servos = mounted_servos(config.servo_specs(), mounts)

@@ -207,7 +207,7 @@ def _buses(args: argparse.Namespace) -> list[_Bus]:
     if args.config is None:
         raise ValueError("give a robot config or at least one --servo ID:MODEL")
     from hilbot.driver.config import load_config
-    from hilbot.sim.hand_runner import check_mount_ids, mounted_servos
+    from hilbot.sim.hand import check_mount_ids, mounted_servos
 
     config = load_config(args.config)
     chosen = [b for b in config.buses if args.bus in (None, b.name)]
@@ -290,7 +290,7 @@ def _eeprom_file(bus: _Bus, args: argparse.Namespace) -> Path | None:
 
     ``--factory-reset`` removes the file first, so every servo starts factory-fresh.
     """
-    from hilbot.sim.eeprom_file import state_dir
+    from hilbot.sim.pty_server import state_dir
 
     if args.eeprom_file is not None:
         path: Path | None = args.eeprom_file
@@ -332,8 +332,8 @@ def _serving(
     files: Sequence[Path | None],
     hand_start: _HandStart,
 ) -> Iterator[list[Any]]:
-    from hilbot.sim.hand_runner import hand_on
-    from hilbot.sim.virtual_bus_runner import running_virtual_bus
+    from hilbot.sim.hand import hand_on
+    from hilbot.sim.virtual_bus import running_virtual_bus
 
     with contextlib.ExitStack() as stack:
         served: list[Any] = []
@@ -370,7 +370,7 @@ def _serving(
 
 def _plug_in(vbus: Any, bus: _Bus) -> None:
     """Start plugging ``bus``'s servos in one at a time; Enter plugs in the next."""
-    from hilbot.sim.plug_in import PlugIn
+    from hilbot.sim.pty_server import PlugIn
 
     if isinstance(bus.servos, dict):
         labels = [f"servo {i}" for i in bus.servos]

@@ -18,7 +18,7 @@ from hilbot.driver.validation import check_config
 from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.hal.feetech.register_names import FeetechRegister as N
 from hilbot.hal.feetech.session import FEETECH_ONLY
-from hilbot.sim.feetech_bus_runner import running_feetech_bus
+from hilbot.sim.feetech_bus import running_feetech_bus
 from hilbot.sim.hand import Hand, move_to
 
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")

@@ -16,7 +16,7 @@ import pytest
 import scservo_sdk as scs
 from scservo_sdk import port_handler
 
-from hilbot.sim.eeprom_file import STATE_DIR_ENV
+from hilbot.sim.pty_server import STATE_DIR_ENV
 
 FEETECH = ["--servo", "1:STS3215", "--servo", "2:STS3215", "--family", "feetech"]
 

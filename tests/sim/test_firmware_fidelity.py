@@ -23,8 +23,7 @@ from scservo_sdk import port_handler as scs_port_handler
 from hilbot.hal.dynamixel.register_names import RegisterName as D
 from hilbot.hal.feetech.register_names import FeetechRegister as F
 from hilbot.sim import running_virtual_bus
-from hilbot.sim.feetech_bus import FeetechVirtualBus
-from hilbot.sim.feetech_bus_runner import running_feetech_bus
+from hilbot.sim.feetech_bus import FeetechVirtualBus, running_feetech_bus
 from tests.sim.conftest import open_sdk
 
 TIMEOUT = 1.0  # rustypot's read timeout [s]
@@ -335,7 +334,7 @@ def test_lerobot_setup_motors_flow_on_one_feetech_bus(tmp_path: Path) -> None:
     """Each factory servo (id 1, 1 Mbps) is found alone, given its id and baud rate, and
     the next search finds the next one; at the end the arm answers at ids 1-3, and a
     restart of the bus keeps them."""
-    from hilbot.sim.plug_in import PlugIn
+    from hilbot.sim.pty_server import PlugIn
 
     state = tmp_path / "arm.json"
     servos = [(1, "STS3215"), (2, "STS3215"), (3, "STS3215")]
@@ -378,7 +377,7 @@ def test_lerobot_setup_motors_flow_on_one_feetech_bus(tmp_path: Path) -> None:
 def test_dynamixel_setup_flow_finds_factory_servos_at_57600(tmp_path: Path) -> None:
     """X-series servos leave the factory at 57600 bit/s (Baud Rate 1): found there alone,
     moved to 1 Mbps with their ids, then the next; Enter (``advance``) also moves on."""
-    from hilbot.sim.plug_in import PlugIn
+    from hilbot.sim.pty_server import PlugIn
 
     with running_virtual_bus({1: "XL430-W250", 2: "XL330-M288"}, return_delay_time=0) as bus:
         plug_in = PlugIn(bus, bus.servos)
@@ -417,7 +416,7 @@ def test_dynamixel_setup_flow_finds_factory_servos_at_57600(tmp_path: Path) -> N
 def test_the_hand_waits_for_a_client_then_sweeps() -> None:
     """``--hand-start open``: the arm lies still until a client talks on the port."""
     from hilbot.hal.mapping import ServoSpec
-    from hilbot.sim.hand_runner import hand_on
+    from hilbot.sim.hand import hand_on
 
     specs = (ServoSpec(1, "XL430-W250", "a"),)
     with running_virtual_bus(specs, return_delay_time=0) as bus:

@@ -21,7 +21,7 @@ from hilbot.hal.feetech.backend import FeetechBackend
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.sim import running_virtual_bus
 from hilbot.sim.faults import ServoFaults
-from hilbot.sim.feetech_bus_runner import running_feetech_bus
+from hilbot.sim.feetech_bus import running_feetech_bus
 from hilbot.sim.sim_backend import SimBackend
 
 Ins = dxl.Instruction
