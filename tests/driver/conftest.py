@@ -13,9 +13,15 @@ nothing, and enabling starts from goal := present)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
+import os
+import shutil
+import subprocess
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -314,3 +320,75 @@ async def wait_at_rest(rt: Runtime, cycles: int = 1000) -> dict[str, float]:
             return rt.state().command
         await rt.wait_cycles(1)
     raise AssertionError(f"the command did not come to rest within {cycles} cycles")
+
+
+# -- the demo calibration, once per robot per session --------------------------------------
+@dataclass(frozen=True)
+class DemoCalibration:
+    """What ``hilbot calibrate ROBOT --backend virtual --demo`` did, in a config home of its own.
+
+    ``home`` is the ``XDG_CONFIG_HOME`` it wrote into; it is shared: a test that changes
+    the file works on a :meth:`copy`.
+    """
+
+    robot: str
+    home: Path
+    stdout: str
+    stderr: str
+
+    @property
+    def file(self) -> Path:
+        """The calibration file it wrote."""
+        return self.home / "hilbot" / "calibration" / f"{self.robot}-virtual.yaml"
+
+    def copy(self, to: Path) -> Path:
+        """A config home of the test's own at ``to``, holding the same calibration."""
+        shutil.copytree(self.home, to, dirs_exist_ok=True)
+        return to
+
+
+@pytest.fixture(scope="session")
+def demo_calibration(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[str], DemoCalibration]:
+    """``demo_calibration(robot)``: the robot's demo calibration, made once per test run.
+
+    The demo runs in real time (10-20 s a robot on a busy host), through the real command
+    line. Under pytest-xdist the workers share one calibration per robot: the first that
+    needs it calibrates, under a file lock in the run's shared temporary folder, and the
+    others read what it wrote.
+    """
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's folder, shared by its workers (not by other runs)
+    root = base / "demo-calibrations"
+    root.mkdir(exist_ok=True)
+    made: dict[str, DemoCalibration] = {}
+
+    def get(robot: str) -> DemoCalibration:
+        if robot not in made:
+            folder = root / robot
+            with (root / f"{robot}.lock").open("w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not (folder / "returncode").exists():
+                    home = folder / "home"
+                    home.mkdir(parents=True, exist_ok=True)
+                    demo = ["calibrate", robot, "--backend", "virtual", "--demo"]
+                    done = subprocess.run(
+                        [sys.executable, "-m", "hilbot", *demo],
+                        capture_output=True,
+                        text=True,
+                        timeout=300,
+                        stdin=subprocess.DEVNULL,
+                        env={**os.environ, "XDG_CONFIG_HOME": str(home)},
+                    )
+                    (folder / "stdout").write_text(done.stdout)
+                    (folder / "stderr").write_text(done.stderr)
+                    (folder / "returncode").write_text(str(done.returncode))
+            code = int((folder / "returncode").read_text())
+            stdout, stderr = (folder / "stdout").read_text(), (folder / "stderr").read_text()
+            assert code == 0, f"the demo calibration of {robot} failed:\n{stdout}{stderr}"
+            made[robot] = DemoCalibration(robot, folder / "home", stdout, stderr)
+        return made[robot]
+
+    return get

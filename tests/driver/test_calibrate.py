@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from hilbot.sim import running_virtual_bus
 from hilbot.sim.hand import Hand
 from hilbot.sim.mounting import Mounting, mounted
 from hilbot.sim.virtual_bus import VirtualBus
+from tests.driver.conftest import DemoCalibration
 
 TICK = 2 * math.pi / 4096
 #: The arm as assembled: the shoulder horn 11.5° off, the elbow servo 23° off and turned around.
@@ -240,13 +241,13 @@ def _hilbot(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]
     )
 
 
-def test_demo_then_run_applies_it_and_refuses_a_reassembled_arm(tmp_path: Path) -> None:
-    env = {"XDG_CONFIG_HOME": str(tmp_path)}
-    done = _hilbot("calibrate", "koch_v1_1_follower", "--backend", "virtual", "--demo", env=env)
-    assert done.returncode == 0, done.stderr
+def test_demo_then_run_applies_it_and_refuses_a_reassembled_arm(
+    tmp_path: Path, demo_calibration: Callable[[str], DemoCalibration]
+) -> None:
+    done = demo_calibration("koch_v1_1_follower")  # made once per test run
     assert "(reversed vs config)" in done.stdout
-    path = tmp_path / "hilbot" / "calibration"
-    saved = files.load(path / "koch_v1_1_follower-virtual.yaml")
+    env = {"XDG_CONFIG_HOME": str(done.copy(tmp_path / "home"))}
+    saved = files.load(done.file)
     assert saved.joints["elbow_flex"].direction == -1
     mounts = ["--mount", "2:-12", "--mount", "3:25:reversed"]
     run = ["run", "koch_v1_1_follower", "--backend", "virtual", "--no-mqtt", "--no-status"]

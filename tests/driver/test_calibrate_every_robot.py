@@ -1,7 +1,7 @@
 """Calibrate, then run, every shipped robot on its virtual bus; refusals name a way out that works.
 
 The demo calibration is real time (about 10-20 s a robot on a busy host): each robot is
-calibrated once per session (``calibrated``) and its file reused by the tests here.
+calibrated once per test run (``calibrated``) and its file reused by the tests here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from hilbot.driver.calibration import files
 from hilbot.driver.calibration.checks import Limits, range_problems
 from hilbot.driver.config import load_config
 from hilbot.hal.calibration import Calibration, JointCalibration
+from tests.driver.conftest import DemoCalibration
 
 #: Shipped robots calibrate does not handle, and the one line that says why.
 NOT_CALIBRATED = {
@@ -56,23 +57,16 @@ def _run(robot: str, home: Path) -> subprocess.CompletedProcess[str]:
     return _hilbot(*run, "--duration", "1", home=home)
 
 
-@pytest.fixture(scope="session")
-def calibrated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], Path]]:
+@pytest.fixture
+def calibrated(
+    demo_calibration: Callable[[str], DemoCalibration],
+) -> Callable[[str], Path]:
     """``calibrated(robot)``: a config home holding the robot's demo calibration.
 
-    Each robot is calibrated once per session; a test that changes the file copies it.
+    Each robot is calibrated once per test run (``demo_calibration``); a test that changes
+    the file copies it.
     """
-    homes: dict[str, Path] = {}
-
-    def get(robot: str) -> Path:
-        if robot not in homes:
-            home = tmp_path_factory.mktemp(f"home-{robot}")
-            done = _demo(robot, home)
-            assert done.returncode == 0, done.stdout + done.stderr
-            homes[robot] = home
-        return homes[robot]
-
-    yield get
+    return lambda robot: demo_calibration(robot).home
 
 
 def _copy(home: Path, to: Path) -> Path:

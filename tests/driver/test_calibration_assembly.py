@@ -1,4 +1,8 @@
-"""A virtual arm's calibration records its assembly; calibrate hints name what the user typed."""
+"""A virtual arm's calibration records its assembly; calibrate hints name what the user typed.
+
+The demo calibrations are real time: each robot's is made once per test run
+(``demo_calibration``, tests/driver/conftest.py), and a test that changes it works on a copy.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +20,7 @@ from hilbot.configs import config_path
 from hilbot.driver.bench.recording import Recording
 from hilbot.driver.calibration import files
 from hilbot.driver.config import load_config
+from tests.driver.conftest import DemoCalibration
 
 
 def _hilbot(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -45,14 +51,13 @@ def _yaml_copy(robot: str, folder: Path, **changes: object) -> Path:
 
 @pytest.mark.parametrize("robot", ["koch_v1_1_follower", "so101_follower"])
 def test_a_virtual_run_after_the_demo_calibration_is_assembled_as_calibrated(
-    robot: str, tmp_path: Path
+    robot: str, tmp_path: Path, demo_calibration: Callable[[str], DemoCalibration]
 ) -> None:
-    env = {"XDG_CONFIG_HOME": str(tmp_path)}
-    done = _hilbot("calibrate", robot, "--backend", "virtual", "--demo", env=env)
-    assert done.returncode == 0, done.stderr
+    done = demo_calibration(robot)
     assert "--mount 2:-12 --mount 3:25:reversed" in done.stdout  # the final hint says so
-    saved = files.read(tmp_path / "hilbot" / "calibration" / f"{robot}-virtual.yaml")
+    saved = files.read(done.file)
     assert saved.mounts == ("2:-12", "3:25:reversed")
+    env = {"XDG_CONFIG_HOME": str(done.copy(tmp_path / "home"))}
     record = tmp_path / "run.npz"
     run = ["-v", "run", robot, "--backend", "virtual", "--no-mqtt", "--no-status"]
     ran = _hilbot(*run, "--enable", "--duration", "1", "--record", str(record), env=env)
@@ -66,11 +71,11 @@ def test_a_virtual_run_after_the_demo_calibration_is_assembled_as_calibrated(
         assert first[joint] == pytest.approx(q, abs=0.03), joint  # the elbow's sign too
 
 
-def test_an_explicit_mount_wins_over_the_recorded_one(tmp_path: Path) -> None:
-    env = {"XDG_CONFIG_HOME": str(tmp_path)}
+def test_an_explicit_mount_wins_over_the_recorded_one(
+    tmp_path: Path, demo_calibration: Callable[[str], DemoCalibration]
+) -> None:
     robot = "koch_v1_1_follower"
-    done = _hilbot("calibrate", robot, "--backend", "virtual", "--demo", env=env)
-    assert done.returncode == 0, done.stderr
+    env = {"XDG_CONFIG_HOME": str(demo_calibration(robot).copy(tmp_path / "home"))}
     record = tmp_path / "run.npz"
     run = ["-v", "run", robot, "--backend", "virtual", "--no-mqtt", "--no-status"]
     ran = _hilbot(*run, "--mount", "2:-12", "--duration", "1", "--record", str(record), env=env)
@@ -120,14 +125,15 @@ def test_lead_with_a_wrong_port_names_the_config_setting(tmp_path: Path) -> None
     assert "Traceback" not in done.stderr
 
 
-def test_a_recorded_mount_naming_no_servo_of_the_arm_is_refused(tmp_path: Path) -> None:
+def test_a_recorded_mount_naming_no_servo_of_the_arm_is_refused(
+    tmp_path: Path, demo_calibration: Callable[[str], DemoCalibration]
+) -> None:
     # A file edited by hand, or recorded for another arm: refused at load, naming the field,
     # before any virtual bus starts (not as that bus's own exit).
-    env = {"XDG_CONFIG_HOME": str(tmp_path)}
     robot = "koch_v1_1_follower"
-    done = _hilbot("calibrate", robot, "--backend", "virtual", "--demo", env=env)
-    assert done.returncode == 0, done.stderr
-    path = tmp_path / "hilbot" / "calibration" / f"{robot}-virtual.yaml"
+    home = demo_calibration(robot).copy(tmp_path / "home")
+    env = {"XDG_CONFIG_HOME": str(home)}
+    path = home / "hilbot" / "calibration" / f"{robot}-virtual.yaml"
     data = yaml.safe_load(path.read_text())
     data[files.MOUNTS_KEY] = ["9:10"]
     path.write_text(yaml.safe_dump(data))

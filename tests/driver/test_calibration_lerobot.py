@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from hilbot.driver.calibration import files
 from hilbot.driver.calibration.files import CalibrationFileError
 from hilbot.driver.calibration.lerobot import from_lerobot, read_file, to_lerobot
 from hilbot.driver.config import load_config
+from tests.driver.conftest import DemoCalibration
 
 MOTORS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 RAD_PER_TICK = 2 * math.pi / 4096
@@ -53,11 +55,10 @@ def test_import_reads_lerobots_ticks_as_its_middle_pose_and_range(tmp_path: Path
         assert j.homing_offset == 0 and j.servo_id == MOTORS.index(name) + 1
 
 
-def test_export_then_import_maps_the_servos_ticks_to_the_same_joints(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    done = _hilbot("calibrate", "so101_follower", "--backend", "virtual", "--demo", "--yes",
-                   home=home)  # fmt: skip
-    assert done.returncode == 0, done.stderr
+def test_export_then_import_maps_the_servos_ticks_to_the_same_joints(
+    tmp_path: Path, demo_calibration: Callable[[str], DemoCalibration]
+) -> None:
+    home = demo_calibration("so101_follower").copy(tmp_path / "home")  # once per test run
     mine = files.default_path("so101_follower", "", virtual=True).name
     original = files.load(home / "hilbot" / "calibration" / mine)
     out = tmp_path / "lerobot.json"
