@@ -21,6 +21,7 @@ from hilbot.driver.teleop.messages import (
     PoseTarget,
     Rejection,
     RejectReason,
+    Topics,
     Vocabulary,
     parse,
 )
@@ -28,7 +29,6 @@ from hilbot.driver.teleop.patterns import Pattern, Plane
 from hilbot.driver.teleop.publisher import TeleopPublisher
 from hilbot.driver.teleop.serve import serve
 from hilbot.driver.teleop.settings import TeleopSettings, TlsSettings
-from hilbot.driver.teleop.topics import Topics
 from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
 
 __all__ = [

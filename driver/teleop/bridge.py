@@ -50,14 +50,14 @@ from hilbot.driver.teleop.messages import (
     PoseTarget,
     Rejection,
     RejectReason,
+    Topics,
     Vocabulary,
     parse,
+    refusal_reason,
 )
-from hilbot.driver.teleop.rejection import refusal_reason
 from hilbot.driver.teleop.retained import RetainedEstop
 from hilbot.driver.teleop.settings import TeleopSettings
 from hilbot.driver.teleop.telemetry import encode, state_body, status_payload
-from hilbot.driver.teleop.topics import Topics
 from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
 
 #: Error-topic messages per second; beyond that rejections are only counted.

@@ -7,8 +7,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hilbot.driver.teleop.messages import Header, MessageRejected, Rejection, RejectReason
-from hilbot.driver.teleop.payload_errors import number_text
+from hilbot.driver.teleop.messages import (
+    Header,
+    MessageRejected,
+    Rejection,
+    RejectReason,
+    number_text,
+)
 
 
 @dataclass(slots=True)

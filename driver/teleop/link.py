@@ -21,10 +21,9 @@ from hilbot.driver.teleop.bridge import TeleopCounters, TeleopRuntime
 from hilbot.driver.teleop.channel import pack, receive
 from hilbot.driver.teleop.command_errors import report_failure
 from hilbot.driver.teleop.errors import TeleopError
-from hilbot.driver.teleop.rejection import refusal_reason
+from hilbot.driver.teleop.messages import Topics, refusal_reason
 from hilbot.driver.teleop.settings import TeleopSettings
 from hilbot.driver.teleop.telemetry import state_body
-from hilbot.driver.teleop.topics import Topics
 from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
 
 #: Seconds a stopping worker gets to say goodbye (``status`` offline) before it is killed.

@@ -1,8 +1,7 @@
-"""Teleop messages: parse and validate MQTT payloads, sans I/O.
+"""Teleop messages on the wire: topics, payload models, parsing and rejections, sans I/O.
 
-Each input topic carries one JSON object, defined by the pydantic models in
-:mod:`~hilbot.driver.teleop.payloads` (the shipped JSON Schema files are generated
-from them; see ``docs/teleop.md``):
+Each input topic carries one JSON object, defined by the pydantic models below
+(the shipped JSON Schema files are generated from them; see ``docs/teleop.md``):
 
 - ``target/<chain>``: ``{"seq", "position", "orientation"?, "stamp"?, "ttl"?, "sender"?}``
 - ``joints/target``: ``{"seq", "positions": {joint: value}, "stamp"?, "ttl"?, "sender"?}``
@@ -18,33 +17,603 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from decimal import Decimal
+from typing import Annotated, Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import ValidationError
-
-from hilbot.driver.targets import MAX_COORDINATE_M, MAX_JOINT_VALUE
-from hilbot.driver.teleop.payload_errors import invalid_from, json_kind
-from hilbot.driver.teleop.payloads import (
-    MAX_JOINTS,
-    MAX_NAME_LENGTH,
-    MAX_SEQ,
-    CommandName,
-    CommandPayload,
-    Direction,
-    JointTargetPayload,
-    PoseTargetPayload,
-    Position,
-    Quaternion,
-    RollPitchYaw,
-    ToolAxis,
-    Wire,
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Strict,
+    StringConstraints,
+    Tag,
+    ValidationError,
+    model_validator,
 )
-from hilbot.driver.teleop.rejection import Invalid, MessageRejected, Rejection, RejectReason
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from hilbot._compat import StrEnum
+from hilbot.driver.targets import MAX_COORDINATE_M, MAX_DIRECTION_COMPONENT, MAX_JOINT_VALUE
 from hilbot.kinematics.spatial import rpy_to_matrix
+
+# Why a teleop message was dropped: the reasons, the record and the exception.
+
+
+class RejectReason(StrEnum):
+    """Why a message was dropped; the ``reason`` field on the ``error`` topic."""
+
+    OVERSIZED = "oversized"
+    NOT_JSON = "not_json"
+    INVALID = "invalid"  # wrong type, size, missing or unknown field
+    NON_FINITE = "non_finite"
+    UNKNOWN_TOPIC = "unknown_topic"
+    UNKNOWN_CHAIN = "unknown_chain"
+    UNKNOWN_JOINT = "unknown_joint"
+    UNKNOWN_COMMAND = "unknown_command"
+    STALE_SEQ = "stale_seq"  # older than or equal to the last accepted seq
+    EXPIRED = "expired"
+    FUTURE_STAMP = "future_stamp"
+    RETAINED = "retained"  # a retained target or command is never acted on
+    REFUSED = "refused"  # well-formed, but the runtime refused it
+    NOT_LEASE_HOLDER = "not_lease_holder"  # another sender holds the robot's lease
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A dropped message: what was wrong, where, and which ``seq`` it carried."""
+
+    reason: RejectReason
+    detail: str
+    topic: str
+    seq: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the ``error`` topic payload (without the counters)."""
+        return {
+            "reason": self.reason.value,
+            "detail": self.detail,
+            "topic": self.topic,
+            "seq": self.seq,
+        }
+
+
+class MessageRejected(ValueError):
+    """Raised by ``parse`` and the freshness filter; carries the :class:`Rejection`."""
+
+    def __init__(self, rejection: Rejection) -> None:
+        super().__init__(f"{rejection.reason.value}: {rejection.detail} ({rejection.topic})")
+        self.rejection = rejection
+
+
+class Invalid(Exception):
+    """Internal to parsing: a payload is wrong; ``parse`` turns it into a :class:`Rejection`.
+
+    Attributes:
+        reason: why the payload is dropped.
+        detail: what was wrong, naming the field.
+        seq: the payload's ``seq`` when it was readable, else None.
+    """
+
+    def __init__(self, reason: RejectReason, detail: str, seq: int | None = None) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+        self.seq = seq
+
+
+def refusal_reason(exc: BaseException) -> RejectReason:
+    """The reason to report for a target the runtime refused: the same as MQTT's own check.
+
+    ``set_target`` validates at the door with the parser's rules, so a target that slipped
+    past the parser (or came from elsewhere) is reported with the reason the parser would
+    have given (``invalid``, ``non_finite``, ``unknown_chain``, ``unknown_joint``); anything
+    else the runtime refuses is ``refused``.
+    """
+    from hilbot.driver.errors import InvalidTarget, UnknownChain, UnknownJoint
+
+    if isinstance(exc, InvalidTarget):
+        return RejectReason(exc.reason.value)
+    if isinstance(exc, UnknownChain):
+        return RejectReason.UNKNOWN_CHAIN
+    if isinstance(exc, UnknownJoint):
+        return RejectReason.UNKNOWN_JOINT
+    return RejectReason.REFUSED
+
+
+# Teleop input payloads as pydantic models: the one definition of what each topic accepts.
+#
+# :func:`~hilbot.driver.teleop.messages.parse` validates with these models and the
+# shipped JSON Schema files are generated from them
+# (``python -m hilbot.driver.teleop.schema --write``), so the two cannot drift apart.
+# What a JSON Schema cannot say (a quaternion of zero length, a joint the robot does
+# not have) is checked by ``parse`` after validation.
+#
+# The models validate the Python objects the JSON decoder returns, in strict mode
+# (no ``"1"`` for 1, no ``true`` for 1), and every number must be finite.
+
+#: Largest accepted ``seq`` (the largest integer a JSON double holds exactly).
+MAX_SEQ = 2**53 - 1
+#: Bounds that keep hostile payloads cheap to reject.
+MAX_JOINTS = 64
+MAX_NAME_LENGTH = 64
+# The coordinate, joint and direction bounds are the Python API's (``set_target``
+# validates with them at the door), so both entry points refuse the same values.
+#: Largest roll, pitch or yaw [rad]: 159 turns; beyond, an angle is a typo or an attack.
+MAX_ANGLE_RAD = 1000.0
+
+#: Tags of the unions below; :mod:`~hilbot.driver.teleop.messages` leaves
+#: them out of the field paths it reports.
+UNION_TAGS = frozenset({"xyz", "list", "quaternion", "tool_axis", "rpy"})
+
+
+class CommandName(StrEnum):
+    """Commands accepted on the ``cmd`` topic."""
+
+    ENABLE = "enable"
+    DISABLE = "disable"
+    ESTOP = "estop"
+    RESET = "reset"
+    HOME = "home"
+    REBOOT = "reboot"
+    RELEASE = "release"  # ends the sender's lease; never reaches the runtime
+
+
+Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_COORDINATE_M, le=MAX_COORDINATE_M)]
+Component = Annotated[
+    float, Field(allow_inf_nan=False, ge=-MAX_DIRECTION_COMPONENT, le=MAX_DIRECTION_COMPONENT)
+]
+Angle = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_ANGLE_RAD, le=MAX_ANGLE_RAD)]
+JointValue = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_JOINT_VALUE, le=MAX_JOINT_VALUE)]
+Name = Annotated[str, StringConstraints(max_length=MAX_NAME_LENGTH)]
+
+
+class Wire(BaseModel):
+    """Base of the payload models: strict, closed, frozen."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+def _form(value: Any) -> str | None:
+    """Union tag of a vector: ``{"x", "y", "z"}`` or ``[x, y, z]``."""
+    if isinstance(value, dict):
+        return "xyz"
+    if isinstance(value, list):
+        return "list"
+    return None
+
+
+_VECTOR_FORM = Discriminator(
+    _form, custom_error_type="vector_form", custom_error_message="must be {x, y, z} or [x, y, z]"
+)
+
+
+class Position(Wire):
+    """Position [m] as {x, y, z}."""
+
+    x: Coordinate
+    y: Coordinate
+    z: Coordinate
+
+
+class Direction(Wire):
+    """Direction [unit-less] as {x, y, z}."""
+
+    x: Component
+    y: Component
+    z: Component
+
+
+PositionField = Annotated[
+    Annotated[Position, Tag("xyz")]
+    | Annotated[list[Coordinate], Field(min_length=3, max_length=3), Tag("list")],
+    _VECTOR_FORM,
+    Field(
+        description="Position [m] of the end effector in the chain's source frame, "
+        "as {x, y, z} or [x, y, z]."
+    ),
+]
+DirectionField = Annotated[
+    Annotated[Direction, Tag("xyz")]
+    | Annotated[list[Component], Field(min_length=3, max_length=3), Tag("list")],
+    _VECTOR_FORM,
+    Field(description="Axis as {x, y, z} or [x, y, z]."),
+]
+
+
+class Quaternion(Wire):
+    """Unit quaternion (normalised on receipt)."""
+
+    w: Component
+    x: Component
+    y: Component
+    z: Component
+
+
+class ToolAxis(Wire):
+    """Tool axis: the direction the end effector's z axis should point to."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "description": "Tool axis: the direction [unit-less, normalised on receipt] the "
+            "end effector's z axis should point to; rotation about it is free."
+        }
+    )
+
+    axis: DirectionField
+
+
+class RollPitchYaw(Wire):
+    """Fixed-axis roll, pitch, yaw [rad] (URDF convention: Rz(yaw) Ry(pitch) Rx(roll))."""
+
+    roll: Angle
+    pitch: Angle
+    yaw: Angle
+
+
+def _orientation_form(value: Any) -> str | None:
+    """Union tag of an orientation, by its first distinguishing field."""
+    if isinstance(value, dict):
+        if "axis" in value:
+            return "tool_axis"
+        if "w" in value:
+            return "quaternion"
+        if "roll" in value:
+            return "rpy"
+    return None
+
+
+OrientationField = Annotated[
+    Annotated[Quaternion, Tag("quaternion")]
+    | Annotated[ToolAxis, Tag("tool_axis")]
+    | Annotated[RollPitchYaw, Tag("rpy")],
+    Discriminator(
+        _orientation_form,
+        custom_error_type="orientation_form",
+        custom_error_message="must be null, {w, x, y, z}, {axis: [x, y, z]} or {roll, pitch, yaw}",
+    ),
+]
+
+_SEQ_HELP = "Sequence number, increasing per topic and sender; an older or repeated one is dropped."
+#: JSON Schema of the model validator below: a ttl (not null) needs a stamp (not null).
+_TTL_NEEDS_STAMP: dict[str, Any] = {
+    "if": {"properties": {"ttl": {"type": "number"}}, "required": ["ttl"]},
+    "then": {"properties": {"stamp": {"type": "number"}}, "required": ["stamp"]},
+}
+
+
+class Envelope(Wire):
+    """Fields every input message may carry (``seq`` is required but on ``cmd``)."""
+
+    stamp: (
+        Annotated[
+            float,
+            Field(
+                allow_inf_nan=False,
+                ge=0.0,
+                description="Send time [s since the Unix epoch, UTC]. A message older than "
+                "its ttl, or stamped in the future beyond the tolerated clock skew, is dropped.",
+            ),
+        ]
+        | None
+    ) = None
+    ttl: (
+        Annotated[
+            float,
+            Field(
+                allow_inf_nan=False,
+                gt=0.0,
+                description="Lifetime [s] counted from stamp (needs stamp). Without it, a "
+                "stamped message lives for the configured default_ttl_s.",
+            ),
+        ]
+        | None
+    ) = None
+    sender: Annotated[
+        Name,
+        Field(
+            description="Sender id; seq is tracked per sender. A restarted sender should use "
+            "a new id (or wait 2 s)."
+        ),
+    ] = ""
+
+    @model_validator(mode="after")
+    def _ttl_needs_stamp(self) -> Envelope:
+        # Without the send time the receiver cannot tell how long the message travelled.
+        if self.ttl is not None and self.stamp is None:
+            raise PydanticCustomError(
+                "ttl_needs_stamp", "ttl needs stamp (the send time, Unix seconds)"
+            )
+        return self
+
+
+Seq = Annotated[int, Field(ge=0, le=MAX_SEQ, description=_SEQ_HELP)]
+#: A target's sample time: the motion layer places it on the stream's timeline by it.
+Sampled = (
+    Annotated[
+        float,
+        Field(
+            allow_inf_nan=False,
+            ge=-1e12,
+            le=1e12,
+            description="When the sender sampled this target [s, on the sender's own clock, "
+            "any epoch]. Optional: with it the motion layer times the stream by the samples "
+            "(free of network jitter); without it, by arrival.",
+        ),
+    ]
+    | None
+)
+
+
+class PoseTargetPayload(Envelope):
+    """A pose target on <prefix>/target/<chain>. Only the newest target counts."""
+
+    model_config = ConfigDict(title="pose_target", json_schema_extra=_TTL_NEEDS_STAMP)
+
+    seq: Seq
+    sampled: Sampled = None
+    position: PositionField
+    orientation: Annotated[
+        OrientationField | None,
+        Field(
+            description="null (position only), a quaternion {w,x,y,z}, a tool axis "
+            "{axis: [x,y,z]}, or {roll, pitch, yaw}."
+        ),
+    ] = None
+
+
+class JointTargetPayload(Envelope):
+    """Joint targets on <prefix>/joints/target, by joint name."""
+
+    model_config = ConfigDict(
+        title="joint_target",
+        json_schema_extra={
+            "description": "Joint targets on <prefix>/joints/target, by joint name [rad, or m "
+            "for prismatic joints]. Only the newest message counts: put every joint you want "
+            "to hold in each one.",
+            **_TTL_NEEDS_STAMP,
+        },
+    )
+
+    seq: Seq
+    sampled: Sampled = None
+    positions: Annotated[dict[Name, JointValue], Field(min_length=1, max_length=MAX_JOINTS)]
+
+
+class CommandPayload(Envelope):
+    """A command on <prefix>/cmd."""
+
+    model_config = ConfigDict(
+        title="command",
+        json_schema_extra={
+            "description": "A command on <prefix>/cmd (publish with QoS 1). seq is optional "
+            "here; an estop is always honoured.",
+            **_TTL_NEEDS_STAMP,
+        },
+    )
+
+    seq: Seq | None = None
+    # Lax for this one field: strict mode takes only CommandName members, not their strings.
+    command: Annotated[CommandName, Strict(False)]
+
+
+# Pydantic validation errors of a teleop payload, as a reason and a one-line detail.
+
+#: Fields whose value is a tagged union: the tag that follows them in a path is left out.
+_UNION_FIELDS = frozenset({"position", "orientation", "axis"})
+_EXPECTED = {
+    "int_type": "an integer",
+    "float_type": "a number",
+    "string_type": "a string",
+    "bool_type": "a boolean",
+    "list_type": "a list",
+    "dict_type": "an object",
+    "model_type": "an object",
+}
+_BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+#: Numbers smaller than this are shown as sent (up to 17 digits: any seq, any value in range).
+_EXACT_INT = 10**17
+
+
+def invalid_from(exc: ValidationError, allowed: Sequence[str]) -> Invalid:
+    """Turn the first error of a payload's validation into an :class:`Invalid`.
+
+    Args:
+        exc: what pydantic raised validating the payload.
+        allowed: the payload's top-level fields (in the order to name them when one is
+            unknown).
+    """
+    error = exc.errors(include_url=False)[0]
+    kind = error["type"]
+    value = error.get("input")
+    if kind == "finite_number":
+        return Invalid(RejectReason.NON_FINITE, f"{_where(error['loc'])} is {value}")
+    if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
+        # Every int a float can hold passes: this one is too large and overflows to infinity.
+        return Invalid(
+            RejectReason.NON_FINITE,
+            f"{_where(error['loc'])} is {number_text(value)}, too large: it overflows to infinity",
+        )
+    if kind == "enum" and isinstance(value, str):
+        known = ", ".join(c.value for c in CommandName)
+        return Invalid(
+            RejectReason.UNKNOWN_COMMAND,
+            f"unknown command {value[:MAX_NAME_LENGTH]!r}; known: {known}",
+        )
+    return Invalid(RejectReason.INVALID, _detail(error, allowed))
+
+
+def _detail(error: ErrorDetails, allowed: Sequence[str]) -> str:
+    loc = error["loc"]
+    where = _where(loc)
+    kind = error["type"]
+    ctx: dict[str, Any] = error.get("ctx") or {}
+    value = error.get("input")
+    if kind == "missing":
+        return f"missing field {where!r}"
+    if kind == "extra_forbidden":
+        detail = f"unknown field {where!r}"
+        return detail + (f"; allowed: {', '.join(allowed)}" if len(loc) == 1 else "")
+    if kind in _EXPECTED:
+        return f"{where} must be {_EXPECTED[kind]}, got {json_kind(value)}"
+    if kind in ("too_short", "too_long"):
+        return _size(where, ctx)
+    bound = next((k for k in _BOUNDS if k in ctx), None)
+    if bound is not None:
+        limit = ctx[bound]
+        return f"{where} must be {_BOUNDS[bound]} {limit}, got {_beyond(value, bound, limit)}"
+    if kind in ("vector_form", "orientation_form"):
+        return f"{where} {error['msg']}, got {json_kind(value)}"
+    if kind == "string_too_long":
+        return f"{where} must be at most {ctx['max_length']} characters long"
+    if kind == "enum":
+        return f"{where} must be a string, got {json_kind(value)}"
+    return f"{where}: {error['msg']}" if where else error["msg"]
+
+
+def _size(where: str, ctx: dict[str, Any]) -> str:
+    low, high, actual = ctx.get("min_length"), ctx.get("max_length"), ctx["actual_length"]
+    if ctx.get("field_type") == "List":  # every list in the payloads has a fixed length
+        return f"{where} needs {low if low is not None else high} numbers, got {actual}"
+    if actual == 0:
+        return f"{where} is empty"
+    if high is not None and actual > high:
+        return f"{where} has {actual} entries, at most {high}"
+    return f"{where} has {actual} entries, at least {low}"
+
+
+def _where(loc: Sequence[int | str]) -> str:
+    """Dotted path of a field, ``orientation.axis[2]``, without union tags."""
+    path = ""
+    previous: int | str | None = None
+    for item in loc:
+        if isinstance(item, int):
+            path += f"[{item}]"
+        elif item == "[key]":
+            path += " (the name)"
+        elif not (item in UNION_TAGS and previous in _UNION_FIELDS):
+            name = item[:MAX_NAME_LENGTH]  # a joint name is the sender's text
+            path += f".{name}" if path else name
+        previous = item
+    return path
+
+
+def number_text(value: object) -> str:
+    """A number as an error detail shows it: as sent, or in 6 digits when it is huge.
+
+    ``1e+300`` and ``1.11111e+160`` instead of hundreds of digits; an integer of up to 17
+    digits (every ``seq``) is exact. Anything else is its ``str``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, int):
+        # Decimal, not float: an int can be beyond any float (and past str()'s 4300 digits).
+        if abs(value) < _EXACT_INT:
+            return str(value)
+        mantissa, _, exponent = f"{Decimal(value):.6g}".partition("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"  # as float's .6g: 1e+20
+    return repr(value) if abs(value) < _EXACT_INT else f"{value:.6g}"
+
+
+def _beyond(value: Any, bound: str, limit: Any) -> str:
+    """``value`` in as few digits (6 or more) as still show it past ``limit``: 1500.6."""
+    if not isinstance(value, float) or not isinstance(limit, int | float):
+        return number_text(value)
+    for digits in range(6, 18):
+        text = f"{value:.{digits}g}"
+        if _VIOLATES[bound](float(text), limit):
+            return text
+    return repr(value)
+
+
+_VIOLATES: dict[str, Callable[[float, float], bool]] = {
+    "ge": lambda value, limit: value < limit,
+    "gt": lambda value, limit: value <= limit,
+    "le": lambda value, limit: value > limit,
+    "lt": lambda value, limit: value >= limit,
+}
+
+
+def json_kind(value: Any) -> str:
+    """JSON name of a value's type, for error messages: ``a string``, ``null``, ``a number``.
+
+    One function for every detail that names a type (a payload that is not an object, a
+    field of the wrong type), so none says Python's ``str`` or ``NoneType``.
+    """
+    match value:
+        case None:
+            return "null"
+        case bool():
+            return "a boolean"
+        case int() | float():
+            return "a number"
+        case str():
+            return "a string"
+        case list():
+            return "an array"
+        case dict():
+            return f"an object with the fields {', '.join(value) or 'none'}"
+    return type(value).__name__
+
+
+# The topic names of one robot, under its prefix.
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """Topic names under ``prefix`` (``hilbot/<robot>`` by default)."""
+
+    prefix: str
+
+    def target(self, chain: str) -> str:
+        """Pose targets of ``chain`` (input)."""
+        return f"{self.prefix}/target/{chain}"
+
+    @property
+    def targets(self) -> str:
+        """Subscription filter of every chain's targets."""
+        return f"{self.prefix}/target/+"
+
+    @property
+    def joints(self) -> str:
+        """Joint targets (input)."""
+        return f"{self.prefix}/joints/target"
+
+    @property
+    def cmd(self) -> str:
+        """Commands (input, QoS 1)."""
+        return f"{self.prefix}/cmd"
+
+    @property
+    def state(self) -> str:
+        """Telemetry (output)."""
+        return f"{self.prefix}/state"
+
+    @property
+    def status(self) -> str:
+        """Online/offline, mode (output, retained; the last will)."""
+        return f"{self.prefix}/status"
+
+    @property
+    def error(self) -> str:
+        """Rejections (output)."""
+        return f"{self.prefix}/error"
+
+    def is_target(self, topic: str) -> bool:
+        """Whether ``topic`` carries targets (pose or joint), which are conflated."""
+        return topic == self.joints or (
+            topic.startswith(self.prefix + "/target/") and topic.count("/") == self.depth + 1
+        )
+
+    @property
+    def depth(self) -> int:
+        """Number of ``/`` separators before a chain name's level."""
+        return self.prefix.count("/") + 1
+
 
 __all__ = [
     "MAX_COORDINATE_M",

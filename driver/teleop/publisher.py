@@ -31,8 +31,8 @@ from hilbot.driver.teleop.backoff import Backoff
 from hilbot.driver.teleop.bridge import NO_DELAY
 from hilbot.driver.teleop.client import MqttClient
 from hilbot.driver.teleop.errors import NotConnected
+from hilbot.driver.teleop.messages import Topics
 from hilbot.driver.teleop.settings import TeleopSettings
-from hilbot.driver.teleop.topics import Topics
 from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
 
 

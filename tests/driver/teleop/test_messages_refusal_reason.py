@@ -3,7 +3,7 @@
 import pytest
 
 from hilbot.driver.errors import InvalidTarget, TargetProblem, UnknownChain, UnknownJoint
-from hilbot.driver.teleop.rejection import RejectReason, refusal_reason
+from hilbot.driver.teleop.messages import RejectReason, refusal_reason
 
 
 @pytest.mark.parametrize(

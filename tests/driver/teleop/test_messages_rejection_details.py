@@ -10,9 +10,15 @@ from __future__ import annotations
 import pytest
 
 from hilbot.driver.teleop.freshness import FreshnessFilter
-from hilbot.driver.teleop.messages import MessageRejected, RejectReason, Vocabulary, parse
-from hilbot.driver.teleop.payload_errors import json_kind, number_text
-from hilbot.driver.teleop.rejection import Rejection
+from hilbot.driver.teleop.messages import (
+    MessageRejected,
+    Rejection,
+    RejectReason,
+    Vocabulary,
+    json_kind,
+    number_text,
+    parse,
+)
 
 PREFIX = "hilbot/omx"
 VOCAB = Vocabulary(PREFIX, frozenset({"arm"}), frozenset({"joint1"}), 4096)
