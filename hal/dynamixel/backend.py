@@ -30,7 +30,7 @@ following the hand, the read that computes the entry command when enabling) read
 at once, and any other call (``set_torque``, ``reboot``, the watchdog) drops a read
 queued before it, so the first ``read()`` after it reads after it. A servo's hardware
 error reaches the caller one cycle later than without pipelining (the servo's own
-shutdown does not wait for it). The bus thread (:mod:`hilbot.hal.dynamixel.worker`)
+shutdown does not wait for it). The bus thread (:mod:`hilbot.hal.bus.worker`)
 sends a goal write queued behind the read on the wire as soon as that read's reply is
 in, before decoding it; goal packets are encoded by the caller.
 
@@ -44,20 +44,14 @@ hardware error is reported in ``JointState.hardware_errors`` (and blocks
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import enum
 import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
-from types import TracebackType
-from typing import Final, Literal, TypeVar
+from typing import Literal
 
-from hilbot import _compat_asyncio as aio
-from hilbot._compat import Self
-from hilbot.hal.backend import BusCounters, JointState
+from hilbot.hal.backend import JointState
+from hilbot.hal.bus.backend import AUTO, BackendState, BusBackend
 from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
 from hilbot.hal.dynamixel.port import DEFAULT_MARGIN_MS
@@ -66,20 +60,11 @@ from hilbot.hal.dynamixel.session import BusSession
 from hilbot.hal.dynamixel.startup import ServoReport
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod
-from hilbot.hal.dynamixel.worker import BusCall, BusWorker, GoalWrite
-from hilbot.hal.errors import (
-    CommandError,
-    CommTimeout,
-    DataLimitError,
-    HalError,
-    TorqueNotConfirmed,
-)
+from hilbot.hal.errors import CommandError, DataLimitError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
 N = RegisterName
-T = TypeVar("T")
-#: ``pipeline="auto"``: pipeline only while the bus, not the loop, limits the rate.
-AUTO: Final = "auto"
+__all__ = ["AUTO", "WATCHDOG_UNIT", "BackendState", "DynamixelBackend"]
 
 #: Bus Watchdog register unit [s] (X series, address 98).
 WATCHDOG_UNIT = 0.02
@@ -90,15 +75,7 @@ WATCHDOG_UNIT = 0.02
 _GoalPlan = tuple[ServoSlot, int, float, float, int, int, float, float, Callable[[int], bytes]]
 
 
-class BackendState(enum.Enum):
-    """Lifecycle of a backend; it is not reentrant."""
-
-    CREATED = "created"
-    OPEN = "open"
-    CLOSED = "closed"
-
-
-class DynamixelBackend:
+class DynamixelBackend(BusBackend):
     """Joints driven by Dynamixel servos on one serial bus.
 
     Args:
@@ -161,13 +138,10 @@ class DynamixelBackend:
     ) -> None:
         if temperature_every < 1:
             raise ValueError(f"temperature_every must be >= 1, got {temperature_every!r}")
-        self.spec = bus
         self.layout = BusLayout(bus, servos, read)
-        self.torque_off_on_exit = torque_off_on_exit
-        self.io_timeout = io_timeout
         self.temperature_every = temperature_every
         self._clock = clock
-        self._log = logger or logging.getLogger(__name__)
+        log = logger or logging.getLogger(__name__)
         self._bus = DynamixelBus(
             bus.port,
             bus.baudrate,
@@ -183,16 +157,17 @@ class DynamixelBackend:
             fast_read=fast_read,
             read_method=read_method,
             clock=clock,
-            log=self._log,
+            log=log,
             joint_limits=joint_limits,
         )
-        self._worker: BusWorker | None = None
-        self._pending: Future[None] | None = None  # the last queued sync write
-        self._write_error: BaseException | None = None  # its failure, raised by the next call
-        self.state = BackendState.CREATED
-        self.pipeline = pipeline
-        self._ahead: asyncio.Future[JointState] | None = None  # the read queued in advance
-        self._streaming = False  # a write was queued since the last read()
+        self._init_bus(
+            bus,
+            self._bus,
+            io_timeout=io_timeout,
+            torque_off_on_exit=torque_off_on_exit,
+            pipeline=pipeline,
+            log=log,
+        )
         self._names = self.layout.joint_names
         self._goal = self.layout.register(N.GOAL_POSITION)
         self._plans: dict[str, tuple[_GoalPlan, ...]] | None = None  # built at first write
@@ -215,60 +190,6 @@ class DynamixelBackend:
         """What start-up found on each servo."""
         return self._session.reports
 
-    @property
-    def counters(self) -> BusCounters:
-        """A snapshot of the bus counters."""
-        return self._bus.counters.copy()
-
-    async def __aenter__(self) -> Self:
-        if self.state is not BackendState.CREATED:
-            raise RuntimeError(f"DynamixelBackend is {self.state.value}; it is not reentrant")
-        self._worker = BusWorker(self._bus, f"dxl-{self.spec.port}")
-        try:
-            await self._call("open", self._session.open)
-        except BaseException:
-            await self._shutdown(torque_off=False)
-            raise
-        self.state = BackendState.OPEN
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def read(self) -> JointState:
-        """Read every joint (one group read; temperature every ``temperature_every`` calls).
-
-        Raises:
-            CommTimeout, CrcError: a servo did not answer validly after retries.
-            ServoError: a servo rejected the read.
-        """
-        self._require_open()
-        if not self.pipeline:
-            self._drop_ahead()
-            self._raise_pending()
-            return await self._finish("read", self._start_read())
-        self._raise_pending()
-        ahead, self._ahead = self._ahead, None
-        streaming, self._streaming = self._streaming, False
-        if ahead is None:
-            # "auto": the bus is behind when the last write has not even gone out yet
-            behind = self._pending is not None and not self._pending.done()
-            state = await self._finish("read", self._start_read())
-            if streaming and (behind or self.pipeline != AUTO):
-                self._ahead = self._start_read()
-            return state
-        # "auto": a read that finished before it was asked for means the bus is idle
-        # between cycles, and reading at once gives a fresher state.
-        if streaming and (not ahead.done() or self.pipeline != AUTO):
-            # queued before this cycle's write: the bus never waits for the loop
-            self._ahead = self._start_read()
-        return await self._finish("read", ahead)
-
     async def write(self, positions: Mapping[str, float]) -> None:
         """Sync-write goal positions [rad or m] of some or all joints (and their shadows).
 
@@ -285,21 +206,10 @@ class DynamixelBackend:
         """
         self._require_open()
         ticks = self._goal_ticks(positions)
-        pending = self._pending
-        if pending is not None and not pending.done():
-            # back-pressure: at most one queued write, so a caller faster than the bus
-            # waits here instead of piling packets up
-            with contextlib.suppress(Exception):
-                # cancelled here, the goal's future is cancelled too: the bus thread
-                # still sends it, without settling it (worker.BusWorker._send)
-                await asyncio.wrap_future(pending)
-        self._raise_pending()
-        if ticks and self._worker is not None:
-            job = GoalWrite(self._bus.sync_write_packet(self._goal.address, self._goal.size, ticks))
-            job.future.add_done_callback(self._note_write)
-            self._pending = job.future
-            self._worker.submit(job)
-            self._streaming = True
+        goal = self._goal
+        await self._queue_goal(
+            self._bus.sync_write_packet(goal.address, goal.size, ticks) if ticks else None
+        )
 
     async def set_torque(self, enabled: bool, joints: Iterable[str] | None = None) -> None:
         """Enable or disable torque of ``joints`` (default all), shadows included.
@@ -356,14 +266,6 @@ class DynamixelBackend:
             )
         slots = self.layout.servos_of(names)
         await self._call("reboot", self._session.reboot, slots, timeout=self.io_timeout + 3.0)
-
-    async def close(self) -> None:
-        """Turn torque off (per ``torque_off_on_exit``) and release the port; idempotent."""
-        if self.state is BackendState.CLOSED:
-            return
-        was_open = self.state is BackendState.OPEN
-        self.state = BackendState.CLOSED
-        await self._shutdown(torque_off=was_open and self.torque_off_on_exit)
 
     # --- extras -------------------------------------------------------------------------
 
@@ -481,89 +383,15 @@ class DynamixelBackend:
             joint=joint,
         )
 
-    def _require_open(self) -> None:
-        if self.state is not BackendState.OPEN:
-            raise RuntimeError(f"DynamixelBackend is {self.state.value}; use `async with` first")
+    # --- the session on the bus thread ------------------------------------------------------
 
-    async def _call(
-        self, what: str, fn: Callable[..., T], *args: object, timeout: float | None = None
-    ) -> T:
-        self._drop_ahead()  # a state read before this call must not come after it
-        self._raise_pending()
-        return await self._finish(what, self._start(fn, *args), timeout)
+    thread_prefix = "dxl"
 
-    def _drop_ahead(self) -> None:
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            ahead.cancel()  # the read still runs on the bus thread; its outcome is dropped
+    def _open_session(self) -> None:
+        self._session.open()
 
-    def _start(self, fn: Callable[..., T], *args: object) -> asyncio.Future[T]:
-        """Queue ``fn(*args)`` on the bus thread; its outcome comes back in one hop.
+    def _read_state(self) -> JointState:
+        return self._session.read()
 
-        The bus thread hands it straight to the loop with one ``call_soon_threadsafe``
-        (``run_in_executor`` chains a concurrent future into an asyncio one: two more
-        callbacks and a lock per call).
-        """
-        return self._submit(BusCall(asyncio.get_running_loop(), fn, args))
-
-    def _start_read(self) -> asyncio.Future[JointState]:
-        """Queue the cycle's read (see :mod:`hilbot.hal.dynamixel.worker`).
-
-        The goal write queued behind it goes out as soon as its reply is in, and its
-        state may wait for the next read to be on the wire.
-        """
-        call = BusCall(asyncio.get_running_loop(), self._session.read, ())
-        call.cycle = True
-        return self._submit(call)
-
-    def _submit(self, call: BusCall[T]) -> asyncio.Future[T]:
-        if self._worker is None:
-            raise RuntimeError("DynamixelBackend has no worker thread")
-        self._worker.submit(call)
-        return call.done
-
-    async def _finish(self, what: str, done: asyncio.Future[T], timeout: float | None = None) -> T:
-        """Await a job queued by ``_start`` under the I/O deadline."""
-        if done.done():  # a pipelined read that is already in: no deadline to arm
-            result = done.result()
-            self._raise_pending()
-            return result
-        try:
-            async with aio.timeout(timeout or self.io_timeout):
-                result = await done
-        except TimeoutError as exc:
-            if isinstance(exc, HalError):
-                raise
-            raise CommTimeout(None, what) from exc
-        self._raise_pending()
-        return result
-
-    def _note_write(self, done: Future[None]) -> None:
-        """Keep the first failure of a queued write (runs on the bus thread)."""
-        if done.cancelled():
-            return
-        exc = done.exception()
-        if exc is not None and self._write_error is None:
-            self._write_error = exc
-
-    def _raise_pending(self) -> None:
-        """Raise the failure of a queued write, once."""
-        exc, self._write_error = self._write_error, None
-        if exc is not None:
-            raise exc
-
-    async def _shutdown(self, *, torque_off: bool) -> None:
-        self._drop_ahead()
-        if self._worker is None:
-            return
-        try:
-            closing = self._start(self._session.close, torque_off)
-            async with aio.timeout(self.io_timeout):
-                await closing
-        except TorqueNotConfirmed as exc:  # per servo: which are off, which are not
-            self._log.error("%s: closing, torque off: %s", self.spec.port, exc)
-        except (HalError, TimeoutError) as exc:
-            self._log.warning("%s: closing: %s", self.spec.port, exc)
-        finally:
-            worker, self._worker = self._worker, None
-            worker.stop()
+    def _close_session(self, torque_off: bool) -> None:
+        self._session.close(torque_off)

@@ -7,8 +7,9 @@
         await arm.set_torque(True)            # goal = present first: no jump
         await arm.write({"shoulder_pan": 0.3})
 
-Bus I/O runs on one dedicated thread (:class:`~hilbot.hal.feetech.worker.FeetechWorker`),
-never on the event loop, and every call awaits it under a deadline. Each cycle is one
+Bus I/O runs on the engine's one bus thread (:mod:`hilbot.hal.bus.worker`), never on
+the event loop, and every call awaits it under a deadline (:mod:`hilbot.hal.bus.backend`:
+the lifecycle, goal queueing and cancellation rules are the Dynamixel backend's). Each cycle is one
 SYNC READ of the state block (one READ per servo on SCS, which has no sync read) and
 one SYNC WRITE of Goal Position; the goal packet is encoded by the caller and queued
 without waiting, and a failed write is raised by the next call.
@@ -37,35 +38,21 @@ turns nothing off. ``safety.bus_watchdog`` must therefore be ``null`` on Feetech
 
 from __future__ import annotations
 
-import asyncio
-import enum
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import TracebackType
-from typing import TypeVar
 
-from hilbot import _compat_asyncio as aio
-from hilbot._compat import Self
-from hilbot.hal.backend import BusCounters, JointState
-from hilbot.hal.errors import CommandError, HalError, TorqueNotConfirmed
+from hilbot.hal.backend import JointState
+from hilbot.hal.bus.backend import BackendState, BusBackend
+from hilbot.hal.errors import CommandError
 from hilbot.hal.feetech.bus import DEFAULT_MARGIN_MS, FeetechBus
 from hilbot.hal.feetech.session import FeetechSession, ServoInfo
-from hilbot.hal.feetech.worker import FeetechWorker
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
-T = TypeVar("T")
+__all__ = ["BackendState", "FeetechBackend"]
 
 
-class BackendState(enum.Enum):
-    """Lifecycle of a backend."""
-
-    CREATED = "created"
-    OPEN = "open"
-    CLOSED = "closed"
-
-
-class FeetechBackend:
+class FeetechBackend(BusBackend):
     """The joints of one Feetech bus.
 
     Args:
@@ -100,23 +87,22 @@ class FeetechBackend:
     ) -> None:
         if not servos:
             raise ValueError("a Feetech backend needs at least one servo")
-        self.spec = bus
-        self.torque_off_on_exit = torque_off_on_exit
-        self.io_timeout = io_timeout
-        self._log = logger or logging.getLogger(__name__)
+        log = logger or logging.getLogger(__name__)
         self._bus = FeetechBus(bus.port, bus.baudrate, retries=retries, margin_ms=margin_ms)
         self._session = FeetechSession(
-            self._bus, servos, joint_limits=joint_limits, clock=clock, log=self._log
+            self._bus, servos, joint_limits=joint_limits, clock=clock, log=log
         )
         self._ids: dict[str, list[int]] = {s.joint: [] for s in servos}  # shadows included
         for s in servos:
             self._ids[s.joint].append(s.id)
-        self._worker: FeetechWorker | None = None
-        self._write_error: BaseException | None = None
-        self.state = BackendState.CREATED
-        self.pipeline = pipeline is True
-        self._ahead: asyncio.Future[JointState] | None = None  # a read queued in advance
-        self._streaming = False  # a goal was written since the last read()
+        self._init_bus(
+            bus,
+            self._bus,
+            io_timeout=io_timeout,
+            torque_off_on_exit=torque_off_on_exit,
+            pipeline=pipeline is True,
+            log=log,
+        )
 
     # --- Backend protocol -------------------------------------------------------------
 
@@ -126,55 +112,9 @@ class FeetechBackend:
         return self._session.names
 
     @property
-    def counters(self) -> BusCounters:
-        """A snapshot of the bus counters."""
-        return self._bus.counters.copy()
-
-    @property
     def infos(self) -> tuple[ServoInfo, ...]:
         """What start-up found on each servo."""
         return self._session.infos
-
-    async def __aenter__(self) -> Self:
-        if self.state is not BackendState.CREATED:
-            raise RuntimeError(f"FeetechBackend is {self.state.value}; it is not reentrant")
-        self._worker = FeetechWorker(f"feetech-{self.spec.port}", self._note_write_error)
-        try:
-            await self._call(self._session.open)
-        except BaseException:
-            self._stop_worker()
-            self.state = BackendState.CLOSED
-            raise
-        self.state = BackendState.OPEN
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def read(self) -> JointState:
-        """Read every joint: one sync read (STS) or a read per servo (SCS).
-
-        Raises:
-            CommTimeout: a servo did not answer (after retries).
-            CrcError: a reply arrived corrupt (after retries).
-        """
-        self._require_open()
-        streaming, self._streaming = self._streaming, False
-        if not (self.pipeline and streaming and self._worker is not None):
-            self._drop_ahead()
-            return await self._call(self._session.read_state)
-        # Streaming: queue the next read behind the goal just posted and hand over the one
-        # queued a call earlier (or, on the first streamed cycle, the one queued now).
-        queued = self._worker.call(self._session.read_state)
-        ahead, self._ahead = self._ahead, queued
-        if ahead is None:
-            ahead, self._ahead = queued, self._worker.call(self._session.read_state)
-        return await self._finish(ahead)
 
     async def write(self, positions: Mapping[str, float]) -> None:
         """Queue one sync write of Goal Position for ``positions`` [rad or m].
@@ -190,11 +130,7 @@ class FeetechBackend:
                 raise CommandError(
                     f"unknown joint {joint!r}; known: {', '.join(self.joint_names)}", joint=joint
                 )
-        wire = self._session.goal_packet(positions)
-        if wire is not None and self._worker is not None:
-            bus = self._bus
-            self._worker.post(lambda: bus.send(wire))
-            self._streaming = True
+        await self._queue_goal(self._session.goal_packet(positions))
 
     async def set_torque(self, enabled: bool, joints: Iterable[str] | None = None) -> None:
         """Enable or disable torque of ``joints`` (default all), shadows included.
@@ -205,8 +141,7 @@ class FeetechBackend:
         """
         self._require_open()
         ids = self._servo_ids(joints)
-        self._drop_ahead()
-        await self._call(lambda: self._session.set_torque(ids, enabled))
+        await self._call("set_torque", self._session.set_torque, ids, enabled)
 
     async def enable_holding(self, positions: Mapping[str, float]) -> None:
         """Enable torque on every servo with ``positions`` [rad or m] as goal, read nothing.
@@ -221,34 +156,13 @@ class FeetechBackend:
         self._require_open()
         wire = self._session.goal_packet(positions)  # CommandError before anything is sent
         ids = self._servo_ids(None)
-        self._drop_ahead()
-        await self._call(lambda: self._session.set_torque(ids, True, wire))
+        await self._call("set_torque", self._session.set_torque, ids, True, wire)
 
     async def reboot(self, joints: Iterable[str]) -> None:
         """Restart the servos of ``joints``: clears a latched error; torque comes back off."""
         self._require_open()
         ids = self._servo_ids(joints)
-        self._drop_ahead()
-        await self._call(lambda: self._session.reboot(ids), timeout=self.io_timeout + 1.0)
-
-    async def close(self) -> None:
-        """Turn torque off (per ``torque_off_on_exit``) and release the port; idempotent."""
-        if self.state is BackendState.CLOSED:
-            return
-        was_open = self.state is BackendState.OPEN
-        self.state = BackendState.CLOSED
-        if self._worker is None:
-            return
-        torque_off = was_open and self.torque_off_on_exit
-        self._drop_ahead()
-        try:
-            await self._call(lambda: self._session.close(torque_off))
-        except TorqueNotConfirmed as exc:
-            self._log.error("%s: closing, torque off: %s", self.spec.port, exc)
-        except (HalError, TimeoutError) as exc:
-            self._log.warning("%s: closing: %s", self.spec.port, exc)
-        finally:
-            self._stop_worker()
+        await self._call("reboot", self._session.reboot, ids, timeout=self.io_timeout + 1.0)
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -264,42 +178,16 @@ class FeetechBackend:
             out.extend(self._ids[joint])
         return out
 
-    def _require_open(self) -> None:
-        if self.state is not BackendState.OPEN:
-            raise RuntimeError(f"FeetechBackend is {self.state.value}; use it as `async with`")
+    # --- the session on the bus thread ------------------------------------------------------
 
-    def _note_write_error(self, exc: BaseException) -> None:
-        self._write_error = exc  # read by the event loop's next call: a plain reference swap
+    thread_prefix = "feetech"
+    cycle_hooks = False  # its reads do not call the bus hooks: states are handed over at once
 
-    def _raise_pending(self) -> None:
-        exc, self._write_error = self._write_error, None
-        if exc is not None:
-            raise exc
+    def _open_session(self) -> None:
+        self._session.open()
 
-    async def _call(self, fn: Callable[[], T], timeout: float | None = None) -> T:
-        if self._worker is None:
-            raise RuntimeError("FeetechBackend is not open")
-        return await self._finish(self._worker.call(fn), timeout)
+    def _read_state(self) -> JointState:
+        return self._session.read_state()
 
-    async def _finish(self, done: asyncio.Future[T], timeout: float | None = None) -> T:
-        async with aio.timeout(self.io_timeout if timeout is None else timeout):
-            result = await done
-        self._raise_pending()
-        return result
-
-    def _drop_ahead(self) -> None:
-        """Drop a read queued in advance: the next read is fresh.
-
-        Nothing waits for it: the bus thread runs jobs in order, so what is queued next
-        goes on the wire after it, and its outcome, which nobody asks for, is dropped. A
-        shutdown or a torque-off never waits behind it (a wait that a Ctrl-C cancels
-        would leave torque on).
-        """
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            ahead.cancel()
-
-    def _stop_worker(self) -> None:
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.stop()
+    def _close_session(self, torque_off: bool) -> None:
+        self._session.close(torque_off)

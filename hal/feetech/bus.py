@@ -8,15 +8,16 @@ is retried ``retries`` times (after the line went quiet), then raised; the count
 say how often each happened. Servo error bits in a reply are returned, not raised:
 the backend decodes them into :class:`~hilbot.hal.backend.HardwareErrorFlags`.
 
-Not thread-safe: the backend runs it on its own bus thread (``FeetechWorker``).
+Not thread-safe: the backend runs it on the engine's bus thread (:mod:`hilbot.hal.bus.worker`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from hilbot.hal.backend import BusCounters
+from hilbot.hal.bus.port import SerialPort
 from hilbot.hal.errors import (
     CommError,
     CommResult,
@@ -26,7 +27,6 @@ from hilbot.hal.errors import (
     WrongReplyId,
 )
 from hilbot.hal.feetech import protocol
-from hilbot.hal.feetech.port import FeetechPort
 
 #: [ms] reply slack beyond wire time and return delay: the host's scheduling and a USB
 #: adapter's latency (CH340/CH343 adapters of the SO-101 kits forward within 1 ms).
@@ -58,7 +58,7 @@ class FeetechBus:
             raise ValueError(f"retries must be >= 0, got {retries!r}")
         if not margin_ms >= 0:
             raise ValueError(f"margin_ms must be >= 0, got {margin_ms!r}")
-        self.port = FeetechPort(port, baudrate)
+        self.port = SerialPort(port, baudrate)
         self.retries = retries
         self.margin = margin_ms / 1000.0
         self.return_delay = return_delay
@@ -67,6 +67,10 @@ class FeetechBus:
         #: A transaction failed: a late reply may still arrive and must not be taken for
         #: the next one's (only then is the input checked before an instruction).
         self._stale = False
+        #: The bus thread's hooks around a cycle read (:mod:`hilbot.hal.bus.worker`); this
+        #: bus's reads do not call them (the backend's ``cycle_hooks`` is off).
+        self.on_reply: Callable[[], None] | None = None
+        self.on_sent: Callable[[], None] | None = None
 
     @property
     def baudrate(self) -> int:
@@ -130,6 +134,8 @@ class FeetechBus:
         """Write a packet that has no reply (sync write, broadcast)."""
         self.counters.transactions += 1
         self.port.write(wire)
+
+    send_sync_write = send  # the bus thread's name for it
 
     def settle(self) -> int:
         """Discard what arrives until the line is quiet (e.g. a REBOOT's own status packet).

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 import serial
 
+from hilbot.hal.bus.port import SerialPort
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.port import (
@@ -30,7 +31,6 @@ from hilbot.hal.dynamixel.timing import ReadMethod
 from hilbot.hal.errors import CommTimeout, ConfigError, PortError, ServoError
 from hilbot.hal.feetech.backend import FeetechBackend
 from hilbot.hal.feetech.bus import FeetechBus
-from hilbot.hal.feetech.port import FeetechPort
 from hilbot.hal.feetech.register_names import FeetechRegister as F
 from hilbot.hal.feetech.tables import model as feetech_model
 from hilbot.hal.mapping import BusSpec, ServoSpec
@@ -122,8 +122,8 @@ def test_the_dynamixel_wait_needs_no_file_descriptor():
 
 
 def test_the_feetech_wait_needs_no_file_descriptor():
-    port = FeetechPort("loop://", 1_000_000, wait=PortWait.PYSERIAL)
-    port._serial = loopback()  # opened by URL: FeetechPort.open takes device names
+    port = SerialPort("loop://", 1_000_000, wait=PortWait.PYSERIAL)
+    port._serial = loopback()  # opened by URL: SerialPort.open takes device names
     port.write(b"\x01\x02\x03")
     assert port.read(2, time.monotonic() + 0.05) == b"\x01\x02"
     assert port.discard_waiting() == 1

@@ -1,4 +1,4 @@
-"""The Dynamixel backend's bus thread: jobs run in the order they were queued.
+"""The bus thread of every serial-bus backend: jobs run in the order they were queued.
 
 While goals stream, the backend's queue holds ``read k`` (on the wire), ``write k-1``
 and ``read k+1``. The thread keeps the bus busy across them:
@@ -23,11 +23,21 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from queue import SimpleQueue
-from typing import Any, Generic, TypeVar
-
-from hilbot.hal.dynamixel.bus import DynamixelBus
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class WorkerBus(Protocol):
+    """What the bus thread needs of a bus: its hooks around a cycle read, a raw send."""
+
+    on_reply: Callable[[], None] | None
+    on_sent: Callable[[], None] | None
+
+    def send_sync_write(self, wire: bytes) -> None:
+        """Write a packet that has no reply."""
+
+
 _Outcome = tuple[Any, BaseException | None]
 
 
@@ -82,7 +92,7 @@ class BusWorker:
         name: the thread's name.
     """
 
-    def __init__(self, bus: DynamixelBus, name: str) -> None:
+    def __init__(self, bus: WorkerBus, name: str) -> None:
         self._bus = bus
         self._jobs: deque[_Job] = deque()  # append (any thread) and popleft are atomic
         self._tokens: SimpleQueue[None] = SimpleQueue()  # one per job: the thread blocks on it

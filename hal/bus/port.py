@@ -1,4 +1,4 @@
-"""A serial port for the Feetech bus: pyserial opens it, reads block in ``select``.
+"""The serial port of the bus engine: pyserial opens it, reads block in ``select``.
 
 pyserial configures the device (baud rate, raw mode, ``termios2`` for odd rates); the
 packets then go straight to the file descriptor. ``os.write`` of a few dozen bytes fits
@@ -29,7 +29,7 @@ from hilbot.hal.dynamixel.port import (
 from hilbot.hal.errors import PortError
 
 
-class FeetechPort:
+class SerialPort:
     """One open serial device. Not thread-safe: the bus thread owns it.
 
     Args:
