@@ -10,7 +10,11 @@ what a LeRobot user does with an SO-101 (Feetech) or a Koch (Dynamixel) arm:
 - ``feetech-offset-write`` / ``feetech-offset-read``: a Homing_Offset written on one run
   of the bus, read on the next;
 - ``feetech-setup`` / ``dynamixel-setup``: ``setup_motor`` for every motor, last first (as
-  ``lerobot-setup-motors``), then a handshake of the whole arm.
+  ``lerobot-setup-motors``), then a handshake of the whole arm; ``found_at`` says at which
+  bit rate and id each was found;
+- ``feetech-rebaud``: the first motor (id 1) told to listen at 500 kbit/s (Baud_Rate 1);
+- ``feetech-setup-gripper``: ``setup_motor`` for the gripper alone (the only servo on the
+  bus, wherever it is), then a ping of id 6 at the arm's rate.
 """
 
 from __future__ import annotations
@@ -90,9 +94,27 @@ def run(step: str, port: str) -> dict[str, object]:
         out["Homing_Offset"] = bus.read("Homing_Offset", "wrist_flex", normalize=False)
         out["Max_Position_Limit"] = bus.read("Max_Position_Limit", "wrist_flex", normalize=False)
         bus.disconnect()
+    elif action == "rebaud":
+        bus.connect(handshake=False)
+        bus.write("Baud_Rate", "shoulder_pan", 1, normalize=False)
+        bus.disconnect(disable_torque=False)
+    elif action == "setup-gripper":
+        bus.connect(handshake=False)
+        baud, found = bus._find_single_motor("gripper")
+        bus.setup_motor("gripper", baud, found)
+        out["found_at"] = [baud, found]
+        bus.set_baudrate(bus.default_baudrate)
+        out["ping"] = bus.ping("gripper")
+        bus.port_handler.closePort()
     elif action == "setup":
+        found_at = {}
         for motor in reversed(list(bus.motors)):
-            bus.setup_motor(motor)
+            if not bus.is_connected:
+                bus.connect(handshake=False)
+            baud, found = bus._find_single_motor(motor)  # what setup_motor does, reported
+            found_at[motor] = [baud, found]
+            bus.setup_motor(motor, baud, found)
+        out["found_at"] = found_at
         bus.port_handler.closePort()
         arm = _feetech(port) if family == "feetech" else _dynamixel(port)
         arm.connect()  # the handshake: every motor at its id and model

@@ -80,9 +80,26 @@ def test_feetech_eeprom_survives_a_restart_of_the_bus(tmp_path: Path) -> None:
 def test_lerobot_setup_motors_on_one_feetech_bus(tmp_path: Path) -> None:
     state = str(tmp_path / "arm.json")
     with sim_bus("so101_follower", "--plug-in-one-at-a-time", "--eeprom-file", state) as (port, _):
-        assert lerobot("feetech-setup", port)["ids"] == [1, 2, 3, 4, 5, 6]
+        got = lerobot("feetech-setup", port)
+    assert got["ids"] == [1, 2, 3, 4, 5, 6]
+    # Each one straight from the box: id 1 at the STS3215's factory 1 Mbit/s.
+    assert set(map(tuple, got["found_at"].values())) == {(1_000_000, 1)}  # type: ignore[attr-defined]
     with sim_bus("so101_follower", "--eeprom-file", state) as (port, _):
         assert lerobot("feetech-scan", port)["found"] == {"1000000": [1, 2, 3, 4, 5, 6]}
+
+
+def test_feetech_setup_motor_finds_a_servo_at_another_rate(tmp_path: Path) -> None:
+    state = str(tmp_path / "servo.json")
+    one = ("--servo", "1:STS3215", "--family", "feetech", "--eeprom-file", state)
+    with sim_bus(*one) as (port, _):
+        lerobot("feetech-rebaud", port)  # Baud_Rate 1: 500 kbit/s, kept in EEPROM
+    with sim_bus(*one) as (port, _):
+        assert lerobot("feetech-scan", port)["found"] == {"500000": [1]}
+        got = lerobot("feetech-setup-gripper", port)
+    # Found at 500 kbit/s as id 1; then id 6 answers at 1 Mbit/s with its model (STS3215: 777).
+    assert got["found_at"] == [500_000, 1] and got["ping"] == 777  # type: ignore[comparison-overlap]
+    with sim_bus(*one) as (port, _):  # id 6 at the arm's 1 Mbit/s, after a restart too
+        assert lerobot("feetech-scan", port)["found"] == {"1000000": [6]}
 
 
 def test_dynamixel_goal_current_starts_at_its_limit(tmp_path: Path) -> None:
@@ -100,4 +117,10 @@ def test_dynamixel_scan_and_setup_motors(tmp_path: Path) -> None:
         port,
         _,
     ):
-        assert lerobot("dynamixel-setup", port)["ids"] == [1, 2, 3, 4, 5, 6]
+        got = lerobot("dynamixel-setup", port)
+    assert got["ids"] == [1, 2, 3, 4, 5, 6]
+    # Each one straight from the box: id 1 at the XL430's and XL330's factory 57600 bit/s,
+    # moved to the arm's 1 Mbit/s; kept across a restart of the bus.
+    assert set(map(tuple, got["found_at"].values())) == {(57_600, 1)}  # type: ignore[attr-defined]
+    with sim_bus("koch_v1_1_follower", "--eeprom-file", state) as (port, _):
+        assert lerobot("dynamixel-scan", port)["found"] == {"1000000": [1, 2, 3, 4, 5, 6]}
