@@ -49,9 +49,9 @@ from hilbot.driver.pose_stream import PoseForm, flatten_pose, rebuild_pose
 from hilbot.driver.readings import PRISMATIC_TOLERANCE, REVOLUTE_TOLERANCE, ReadingGuard
 from hilbot.driver.safety import Mode, ModeMachine, SafetyLayer, effective_limits
 from hilbot.driver.state import Command, CycleRecord, FaultKind, RuntimeState
-from hilbot.driver.stats import StatsRecorder
+from hilbot.driver.stats import STAGES, StatsRecorder
 from hilbot.driver.targets import JOINTS, TargetSlots
-from hilbot.driver.ticker import ManualClock, SteppedTicker, ThreadTicker, Ticker
+from hilbot.driver.ticker import ManualClock, SteppedTicker, Ticker, precise_ticker
 from hilbot.hal.backend import Backend, JointState, enable_holding
 from hilbot.hal.errors import DataLimitError
 
@@ -162,7 +162,7 @@ class Runtime:
         robot: the kinematic model; loaded from ``config.urdf`` when omitted.
         clock: monotonic clock [s]. A :class:`ManualClock` makes the loop run as fast
             as it can on simulated time (tests, simulations).
-        ticker: the tick source; by default a precise :class:`ThreadTicker` at
+        ticker: the tick source; by default a precise one (:func:`precise_ticker`) at
             ``config.rate_hz`` (or a :class:`SteppedTicker` on a ``ManualClock``).
         logger: where to log; ``hilbot.driver.runtime`` by default.
         pace_gc: run the garbage collector only in the idle time between cycles (see
@@ -194,7 +194,7 @@ class Runtime:
             ticker = (
                 SteppedTicker(self.period, clock)
                 if isinstance(clock, ManualClock)
-                else ThreadTicker(self.period, clock)
+                else precise_ticker(self.period, clock)
             )
         self._ticker = ticker
         if pace_gc is None:
@@ -270,6 +270,11 @@ class Runtime:
         # that raised may still have gone out); None: the last command is what is on the bus.
         self._possible: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
         self._listeners: list[CycleListener] = []
+        # per-stage times of the cycle under way [s] (see stats.STAGES), the listeners' of the
+        # previous cycle, and the process's CPU time at the previous cycle's start
+        self._stage_times = [0.0] * len(STAGES)
+        self._listen_time = 0.0
+        self._cpu_mark: float | None = None
         self._record = CycleRecord(desired=np.zeros(n), command=np.zeros(n))
         # commands waiting for the loop, each with the futures of its callers (an e-stop
         # queued behind another one joins it); how many of them are e-stops
@@ -546,6 +551,7 @@ class Runtime:
                 self.stats.overruns += tick.skipped
                 if self._queue:
                     await self._run_queued()
+                self._stage_times[5] = tick.spun
                 await self._cycle(tick.deadline, tick.woke)
             except Exception as err:
                 self._faults.internal_fault("control loop", err)
@@ -567,6 +573,13 @@ class Runtime:
     async def _cycle(self, deadline: float, woke: float) -> None:
         clock = self._clock
         rec = self._record
+        # the CPU time of the whole process since the previous cycle began: every thread,
+        # the wait, telemetry and other tasks, not only the sections timed below
+        cpu_now = time.process_time()
+        cpu = None if self._cpu_mark is None else cpu_now - self._cpu_mark
+        self._cpu_mark = cpu_now
+        stages = self._stage_times
+        stages[1] = stages[2] = 0.0
         rec.cycle = self.stats.cycles + 1
         rec.deadline, rec.woke = deadline, woke
         if self._origin is None:
@@ -594,8 +607,15 @@ class Runtime:
         self.stats.clamps = self.safety.total_clamps
         end = clock()
         rec.cycle_time = end - woke
+        stages[0], stages[3], stages[4] = rec.read_time, rec.write_time, self._listen_time
         self.stats.record(
-            deadline, woke - deadline, rec.cycle_time, rec.read_time + rec.write_time, rec.ik_time
+            deadline,
+            woke - deadline,
+            rec.cycle_time,
+            rec.read_time + rec.write_time,
+            rec.ik_time,
+            cpu=cpu,
+            stages=stages,
         )
         for listener in self._listeners:
             try:
@@ -603,15 +623,18 @@ class Runtime:
             except Exception as err:
                 name = getattr(listener, "__qualname__", type(listener).__qualname__)
                 self._faults.internal_fault(f"cycle listener {name}", err)
+        self._listen_time = clock() - end
 
     async def _command_stage(self, rec: CycleRecord, state: JointState | None) -> None:
         """Decide this cycle's goal and write it: tracking, a controlled stop, or a hold."""
         if self._modes.mode is Mode.ARMED and state is not None:
+            t0 = self._clock()
             try:
                 desired = self._desired(rec)
             except Exception as err:  # not a KinematicsError: ChainRunner passes those on
                 self._faults.internal_fault("solver", err)
             else:
+                self._stage_times[1] = self._clock() - t0
                 await self._write_safe(desired, rec)
                 return
         mode = self._modes.mode
@@ -656,6 +679,7 @@ class Runtime:
         A safety layer that raises means no write at all this cycle (never an unclamped
         one): the servos keep the last goal, which the safety layer did pass.
         """
+        t0 = self._clock()
         try:
             command = self.safety.apply(
                 desired,
@@ -669,6 +693,8 @@ class Runtime:
         except Exception as err:
             self._faults.internal_fault("safety layer", err)
             return False
+        finally:
+            self._stage_times[2] = self._clock() - t0
         rec.written = await self._write(command, rec)
         if rec.written:
             self._last_step = command - self._command

@@ -11,8 +11,17 @@ Deadlines are on a fixed grid ``start + k * period``: a late cycle does not shif
 the grid, and ticks that pass while a cycle is still running are skipped and
 counted as overruns, never delivered in a burst.
 
+On Linux the :class:`TimerTicker` does without the thread: a ``timerfd`` armed at an
+absolute deadline on ``CLOCK_MONOTONIC`` (the kernel's high-resolution timer, not a
+sleep that overshoots) makes the event loop's own ``epoll`` wait return; no second
+thread wakes, takes the GIL and writes to the loop's self-pipe each cycle. Its busy-wait
+margin adapts to the wake-up delay three quarters of the recent cycles stay within (a
+rarer, longer delay is the scheduler's doing, which spinning does not buy back) and is at
+most a quarter period. :func:`precise_ticker` picks it where it works.
+
 On a loaded machine the scheduler, not Python, dominates lateness; :func:`enable_realtime`
-puts the process under ``SCHED_FIFO`` where that is permitted (``hilbot run --realtime``).
+puts the process under ``SCHED_FIFO`` where that is permitted (``hilbot run --realtime``),
+where the timer's wake-ups are precise to a few microseconds and the margin shrinks to match.
 
 :class:`SteppedTicker` is for tests and simulations on a :class:`ManualClock`:
 each tick advances the clock by one period at once, so a simulated minute takes
@@ -22,11 +31,15 @@ as long as the computation does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import ctypes.util
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 EARLY = 250e-6  # [s] the thread wakes the loop this long before a deadline; the loop spins the rest
 # time.sleep overshoots by 50-100 µs and waking the loop through its self-pipe costs another
@@ -38,6 +51,11 @@ EARLY_MIN = 100e-6  # [s]
 EARLY_MAX = 500e-6  # [s], and at most a quarter period
 EARLY_SLACK = 100e-6  # [s]
 ADAPT_WINDOW = 128  # ticks
+# TimerTicker: the margin is the wake-up delay this share of the last ADAPT_WINDOW ticks
+# stayed within, plus TIMER_SLACK, within [TIMER_EARLY_MIN, a quarter period].
+TIMER_QUANTILE = 0.5
+TIMER_SLACK = 50e-6  # [s]
+TIMER_EARLY_MIN = 20e-6  # [s]
 
 
 def enable_realtime(priority: int = 50) -> bool:
@@ -59,6 +77,7 @@ class Tick(NamedTuple):
     woke: float  # [s] when the event loop ran the cycle's wake-up
     skipped: int  # deadlines dropped entirely while the previous cycle was still running
     overrun: bool  # deadlines were missed entirely (skipped > 0) since the previous tick
+    spun: float = 0.0  # [s] the busy wait before the deadline (CPU time the wait cost)
 
 
 class Ticker(Protocol):
@@ -264,8 +283,9 @@ class ThreadTicker:
             deadline, wake, skipped = await self._waiter
             if self._adaptive:
                 self._adapt(self._clock() - wake)
+        start = self._clock()
         woke = self._spin_until(deadline)
-        return Tick(deadline, woke, skipped, skipped > 0)
+        return Tick(deadline, woke, skipped, skipped > 0, woke - start if start < deadline else 0.0)
 
     @property
     def early(self) -> float:
@@ -296,3 +316,209 @@ class ThreadTicker:
             thread.join(timeout=max(1.0, 2 * self.period))
         if self._waiter is not None and not self._waiter.done():
             self._waiter.cancel()
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
+
+
+_CLOCK_MONOTONIC = 1
+_TFD_NONBLOCK = os.O_NONBLOCK
+_TFD_CLOEXEC = os.O_CLOEXEC
+_TFD_TIMER_ABSTIME = 1
+
+
+class _TimerFd:
+    """A non-blocking Linux timerfd on ``CLOCK_MONOTONIC``, armed at absolute times.
+
+    ``os.timerfd_*`` where Python has them (3.13+), libc through ctypes before.
+    """
+
+    def __init__(self) -> None:
+        self._libc: Any = None
+        if hasattr(os, "timerfd_create"):
+            self.fd = os.timerfd_create(  # type: ignore[attr-defined,unused-ignore]
+                _CLOCK_MONOTONIC, flags=_TFD_NONBLOCK | _TFD_CLOEXEC
+            )
+            return
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        fd = libc.timerfd_create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"timerfd_create: {os.strerror(err)}")
+        self.fd = int(fd)
+        self._libc = libc
+        self._spec = _Itimerspec()
+        self._spec_ref = ctypes.byref(self._spec)
+
+    def arm(self, when: float) -> None:
+        """Fire once at ``when`` [s, on CLOCK_MONOTONIC: time.monotonic / time.perf_counter]."""
+        seconds = int(when)
+        nanoseconds = min(max(int((when - seconds) * 1e9), 0), 999_999_999)
+        if self._libc is None:
+            os.timerfd_settime_ns(  # type: ignore[attr-defined,unused-ignore]
+                self.fd, flags=_TFD_TIMER_ABSTIME, initial=seconds * 1_000_000_000 + nanoseconds
+            )
+            return
+        value = self._spec.it_value
+        value.tv_sec, value.tv_nsec = seconds, nanoseconds
+        if self._libc.timerfd_settime(self.fd, _TFD_TIMER_ABSTIME, self._spec_ref, None) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"timerfd_settime: {os.strerror(err)}")
+
+    def drain(self) -> None:
+        """Read the expiry count, if any (the fd is readable until then)."""
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            os.read(self.fd, 8)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _monotonic_clock(clock: Callable[[], float]) -> bool:
+    """Whether ``clock`` reads CLOCK_MONOTONIC (the timerfd's clock) on this system."""
+    if clock is time.monotonic:
+        return True
+    if clock is time.perf_counter:
+        info = time.get_clock_info("perf_counter")
+        return info.implementation == "clock_gettime(CLOCK_MONOTONIC)"
+    return False
+
+
+class TimerTicker:
+    """A Linux timerfd that wakes the event loop itself shortly before each deadline.
+
+    The loop then busy-waits the rest in the waiting task, as :class:`ThreadTicker`
+    does, but with no thread in between. The margin adapts to the delay from the
+    timer's expiry to the waiting task running: the ``TIMER_QUANTILE`` quantile of the
+    last ``ADAPT_WINDOW`` delays plus ``TIMER_SLACK``, at least ``TIMER_EARLY_MIN`` and
+    at most a quarter period.
+
+    Args:
+        period: [s] between deadlines.
+        clock: ``time.perf_counter`` or ``time.monotonic`` (the timer's clock).
+        early: [s] the first margin; 0 disables the busy wait (and the adaptation).
+
+    Raises:
+        OSError: no timerfd here (not Linux); use :func:`precise_ticker`.
+    """
+
+    def __init__(
+        self,
+        period: float,
+        clock: Callable[[], float] = time.perf_counter,
+        early: float = EARLY,
+    ) -> None:
+        if period <= 0:
+            raise ValueError(f"period must be positive, got {period}")
+        if not _monotonic_clock(clock):
+            raise ValueError("a TimerTicker runs on time.perf_counter or time.monotonic")
+        self.period = period
+        self._clock = clock
+        self._early = min(early, period / 4)
+        self._adaptive = early > 0
+        self._delays = [0.0] * ADAPT_WINDOW  # [s] timer expiry -> the waiting task runs
+        self._n_delays = 0
+        self._timer: _TimerFd | None = _TimerFd()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._next = 0.0
+        self._started = False
+
+    def start(self) -> None:
+        """Put the first deadline one period ahead; must be called on the event loop."""
+        if self._started or self._timer is None:
+            raise RuntimeError("a TimerTicker can be started once")
+        self._started = True
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self._timer.fd, self._fired)
+        self._next = self._clock() + self.period
+
+    def _fired(self) -> None:
+        timer = self._timer
+        if timer is None:
+            return
+        timer.drain()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            self._waiter = None
+            waiter.set_result(None)
+
+    async def wait(self) -> Tick:
+        """Return the next tick at its deadline (at once if it passed while the caller was busy)."""
+        loop, timer = self._loop, self._timer
+        if loop is None or timer is None:
+            raise RuntimeError("TimerTicker.wait() before start() or after stop()")
+        clock, period = self._clock, self.period
+        deadline = self._next
+        now = clock()
+        if now >= deadline:  # passed while the caller was busy: the newest one, at once
+            skipped = int((now - deadline) // period)
+            deadline += skipped * period
+            self._next = deadline + period
+            return Tick(deadline, now, skipped, skipped > 0)
+        self._next = deadline + period
+        wake = deadline - self._early
+        if wake > now:
+            waiter = loop.create_future()
+            self._waiter = waiter
+            timer.arm(wake)
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+            start = clock()
+            if self._adaptive:
+                self._adapt(start - wake)
+        else:
+            start = now
+        while True:  # the busy wait, in the waiting task
+            now = clock()
+            if now >= deadline:
+                break
+        return Tick(deadline, now, 0, False, now - start if start < deadline else 0.0)
+
+    @property
+    def early(self) -> float:
+        """The current wake-up margin before each deadline [s]."""
+        return self._early
+
+    def _adapt(self, delay: float) -> None:
+        self._delays[self._n_delays] = delay
+        self._n_delays += 1
+        if self._n_delays == ADAPT_WINDOW:
+            self._n_delays = 0
+            typical = sorted(self._delays)[int(TIMER_QUANTILE * ADAPT_WINDOW) - 1]
+            self._early = min(max(typical + TIMER_SLACK, TIMER_EARLY_MIN), self.period / 4)
+
+    def stop(self) -> None:
+        """Stop the timer and release it; safe to call twice."""
+        timer, self._timer = self._timer, None
+        if timer is None:
+            return
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(timer.fd)
+        timer.close()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.cancel()
+
+
+def precise_ticker(period: float, clock: Callable[[], float] = time.perf_counter) -> Ticker:
+    """The most precise real-time ticker here: a :class:`TimerTicker` on Linux, else a thread.
+
+    ``HILBOT_TICKER=thread`` forces the :class:`ThreadTicker` (to compare the two).
+    """
+    if (
+        sys.platform.startswith("linux")
+        and os.environ.get("HILBOT_TICKER", "") != "thread"
+        and _monotonic_clock(clock)
+    ):
+        try:
+            return TimerTicker(period, clock)
+        except OSError:
+            pass
+    return ThreadTicker(period, clock)

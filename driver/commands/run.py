@@ -661,6 +661,8 @@ def stats_dict(state: Any) -> dict[str, Any]:
         "cycle_time_s": pct(s.cycle_time),
         "overhead_s": pct(s.overhead),
         "ik_time_s": pct(s.ik_time),
+        "cpu_share": s.cpu_share,
+        "stages_s": dict(s.stages),
         "bus_errors": s.bus_errors,
         "ik_failures": s.ik_failures,
         "watchdog_trips": s.watchdog_trips,
