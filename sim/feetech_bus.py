@@ -97,6 +97,25 @@ class FeetechVirtualBus(PtyBusServer[FeetechServo, Instruction]):
     def _wire_size(self, item: Instruction) -> int:
         return len(item.raw) if isinstance(item, DecodeError) else len(item.params) + OVERHEAD
 
+    def _note_position(
+        self, item: Instruction, now: float, note: Callable[[str, float, list[int]], None]
+    ) -> None:
+        if isinstance(item, DecodeError) or not item.params or not self.servos:
+            return
+        spec = self.servos[0].memory.spec
+        if item.instruction in (
+            Instruction_.WRITE,
+            Instruction_.REG_WRITE,
+            Instruction_.SYNC_WRITE,
+        ):
+            kind, name = "goal", FeetechRegister.GOAL_POSITION
+        elif item.instruction in (Instruction_.READ, Instruction_.SYNC_READ):
+            kind, name = "read", FeetechRegister.PRESENT_POSITION
+        else:
+            return
+        if item.params[0] == spec.register(name).address:
+            note(kind, now, [servo.memory.get(name) for servo in self.servos])
+
     def _write_span(self, item: Instruction) -> tuple[int, int, int] | None:
         if isinstance(item, DecodeError) or item.instruction != Instruction_.WRITE:
             return None

@@ -343,6 +343,11 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
         self.eeprom_notes: list[str] = []
         #: Servos plugged in one at a time (``hilbot.sim.pty_server``), or ``None``.
         self.plug_in: PlugIn | None = None
+        #: Called under the bus's lock after a goal-position write or a position read was
+        #: answered, with ``(kind, time, ticks)``: kind ``"goal"`` or ``"read"``, the bus's
+        #: clock [s], and every servo's Goal or Present Position [ticks] in servo order
+        #: (``hilbot sim-bus --log-positions``). ``None``: nothing noted.
+        self.on_position: Callable[[str, float, list[int]], None] | None = None
         #: Set when the first bytes from a host arrive (a client opened the port and
         #: talks; opening a pty alone sends nothing the bus can see).
         self.first_packet = threading.Event()
@@ -358,6 +363,14 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
     @abstractmethod
     def _wire_size(self, item: ItemT) -> int:
         """Bytes ``item`` took on the wire."""
+
+    def _note_position(
+        self, item: ItemT, now: float, note: Callable[[str, float, list[int]], None]
+    ) -> None:
+        """Give ``note`` every servo's goal after a goal write, its position after a read.
+
+        A family that can tell which instructions those are says so (Feetech).
+        """
 
     def _write_span(self, item: ItemT) -> tuple[int, int, int] | None:
         """``(id, address, length)`` of a WRITE instruction, else ``None``; by default none."""
@@ -573,6 +586,8 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
                 slot = plug_in.slot
                 old_id = None if slot is None else self.servos[slot].id
             replies = self.handler.handle(item, now)
+            if self.on_position is not None:
+                self._note_position(item, now, self.on_position)
             if plug_in is not None and old_id is not None:
                 span = self._write_span(item)
                 if span is not None and span[0] in (old_id, 0xFE):

@@ -137,6 +137,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "once the host wrote the servo's ID and Baud Rate and searches again, or on Enter",
     )
     parser.add_argument(
+        "--log-positions",
+        type=Path,
+        metavar="FILE",
+        help="write to FILE a line per goal-position write ('goal TIME TICKS...') and per "
+        "position read ('read TIME TICKS...'): the bus's monotonic clock [s], every servo's "
+        "Goal or Present Position (one Feetech bus only)",
+    )
+    parser.add_argument(
         "--scene",
         type=Path,
         metavar="FILE",
@@ -157,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         ("--link", args.link is not None),
         ("--eeprom-file", args.eeprom_file is not None),
         ("--plug-in-one-at-a-time", args.plug_in_one_at_a_time),
+        ("--log-positions", args.log_positions is not None),
     ):
         if given and len(buses) != 1:
             print(f"hilbot sim-bus: {option} needs exactly one bus (use --bus)", file=sys.stderr)
@@ -168,7 +177,10 @@ def run(args: argparse.Namespace) -> int:
                 "--hand needs the servos at their ids: not with --plug-in-one-at-a-time"
             )
         files = [_eeprom_file(bus, args) for bus in buses]
-        with _serving(buses, args, files, hand_start) as served:
+        with (
+            _serving(buses, args, files, hand_start) as served,
+            _position_log(args.log_positions, buses, served),
+        ):
             for bus, vbus in zip(buses, served, strict=True):
                 ids = " ".join(str(i) for i in _ids(bus.servos))
                 kind = "Feetech" if bus.family == "feetech" else f"Protocol {bus.protocol}.0"
@@ -366,6 +378,30 @@ def _serving(
                 )
                 stack.enter_context(hand)
         yield served
+
+
+@contextlib.contextmanager
+def _position_log(
+    path: Path | None, buses: Sequence[_Bus], served: Sequence[Any]
+) -> Iterator[None]:
+    """``--log-positions``: the bus's goal writes and position reads, a line each."""
+    if path is None:
+        yield
+        return
+    if buses[0].family != "feetech":
+        raise ValueError("--log-positions: only a Feetech bus tells goal writes and reads apart")
+    vbus = served[0]
+    with path.open("w", encoding="utf-8") as log:
+
+        def note(kind: str, now: float, ticks: list[int]) -> None:
+            log.write(f"{kind} {now:.6f} {' '.join(map(str, ticks))}\n")
+
+        vbus.on_position = note
+        try:
+            yield
+        finally:
+            with vbus.lock:
+                vbus.on_position = None
 
 
 def _plug_in(vbus: Any, bus: _Bus) -> None:
