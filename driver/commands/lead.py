@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         follower = with_port(load_config(name), args.follower_port, "--follower-port")
         mapping = LeadMap(leader, follower)
         if args.mqtt is not None:
-            from hilbot.driver.teleop.url import parse_broker_url
+            from hilbot.driver.teleop.client import parse_broker_url
 
             parse_broker_url(args.mqtt)
         local = None

@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
             config = _with_port(config, args.port)
         config = _calibrated(args, config)
         if not args.no_mqtt:
-            from hilbot.driver.teleop.options import teleop_config
+            from hilbot.driver.teleop.settings import teleop_config
 
             config = teleop_config(config, args, log)
         trajectory = None

@@ -38,8 +38,8 @@ from hilbot.driver.progress import Progress
 from hilbot.driver.teleop.publisher import TeleopPublisher
 
 if TYPE_CHECKING:
+    from hilbot.driver.teleop.client import BrokerUrl
     from hilbot.driver.teleop.settings import TeleopSettings
-    from hilbot.driver.teleop.url import BrokerUrl
 
 DEFAULT_URL = "mqtt://127.0.0.1:1883"
 DISCOVERY_S = 2.0  # [s] to wait for retained status messages when --robot is omitted
@@ -104,10 +104,10 @@ def run(args: argparse.Namespace) -> int:
 async def _main(args: argparse.Namespace) -> int:
     import aiomqtt
 
+    from hilbot.driver.teleop.client import parse_broker_url
     from hilbot.driver.teleop.demo import jog, play_pattern
     from hilbot.driver.teleop.patterns import Pattern, Plane
     from hilbot.driver.teleop.settings import TeleopSettings
-    from hilbot.driver.teleop.url import parse_broker_url
 
     url = parse_broker_url(args.mqtt)
     settings = TeleopSettings().with_environment()

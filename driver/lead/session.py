@@ -11,7 +11,7 @@ from hilbot.driver.config import RobotConfig
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.state import Command
 from hilbot.driver.teleop import serve
-from hilbot.driver.teleop.url import BrokerUrl
+from hilbot.driver.teleop.client import BrokerUrl
 from hilbot.hal.backend import JointState
 
 

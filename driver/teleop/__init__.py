@@ -6,6 +6,7 @@
 
 from hilbot.driver.teleop.bridge import TeleopBridge, TeleopCounters, TeleopRuntime
 from hilbot.driver.teleop.broker import EmbeddedBroker
+from hilbot.driver.teleop.client import BrokerUrl, parse_broker_url
 from hilbot.driver.teleop.errors import (
     BrokerUnreachable,
     BrokerUrlError,
@@ -29,7 +30,6 @@ from hilbot.driver.teleop.patterns import Pattern, Plane
 from hilbot.driver.teleop.publisher import TeleopPublisher
 from hilbot.driver.teleop.serve import serve
 from hilbot.driver.teleop.settings import TeleopSettings, TlsSettings
-from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
 
 __all__ = [
     "BrokerUnreachable",

@@ -27,8 +27,7 @@ from hilbot import _compat_asyncio as aio
 from hilbot._compat import BaseExceptionGroup, split_group
 from hilbot.driver.errors import DriverError
 from hilbot.driver.state import Command
-from hilbot.driver.teleop.backoff import Backoff
-from hilbot.driver.teleop.client import MqttClient
+from hilbot.driver.teleop.client import Backoff, BrokerUrl, MqttClient, parse_broker_url
 from hilbot.driver.teleop.command_errors import report_failure
 from hilbot.driver.teleop.errors import (
     BrokerUnreachable,
@@ -58,7 +57,6 @@ from hilbot.driver.teleop.messages import (
 from hilbot.driver.teleop.retained import RetainedEstop
 from hilbot.driver.teleop.settings import TeleopSettings
 from hilbot.driver.teleop.telemetry import encode, state_body, status_payload
-from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
 
 #: Error-topic messages per second; beyond that rejections are only counted.
 ERROR_RATE_LIMIT = 50

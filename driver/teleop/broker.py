@@ -11,8 +11,8 @@ from types import TracebackType
 from typing import Any
 
 from hilbot._compat import Self
+from hilbot.driver.teleop.client import url_host
 from hilbot.driver.teleop.errors import EmbeddedBrokerError
-from hilbot.driver.teleop.url import url_host
 
 LOCALHOST = "127.0.0.1"
 #: amqtt's own check of a file of ``user:hash`` lines (argon2, or sha512_crypt), its hash

@@ -16,15 +16,14 @@ from hilbot import _compat_asyncio as aio
 from hilbot.driver.child_python import python_command, wrong_package
 from hilbot.driver.errors import DriverError
 from hilbot.driver.state import Command
-from hilbot.driver.teleop.backoff import Backoff
 from hilbot.driver.teleop.bridge import TeleopCounters, TeleopRuntime
 from hilbot.driver.teleop.channel import pack, receive
+from hilbot.driver.teleop.client import Backoff, BrokerUrl, parse_broker_url
 from hilbot.driver.teleop.command_errors import report_failure
 from hilbot.driver.teleop.errors import TeleopError
 from hilbot.driver.teleop.messages import Topics, refusal_reason
 from hilbot.driver.teleop.settings import TeleopSettings
 from hilbot.driver.teleop.telemetry import state_body
-from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
 
 #: Seconds a stopping worker gets to say goodbye (``status`` offline) before it is killed.
 STOP_TIMEOUT_S = 3.0

@@ -27,13 +27,11 @@ from numpy.typing import NDArray
 
 from hilbot import _compat_asyncio as aio
 from hilbot._compat import Self
-from hilbot.driver.teleop.backoff import Backoff
 from hilbot.driver.teleop.bridge import NO_DELAY
-from hilbot.driver.teleop.client import MqttClient
+from hilbot.driver.teleop.client import Backoff, BrokerUrl, MqttClient, parse_broker_url
 from hilbot.driver.teleop.errors import NotConnected
 from hilbot.driver.teleop.messages import Topics
 from hilbot.driver.teleop.settings import TeleopSettings
-from hilbot.driver.teleop.url import BrokerUrl, parse_broker_url
 
 
 class TeleopPublisher:

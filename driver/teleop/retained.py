@@ -6,8 +6,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from hilbot.driver.teleop.client import BrokerUrl
 from hilbot.driver.teleop.settings import ENV_PASSWORD
-from hilbot.driver.teleop.url import BrokerUrl
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from hilbot import _compat_asyncio as aio
 from hilbot._compat import BaseExceptionGroup
 from hilbot.driver.teleop.bridge import TeleopBridge, TeleopRuntime
 from hilbot.driver.teleop.broker import EmbeddedBroker
+from hilbot.driver.teleop.client import parse_broker_url
 from hilbot.driver.teleop.demo import play_pattern
 from hilbot.driver.teleop.errors import first_teleop_error
 from hilbot.driver.teleop.instance import Instance
@@ -18,7 +19,6 @@ from hilbot.driver.teleop.link import serve_isolated
 from hilbot.driver.teleop.patterns import Pattern
 from hilbot.driver.teleop.publisher import TeleopPublisher
 from hilbot.driver.teleop.settings import TeleopSettings
-from hilbot.driver.teleop.url import parse_broker_url
 
 
 async def serve(

@@ -1,14 +1,30 @@
-"""Teleop settings: the ``teleop:`` section of a robot config."""
+"""Teleop settings: the ``teleop:`` section of a robot config, and ``hilbot run``'s options.
+
+Also the check that refuses an unprotected broker beyond loopback.
+"""
 
 from __future__ import annotations
 
+import argparse
+import ipaddress
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from hilbot.driver.teleop.client import parse_broker_url
+from hilbot.driver.teleop.errors import InsecureBroker, TeleopError
 from hilbot.driver.teleop.messages import CommandName
 
 #: Environment variables read by :meth:`TeleopSettings.with_environment`; they
@@ -205,3 +221,100 @@ def _parse_bool(name: str, value: str) -> bool:
     if lowered in _FALSE:
         return False
     raise ValueError(f"{name}={value!r}: expected one of 1/0, true/false, yes/no, on/off")
+
+
+# Who can reach the broker: ``hilbot run`` refuses an unprotected one beyond loopback.
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (127.0.0.0/8, ::1, ``localhost``).
+
+    A host name other than ``localhost`` counts as remote: it is not resolved here.
+    """
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(settings: TeleopSettings, url: str | None, *, insecure: bool) -> list[str]:
+    """Check that a broker reachable beyond loopback needs a login; return warnings.
+
+    Args:
+        settings: teleop settings, with the environment applied.
+        url: the ``--mqtt`` URL, or None for the embedded broker.
+        insecure: run anyway (``--insecure``): the refusal becomes a warning.
+
+    Returns:
+        Warnings for the terminal (a password in the URL, an accepted ``--insecure``).
+
+    Raises:
+        BrokerUrlError: ``url`` is malformed.
+        InsecureBroker: beyond loopback without a login, and not ``insecure``.
+    """
+    warnings: list[str] = []
+    login = f"set {ENV_USERNAME} and {ENV_PASSWORD}"
+    if url is None:
+        host = settings.embedded_host
+        protected = settings.embedded_login
+        where = f"the embedded MQTT broker on {host}:{settings.embedded_port}"
+        fix = f"{login} (or teleop.password_file)"
+    else:
+        broker = parse_broker_url(url)
+        host = broker.host
+        if broker.password is not None:
+            warnings.append(
+                f"the password in the --mqtt URL is visible to other users of this machine "
+                f"(ps, shell history): set {ENV_PASSWORD} instead"
+            )
+        has_password = broker.password is not None or settings.password is not None
+        has_user = broker.username is not None or settings.username is not None
+        protected = (has_user and has_password) or settings.tls.cert_file is not None
+        where = f"the MQTT broker {broker}"
+        fix = f"{login} (or give a client certificate with HILBOT_MQTT_CERT_FILE)"
+    if is_loopback(host) or protected:
+        return warnings
+    if not insecure:
+        raise InsecureBroker(where, fix)
+    warnings.append(f"--insecure: {where} has no login; anyone who reaches it can arm the robot")
+    return warnings
+
+
+# ``hilbot run``'s MQTT options applied to a config: broker port and address, the login check.
+
+
+def teleop_config(config: Any, args: argparse.Namespace, logger: logging.Logger) -> Any:
+    """Return ``config`` with ``--broker-port`` / ``--broker-host`` applied, once checked.
+
+    Checks that a broker reachable beyond loopback has a login (see
+    :func:`~hilbot.driver.teleop.settings.check_exposure`) and logs its warnings.
+
+    Raises:
+        TeleopError: a bad option value or combination, a malformed ``--mqtt`` URL, or
+            an unprotected broker beyond loopback without ``--insecure``.
+    """
+    port = getattr(args, "broker_port", None)
+    host = getattr(args, "broker_host", None)
+    url = getattr(args, "mqtt", None)
+    if url is not None and (port is not None or host is not None):
+        option = "--broker-port" if port is not None else "--broker-host"
+        raise TeleopError(f"{option} is for the embedded broker; --mqtt {url} names another")
+    update: dict[str, Any] = {}
+    if port is not None:
+        if not 0 <= port <= 65535:
+            raise TeleopError(f"--broker-port {port}: a TCP port is 0..65535 (0 = any free one)")
+        update["embedded_port"] = port
+    if host is not None:
+        update["embedded_host"] = host
+    settings: TeleopSettings = config.teleop
+    if update:
+        settings = settings.model_copy(update=update)
+    try:
+        environment = settings.with_environment()
+    except (ValidationError, ValueError) as exc:
+        raise TeleopError(f"the HILBOT_MQTT_* environment: {exc}") from None
+    for warning in check_exposure(environment, url, insecure=getattr(args, "insecure", False)):
+        logger.warning("%s", warning)
+    return config.model_copy(update={"teleop": settings}) if update else config

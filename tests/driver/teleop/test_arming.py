@@ -13,9 +13,8 @@ from hilbot.driver.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher
 from hilbot.driver.teleop.broker import EmbeddedBroker
 from hilbot.driver.teleop.errors import BrokerUnreachable, InsecureBroker
-from hilbot.driver.teleop.exposure import check_exposure, is_loopback
 from hilbot.driver.teleop.passwd import add_user
-from hilbot.driver.teleop.settings import TeleopSettings
+from hilbot.driver.teleop.settings import TeleopSettings, check_exposure, is_loopback
 
 PREFIX = "hilbot/omx"
 
@@ -205,8 +204,8 @@ async def test_a_retained_estop_is_reported_with_the_command_that_clears_it(
 
 
 def test_the_clear_command_of_a_retained_estop_carries_the_login_and_tls():
+    from hilbot.driver.teleop.client import parse_broker_url
     from hilbot.driver.teleop.retained import RetainedEstop
-    from hilbot.driver.teleop.url import parse_broker_url
 
     plain = RetainedEstop("hilbot/omx/cmd", parse_broker_url("mqtt://127.0.0.1:1884"))
     assert plain.clear_command == "mosquitto_pub -h 127.0.0.1 -p 1884 -t hilbot/omx/cmd -r -n"

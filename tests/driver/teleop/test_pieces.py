@@ -9,7 +9,7 @@ import pytest
 from aiomqtt import Message
 
 from hilbot.driver.teleop import BrokerUrlError, TeleopSettings, Topics, parse_broker_url
-from hilbot.driver.teleop.backoff import Backoff
+from hilbot.driver.teleop.client import Backoff
 from hilbot.driver.teleop.inbox import dispatching_queue
 from hilbot.driver.teleop.patterns import Pattern, Plane, jog_step, pattern_offset
 

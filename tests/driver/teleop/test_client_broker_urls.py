@@ -19,8 +19,8 @@ import pytest
 
 from hilbot.driver.teleop import BrokerUrlError, parse_broker_url
 from hilbot.driver.teleop.broker import EmbeddedBroker
+from hilbot.driver.teleop.client import BrokerUrl
 from hilbot.driver.teleop.publisher import TeleopPublisher
-from hilbot.driver.teleop.url import BrokerUrl
 
 WAIT = 120.0  # [s] start-up imports on a busy machine
 
