@@ -151,6 +151,7 @@ _DATASHEETS: dict[str, _Datasheet] = {
     "MX-106": _Datasheet(8.4, 45, 5.2),
     "AX-12A": _Datasheet(1.5, 59, 1.5),
     "AX-18A": _Datasheet(1.8, 97, 2.2),
+    "XL-320": _Datasheet(0.39, 114, 1.1, 7.4),
 }
 
 

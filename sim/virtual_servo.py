@@ -92,6 +92,7 @@ class VirtualServo(ServoFirmware[ModelSpec, Register]):
     def _set_up(self) -> None:
         spec = self.spec
         self.protocol = spec.protocol
+        self._angle_limits = N.CW_ANGLE_LIMIT in spec.table  # 1.0 tables and the XL-320
         self._tick_unit = 2.0 * math.pi / spec.ticks_per_rev  # [rad/tick]
         self._velocity_unit = spec.rad_per_s_per_velocity_tick  # [rad/s per tick]
         # Bus Watchdog (X series): armed timeout [s] (0 = off), whether it expired, and
@@ -313,7 +314,7 @@ class VirtualServo(ServoFirmware[ModelSpec, Register]):
             N.PRESENT_CURRENT: current,
             N.PRESENT_LOAD: lambda now: round(1000.0 * float(m.motor_torque[i]) / stall),  # 0.1 %
             N.PRESENT_PWM: lambda now: round(pwm_full_scale * float(m.motor_torque[i]) / stall),
-            N.HARDWARE_ERROR_STATUS: lambda now: int(m.hardware_error[i]),
+            N.HARDWARE_ERROR_STATUS: lambda now: self._error_status(),
             N.REALTIME_TICK: lambda now: int(now * 1000.0) % 32768,
             N.MOVING: moving,
             N.MOVING_STATUS: lambda now: 1 - moving(now),
@@ -375,21 +376,20 @@ class VirtualServo(ServoFirmware[ModelSpec, Register]):
         self._check_config()
         (lower, upper), bits = self._limits, 0
         target = value - self._homing
-        if self.protocol == 1 and not lower <= target <= upper:
+        if self._angle_limits and not lower <= target <= upper:
             # 1.0: "When Goal Position is written out of the range from CW Angle Limit to
-            # CCW Angle Limit", the Angle Limit bit; the servo keeps within its limits.
-            # (2.0 refuses such a write with the Data Limit Error before it gets here.)
-            bits = int(Protocol1Error.ANGLE_LIMIT)
+            # CCW Angle Limit", the Angle Limit bit; the servo keeps within its limits (the
+            # XL-320, 2.0 with 1.0's limits, too, with no bit to say so). Other 2.0 models
+            # refuse such a write with the Data Limit Error before it gets here.
+            bits = int(Protocol1Error.ANGLE_LIMIT) if self.protocol == 1 else 0
             target = min(max(target, lower), upper)
         shaft = (target - self.spec.center_tick) * self._tick_unit
         self.model.set_goal_one(self.index, shaft)
         return bits
 
     def _position_limits(self) -> tuple[int, int]:
-        mem = self.memory
-        if self.protocol == 2:
-            return mem.get(N.MIN_POSITION_LIMIT), mem.get(N.MAX_POSITION_LIMIT)
-        return mem.get(N.CW_ANGLE_LIMIT), mem.get(N.CCW_ANGLE_LIMIT)
+        low, high = self.spec.limit_registers
+        return self.memory.get(low), self.memory.get(high)
 
     def _apply_eeprom(self) -> None:
         """Copy the limit and shutdown registers into the model."""
@@ -405,9 +405,19 @@ class VirtualServo(ServoFirmware[ModelSpec, Register]):
             shutdown = mem.get(N.SHUTDOWN)
             if self.protocol == 1:
                 shutdown = int(hardware_flags_from_protocol1(shutdown))
+            elif self.spec.error_bits is not None:  # the XL-320's own bits
+                shutdown = int(self.spec.hardware_errors(shutdown))
             m.shutdown_mask[i] = shutdown
         self._apply_current_cap()
         m.invalidate()
+
+    def _error_status(self) -> int:
+        """Hardware Error Status: the latched errors in the model's own bits."""
+        raw = int(self.model.hardware_error[self.index])
+        bits = self.spec.error_bits
+        if bits is None:
+            return raw
+        return sum(bit for bit, flag in bits.items() if raw & int(flag))
 
     def _apply_current_cap(self) -> None:
         """In current-based position control (mode 5) Goal Current caps the motor torque.
