@@ -108,9 +108,7 @@ def sim_bus(
     Yields:
         ``(port, pid)`` once it serves.
     """
-    options = ["--return-delay", "0", "--baud", str(baud)]
-    if family != "dynamixel":
-        options += ["--family", family]
+    options = ["--return-delay", "0", "--baud", str(baud), "--family", family]
     if protocol != 2:
         options += ["--protocol", str(protocol)]
     for i in ids:

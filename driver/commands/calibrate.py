@@ -344,7 +344,7 @@ class _Family(NamedTuple):
 
 
 def _family(bus: Any) -> _Family:
-    """The one switch on ``bus``'s family: Dynamixel or Feetech.
+    """What calibrate uses for ``bus``'s servo family, from :data:`_FAMILIES`.
 
     Raises:
         DriverError: a family calibrate does not handle.
@@ -352,35 +352,21 @@ def _family(bus: Any) -> _Family:
     from hilbot.driver.errors import DriverError
 
     family = getattr(bus, "family", "dynamixel")
-    if family == "feetech":
-
-        def feetech(
-            port: str, servos: Sequence[Any], options: dict[str, float]
-        ) -> contextlib.AbstractContextManager[Any]:
-            from hilbot.driver.calibration.feetech_access import feetech_access
-
-            models = {s.id: s.model for s in servos}
-            return feetech_access(port, bus.baudrate, models, **options)
-
-        def feetech_bus(servos: Sequence[Any], home: dict[str, float] | None) -> Any:
-            from hilbot.sim.feetech_bus import running_feetech_bus
-
-            return running_feetech_bus(
-                servos, baudrate=bus.baudrate, initial_positions=home, return_delay_time=0
-            )
-
-        return _Family(feetech, feetech_bus)
-    if family != "dynamixel":
+    make = _FAMILIES.get(family)
+    if make is None:
         raise DriverError(f"calibrating a {family} bus is not supported")
+    return make(bus)
 
-    def dynamixel(
+
+def _dynamixel(bus: Any) -> _Family:
+    def access(
         port: str, servos: Sequence[Any], options: dict[str, float]
     ) -> contextlib.AbstractContextManager[Any]:
         from hilbot.driver.calibration.dynamixel_access import dynamixel_access
 
         return dynamixel_access(dataclasses.replace(bus.bus_spec(), port=port), **options)
 
-    def dynamixel_bus(servos: Sequence[Any], home: dict[str, float] | None) -> Any:
+    def virtual_bus(servos: Sequence[Any], home: dict[str, float] | None) -> Any:
         from hilbot.sim.virtual_bus import running_virtual_bus
 
         return running_virtual_bus(
@@ -391,7 +377,30 @@ def _family(bus: Any) -> _Family:
             return_delay_time=0,
         )
 
-    return _Family(dynamixel, dynamixel_bus)
+    return _Family(access, virtual_bus)
+
+
+def _feetech(bus: Any) -> _Family:
+    def access(
+        port: str, servos: Sequence[Any], options: dict[str, float]
+    ) -> contextlib.AbstractContextManager[Any]:
+        from hilbot.driver.calibration.feetech_access import feetech_access
+
+        models = {s.id: s.model for s in servos}
+        return feetech_access(port, bus.baudrate, models, **options)
+
+    def virtual_bus(servos: Sequence[Any], home: dict[str, float] | None) -> Any:
+        from hilbot.sim.feetech_bus import running_feetech_bus
+
+        return running_feetech_bus(
+            servos, baudrate=bus.baudrate, initial_positions=home, return_delay_time=0
+        )
+
+    return _Family(access, virtual_bus)
+
+
+#: Each servo family's register access and virtual bus, by ``buses[].family``.
+_FAMILIES: dict[str, Callable[[Any], _Family]] = {"dynamixel": _dynamixel, "feetech": _feetech}
 
 
 @contextlib.contextmanager

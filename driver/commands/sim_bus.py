@@ -25,6 +25,7 @@ from typing import Any
 
 from hilbot.driver.commands.failures import positive_seconds
 from hilbot.hal.errors import HalError
+from hilbot.hal.family import family as hal_family
 from hilbot.hal.mapping import ServoSpec
 from hilbot.sim.hand import MOTIONS
 
@@ -183,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         ):
             for bus, vbus in zip(buses, served, strict=True):
                 ids = " ".join(str(i) for i in _ids(bus.servos))
-                kind = "Feetech" if bus.family == "feetech" else f"Protocol {bus.protocol}.0"
+                kind = hal_family(bus.family).describe(bus.protocol).capitalize()
                 print(
                     f"{bus.name}: {vbus.port}  ({kind}, {bus.baudrate} bit/s, servos {ids})",
                     flush=True,
@@ -243,8 +244,9 @@ def _buses(args: argparse.Namespace) -> list[_Bus]:
 
 
 def _family(family: str, args: argparse.Namespace) -> str:
-    if family == "feetech" and args.protocol:
-        raise ValueError("--protocol is for Dynamixel buses, not Feetech ones")
+    if not hal_family(family).protocols and args.protocol:
+        title = hal_family(family).title
+        raise ValueError(f"--protocol is for Dynamixel buses, not {title} ones")
     return family
 
 
@@ -345,25 +347,12 @@ def _serving(
     hand_start: _HandStart,
 ) -> Iterator[list[Any]]:
     from hilbot.sim.hand import hand_on
-    from hilbot.sim.virtual_bus import running_virtual_bus
 
     with contextlib.ExitStack() as stack:
         served: list[Any] = []
         for bus, path in zip(buses, files, strict=True):
             servos = bus.servos
-            if bus.family == "feetech":
-                vbus = _feetech_bus(bus, args, path)
-            else:
-                vbus = running_virtual_bus(
-                    servos,
-                    protocol=bus.protocol,
-                    baudrate=bus.baudrate,
-                    initial_positions=bus.home or None,
-                    return_delay_time=args.return_delay,
-                    wire_timing=not args.no_wire_timing,
-                    eeprom_file=path,
-                    **_physics(args, servos, bus.home),
-                )
+            vbus = _VIRTUAL_BUSES[bus.family](bus, args, path)
             served.append(stack.enter_context(vbus))
             if args.hand is not None and not isinstance(servos, dict):
                 begin = vbus.first_packet if hand_start.on_open else None
@@ -458,6 +447,22 @@ def _physics(
     return {"model_factory": body_model_factory(robot, servos, scene=scene, home=home)}
 
 
+def _dynamixel_bus(bus: _Bus, args: argparse.Namespace, eeprom_file: Path | None = None) -> Any:
+    """A virtual Dynamixel bus (``hilbot.sim.virtual_bus``) for ``bus``, at its home pose."""
+    from hilbot.sim.virtual_bus import running_virtual_bus
+
+    return running_virtual_bus(
+        bus.servos,
+        protocol=bus.protocol,
+        baudrate=bus.baudrate,
+        initial_positions=bus.home or None,
+        return_delay_time=args.return_delay,
+        wire_timing=not args.no_wire_timing,
+        eeprom_file=eeprom_file,
+        **_physics(args, bus.servos, bus.home),
+    )
+
+
 def _feetech_bus(bus: _Bus, args: argparse.Namespace, eeprom_file: Path | None = None) -> Any:
     """A virtual Feetech bus (``hilbot.sim.feetech_bus``) for ``bus``, at its home pose."""
     from hilbot.hal.feetech.units import FeetechUnits
@@ -480,6 +485,10 @@ def _feetech_bus(bus: _Bus, args: argparse.Namespace, eeprom_file: Path | None =
         eeprom_file=eeprom_file,
         **physics,
     )
+
+
+#: The virtual bus of each servo family, by ``buses[].family``.
+_VIRTUAL_BUSES = {"dynamixel": _dynamixel_bus, "feetech": _feetech_bus}
 
 
 def _link(link: Path, port: str) -> None:
