@@ -51,7 +51,7 @@ def test_the_readme_has_python_examples():
 
 def test_the_kinematics_and_ik_pages_are_checked():
     pages = {where.split(":")[0] for where, _ in BLOCKS}
-    for page in ("kinematics", "ik", "ik_qp_multitask"):
+    for page in ("kinematics", "ik", "ik_qp_multitask", "ik_batch"):
         assert f"docs/{page}.md" in pages
 
 

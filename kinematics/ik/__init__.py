@@ -6,15 +6,24 @@ Every solver has the same call::
 
 and returns a ``Solution`` or raises one of the errors below (all under
 ``IKError``, itself a ``KinematicsError``). ``solve`` is that call on a shared
-``DLSSolver``. ``BatchSolver.solve_batch`` solves many targets at once and
-``MultiTaskSolver`` weighs several targets of one tree (bimanual, legged).
+``DLSSolver``. ``MultiTaskSolver`` weighs several targets of one tree (bimanual, legged).
 
 The code is grouped by family: ``core`` (targets, solutions, errors, the ``Solver``
-base), ``dls`` (damped least squares, multi-start, batched), ``qp`` (the QP solver
-and its ``limits``), ``multitask`` and ``fabrik``; the generated kernels they run on
-are in ``hilbot.kinematics.codegen``.
+base), ``dls`` (damped least squares, multi-start), ``qp`` (the QP solver and its
+``limits``), ``multitask``, ``fabrik``, and ``batch``: many targets or worlds at once
+(``BatchSolver``, ``QPBatchSolver``, the functional ``solve_ik``); the generated
+kernels they run on are in ``hilbot.kinematics.codegen``.
 """
 
+from hilbot.kinematics.ik.batch import (
+    BatchResult,
+    BatchSolver,
+    Configuration,
+    FrameTargets,
+    QPBatchResult,
+    QPBatchSolver,
+    solve_ik,
+)
 from hilbot.kinematics.ik.core import (
     IKError,
     InvalidPositions,
@@ -31,7 +40,7 @@ from hilbot.kinematics.ik.core import (
     UnsupportedJoint,
     parse_target,
 )
-from hilbot.kinematics.ik.dls import BatchResult, BatchSolver, DLSSolver, MultiStartSolver, solve
+from hilbot.kinematics.ik.dls import DLSSolver, MultiStartSolver, solve
 from hilbot.kinematics.ik.fabrik import FABRIKSolver
 from hilbot.kinematics.ik.limits import (
     Capsule,
@@ -54,14 +63,7 @@ from hilbot.kinematics.ik.multitask import (
     SelfCollision,
     load_self_collision,
 )
-from hilbot.kinematics.ik.qp import (
-    Configuration,
-    FrameTargets,
-    QPBatchResult,
-    QPBatchSolver,
-    QPSolver,
-    solve_ik,
-)
+from hilbot.kinematics.ik.qp import QPSolver
 
 __all__ = [
     "BatchResult",

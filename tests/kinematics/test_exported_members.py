@@ -16,6 +16,7 @@ PACKAGES = [
     "hilbot.kinematics",
     "hilbot.kinematics.codegen",
     "hilbot.kinematics.ik",
+    "hilbot.kinematics.ik.batch",
     "hilbot.kinematics.ik.core",
     "hilbot.kinematics.ik.dls",
     "hilbot.kinematics.ik.fabrik",
@@ -37,6 +38,12 @@ def _public_members(module: types.ModuleType) -> list[str]:
         )
         if is_submodule and name not in exported:
             continue
+        names.append(name)
+    # Names a package hands out on first use (PEP 562 ``__getattr__``): ``dls`` and ``qp``
+    # still give the batched solvers that moved to ``ik.batch``, which imports them.
+    lazy = vars(module).get("__getattr__")
+    for name in exported - set(vars(module)) if lazy is not None else ():
+        lazy(name)  # raises AttributeError for a name it does not have
         names.append(name)
     return names
 

@@ -94,6 +94,7 @@ def test_solver_families_import_one_way() -> None:
         "qp": {"core"},
         "fabrik": {"core"},
         "multitask": {"core", "qp"},
+        "batch": {"core", "dls", "qp"},  # the batched forms build on the single solvers
     }
     for name, edges in _graph().items():
         family = _family(name)
@@ -101,3 +102,29 @@ def test_solver_families_import_one_way() -> None:
             continue
         used = {_family(e) for e in edges} - {"", family}
         assert used <= allowed[family], (name, used)
+
+
+def test_the_batch_family_is_one_package() -> None:
+    """Every batched module lives in ``ik.batch``, and no other family imports it."""
+    graph = _graph()
+    batch = {m for m in graph if _family(m) == "batch"}
+    assert {f"{PREFIX}.ik.batch.dls_solver", f"{PREFIX}.ik.batch.qp_solver"} <= batch
+    assert f"{PREFIX}.ik.batch.solve_ik" in batch
+    for name in graph:
+        leaf = name.rsplit(".", 1)[-1]
+        if _family(name) not in ("", "batch"):
+            assert not leaf.startswith("batch"), f"{name}: batched code belongs in ik.batch"
+    for name, edges in graph.items():
+        if _family(name) not in ("", "batch"):
+            assert not {e for e in edges if _family(e) == "batch"}, name
+
+
+def test_the_batch_names_stay_importable_where_they_were() -> None:
+    from hilbot.kinematics import ik
+    from hilbot.kinematics.ik import batch, dls, qp
+
+    for name in batch.__all__:
+        assert getattr(ik, name) is getattr(batch, name), name
+    assert dls.BatchSolver is batch.BatchSolver and dls.BatchResult is batch.BatchResult
+    for name in ("QPBatchSolver", "QPBatchResult", "solve_ik", "Configuration", "FrameTargets"):
+        assert getattr(qp, name) is getattr(batch, name), name

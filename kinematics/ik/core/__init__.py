@@ -4,7 +4,6 @@
 - ``solution``: ``Solution``, ``Status`` and the ``SolveMeta`` a solver reports;
 - ``errors``: the ``IKError`` tree;
 - ``solver``: the ``Solver`` base class with the one public ``solve`` call;
-- ``batch_solve``: the ``solve_batch`` call both batch solvers (DLS and QP) share;
 - ``box``, ``chain_info``: the per-call box and the per-chain facts;
 - ``context``, ``residual``: evaluating FK, Jacobian and task errors at a configuration.
 """

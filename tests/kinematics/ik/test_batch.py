@@ -8,7 +8,7 @@ import pytest
 from hilbot.kinematics import spatial
 from hilbot.kinematics.codegen.batch_kernel import BatchKernel
 from hilbot.kinematics.ik import BatchResult, BatchSolver, DLSSolver, InvalidTarget, NoDofs, Status
-from hilbot.kinematics.ik.dls.batch_step import damped
+from hilbot.kinematics.ik.batch.dls_step import damped
 
 CASES = [
     ("ur5", "base_link", "tool0"),
@@ -72,7 +72,7 @@ def test_batch_kernel_equals_the_chain(name, source, tip, size, load, rng):
 
 def test_task_errors_on_floats_equal_the_array_path(rng):
     """A few items go through Python floats; a half turn goes through the scalar path."""
-    from hilbot.kinematics.ik.dls.batch_run import _full_errors, _full_errors_floats
+    from hilbot.kinematics.ik.batch.dls_run import _full_errors, _full_errors_floats
 
     target = np.array([spatial.so3_exp(rng.normal(size=3)) for _ in range(6)])
     pose = np.zeros((6, 3, 4))

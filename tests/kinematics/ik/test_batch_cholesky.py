@@ -1,11 +1,11 @@
-"""The generated batched Cholesky against LAPACK's pinned solves (qp.batch_cholesky)."""
+"""The generated batched Cholesky against LAPACK's pinned solves (ik.batch.cholesky)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hilbot.kinematics.ik.qp.batch_cholesky import MIN_BATCH, pinned_cholesky
+from hilbot.kinematics.ik.batch.cholesky import MIN_BATCH, pinned_cholesky
 
 
 def _lapack(h_mat, f, pinned, held):

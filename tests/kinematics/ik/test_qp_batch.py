@@ -20,9 +20,9 @@ from hilbot.kinematics.ik import (
     Status,
     VelocityLimit,
 )
+from hilbot.kinematics.ik.batch.qp_run import STATUSES
+from hilbot.kinematics.ik.batch.qp_solver import ERRORS
 from hilbot.kinematics.ik.core.errors import IKError
-from hilbot.kinematics.ik.qp.batch_qp_solver import ERRORS
-from hilbot.kinematics.ik.qp.batch_run import STATUSES
 
 ROBOTS = Path(__file__).resolve().parents[3] / "configs" / "robots"
 ARMS = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hilbot.kinematics.ik.qp.batch_box import solve_box_batch
-from hilbot.kinematics.ik.qp.batch_dense import STATUSES, solve_qp_batch
+from hilbot.kinematics.ik.batch.qp_box import solve_box_batch
+from hilbot.kinematics.ik.batch.qp_dense import STATUSES, solve_qp_batch
 from hilbot.kinematics.ik.qp.dense import QPStatus, solve_box_qp, solve_qp
 
 

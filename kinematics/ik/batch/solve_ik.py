@@ -26,7 +26,7 @@ world), and ``weight (q_home - q)`` for a ``PostureTask``. Limits:
   as well raises ``ValueError``, as in mink-warp.
 
 The box path is exact; rows are solved by the dense dual active set, world by world
-in lockstep (``batch_dense``): every returned step meets every limit.
+in lockstep (``qp_dense``): every returned step meets every limit.
 
 Several tasks per world make one weighted least-squares QP: each world's step is
 the step ``MultiTaskSolver(limits, prioritized=False)`` takes from the same
@@ -34,7 +34,7 @@ configuration with the same task objects (its rows, damping and limits; equal to
 rounding, tested), so a multi-task set-up (hands, elbow, posture) runs on B worlds
 at once. ``prioritized=True`` is ``MultiTaskSolver``'s default (prioritized) step
 instead: the frame tasks' QP under the limits, then the posture tasks' QP in the
-null space of the frame rows, under the same limits (``batch_priority``).
+null space of the frame rows, under the same limits (``priority``).
 """
 
 from __future__ import annotations
@@ -47,15 +47,15 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.core.batch_inputs import parse_targets
+from hilbot.kinematics.ik.batch.configuration import Configuration
+from hilbot.kinematics.ik.batch.fk import Kernel, fast_kernel_for
+from hilbot.kinematics.ik.batch.inputs import parse_targets
+from hilbot.kinematics.ik.batch.priority import SECONDARY_DAMPING, null_space_steps
+from hilbot.kinematics.ik.batch.qp_box import solve_box_batch
+from hilbot.kinematics.ik.batch.qp_limits import gather_batch
+from hilbot.kinematics.ik.batch.qp_rows import Targets, task_rows_batch
+from hilbot.kinematics.ik.batch.qp_run import general_steps
 from hilbot.kinematics.ik.core.target import OrientationKind, Target
-from hilbot.kinematics.ik.qp.batch_box import solve_box_batch
-from hilbot.kinematics.ik.qp.batch_fk import Kernel, fast_kernel_for
-from hilbot.kinematics.ik.qp.batch_limits import gather_batch
-from hilbot.kinematics.ik.qp.batch_priority import SECONDARY_DAMPING, null_space_steps
-from hilbot.kinematics.ik.qp.batch_rows import Targets, task_rows_batch
-from hilbot.kinematics.ik.qp.batch_run import general_steps
-from hilbot.kinematics.ik.qp.configuration import Configuration
 from hilbot.kinematics.ik.qp.limits.configuration_limit import ConfigurationLimit
 from hilbot.kinematics.ik.qp.limits.limit import Limit, check_limits, check_positive
 from hilbot.kinematics.ik.qp.limits.linear_inequality import LinearInequality

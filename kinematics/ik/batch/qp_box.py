@@ -36,7 +36,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.qp.batch_cholesky import MIN_BATCH, pinned_cholesky
+from hilbot.kinematics.ik.batch.cholesky import MIN_BATCH, pinned_cholesky
 from hilbot.kinematics.ik.qp.dense import solve_box_qp
 
 Array = NDArray[np.float64]
@@ -217,7 +217,7 @@ def _pinned_solve(h_mat: Array, f: Array, pinned: Array, held: Mask) -> Array:
 
     A free row keeps ``H_i x = -f_i`` (the held variables' terms included), a held
     row reads ``x_i = pinned_i``; the held values are then set exactly. From
-    ``MIN_BATCH`` problems up the generated Cholesky (``batch_cholesky``) is faster.
+    ``MIN_BATCH`` problems up the generated Cholesky (``cholesky``) is faster.
     """
     size, n = f.shape
     if size >= MIN_BATCH:

@@ -22,8 +22,8 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.core.batch_inputs import BatchCall, batch_call
-from hilbot.kinematics.ik.core.batch_results import batch_solutions
+from hilbot.kinematics.ik.batch.inputs import BatchCall, batch_call
+from hilbot.kinematics.ik.batch.results import batch_solutions
 from hilbot.kinematics.ik.core.chain_info import ChainInfo
 from hilbot.kinematics.ik.core.errors import NoDofs
 from hilbot.kinematics.ik.core.solution import Solution

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.core.batch_inputs import BatchTargets
+from hilbot.kinematics.ik.batch.inputs import BatchTargets
 from hilbot.kinematics.ik.core.residual import axis_error, rotation_error
 from hilbot.kinematics.ik.core.target import OrientationKind
 

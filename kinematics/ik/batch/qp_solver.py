@@ -22,16 +22,16 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.core.batch_inputs import BatchCall
-from hilbot.kinematics.ik.core.batch_results import STATUSES
-from hilbot.kinematics.ik.core.batch_solve import BatchSolve
+from hilbot.kinematics.ik.batch.fk import Kernel, kernel_for
+from hilbot.kinematics.ik.batch.inputs import BatchCall
+from hilbot.kinematics.ik.batch.qp_rows import Targets
+from hilbot.kinematics.ik.batch.qp_run import BatchQPRun, Outcome, Settings
+from hilbot.kinematics.ik.batch.results import STATUSES
+from hilbot.kinematics.ik.batch.solver import BatchSolve
 from hilbot.kinematics.ik.core.chain_info import ChainInfo
 from hilbot.kinematics.ik.core.solution import Status
 from hilbot.kinematics.ik.core.solver import SolveOptions
 from hilbot.kinematics.ik.core.target import OrientationKind
-from hilbot.kinematics.ik.qp.batch_fk import Kernel, kernel_for
-from hilbot.kinematics.ik.qp.batch_rows import Targets
-from hilbot.kinematics.ik.qp.batch_run import BatchQPRun, Outcome, Settings
 from hilbot.kinematics.ik.qp.limits.configuration_limit import ConfigurationLimit
 from hilbot.kinematics.ik.qp.limits.limit import Limit
 from hilbot.kinematics.ik.qp.qp_solver import QPSolver

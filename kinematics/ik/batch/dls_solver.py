@@ -20,9 +20,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.codegen.batch_kernel import BatchKernel
-from hilbot.kinematics.ik.core.batch_inputs import BatchCall, orientation_array
-from hilbot.kinematics.ik.core.batch_results import STATUSES
-from hilbot.kinematics.ik.core.batch_solve import BatchSolve
+from hilbot.kinematics.ik.batch.dls_run import Batch, BatchRun
+from hilbot.kinematics.ik.batch.inputs import BatchCall, orientation_array
+from hilbot.kinematics.ik.batch.results import STATUSES
+from hilbot.kinematics.ik.batch.solver import BatchSolve
 from hilbot.kinematics.ik.core.box import Box
 from hilbot.kinematics.ik.core.chain_info import ChainInfo
 from hilbot.kinematics.ik.core.context import Context, contexts
@@ -32,7 +33,6 @@ from hilbot.kinematics.ik.core.target import (
     OrientationKind,
     Target,
 )
-from hilbot.kinematics.ik.dls.batch_run import Batch, BatchRun
 from hilbot.kinematics.ik.dls.dls_solver import DLSSolver
 
 Array = NDArray[np.float64]

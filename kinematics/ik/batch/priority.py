@@ -8,7 +8,7 @@ Per world, as ``multitask.iterate._step`` with ``prioritized=True``:
    largest counting as zero);
 3. ``z`` minimises the secondary cost ``|A2 (dq1 + N z) - b2|^2 + d |z|^2`` subject
    to ``dq1 + N z`` meeting the box and the rows (``z = 0`` is feasible), solved by
-   the dense dual active set (``batch_dense``, ``dense.solve_qp`` world by world);
+   the dense dual active set (``qp_dense``, ``dense.solve_qp`` world by world);
 4. ``dq = dq1 + N z`` (``dq1`` alone when that QP fails, or ``N`` is empty).
 
 Worlds are grouped by the dimension of their null space; each group is one stack.
@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.qp.batch_dense import solve_qp_batch
-from hilbot.kinematics.ik.qp.batch_limits import BatchConstraints
+from hilbot.kinematics.ik.batch.qp_dense import solve_qp_batch
+from hilbot.kinematics.ik.batch.qp_limits import BatchConstraints
 
 Array = NDArray[np.float64]
 NULL_TOLERANCE = 1e-6  # as multitask.iterate._NULL_TOLERANCE

@@ -7,7 +7,7 @@ and keeps collision margins), the same Levenberg-Marquardt damping after a
 rejected step, the same position-wins rule and stall tests. Each world keeps its
 own damping, orientation weight, status and iteration count; an iteration works
 only on the worlds still running. The QP of every world is solved exactly (box
-path: ``batch_box``; a world whose box step breaks a general row: the dense
+path: ``qp_box``; a world whose box step breaks a general row: the dense
 Goldfarb-Idnani solver, as the single-world path), so each world's answer is the
 single solver's to rounding.
 """
@@ -19,13 +19,13 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.kinematics.ik.core.batch_results import STATUSES
+from hilbot.kinematics.ik.batch.fk import Kernel
+from hilbot.kinematics.ik.batch.qp_box import BoxBatch, solve_box_batch
+from hilbot.kinematics.ik.batch.qp_dense import solve_qp_batch
+from hilbot.kinematics.ik.batch.qp_limits import BatchConstraints, gather_batch
+from hilbot.kinematics.ik.batch.qp_rows import Rows, Targets, task_rows_batch
+from hilbot.kinematics.ik.batch.results import STATUSES
 from hilbot.kinematics.ik.core.solver import SolveOptions
-from hilbot.kinematics.ik.qp.batch_box import BoxBatch, solve_box_batch
-from hilbot.kinematics.ik.qp.batch_dense import solve_qp_batch
-from hilbot.kinematics.ik.qp.batch_fk import Kernel
-from hilbot.kinematics.ik.qp.batch_limits import BatchConstraints, gather_batch
-from hilbot.kinematics.ik.qp.batch_rows import Rows, Targets, task_rows_batch
 from hilbot.kinematics.ik.qp.limits.collision_avoidance import CollisionAvoidance
 from hilbot.kinematics.ik.qp.limits.limit import Limit
 from hilbot.kinematics.ik.qp.qp_solver import ChainContext
@@ -38,7 +38,7 @@ _CONVERGED, _STALLED, _DIVERGED, _TIMEOUT = range(4)
 _BACKTRACKS = 4
 _MAX_EXTRA_DAMPING = 1.0
 _SLOW_RATIO = 0.9
-_QP_OPTIMAL, _QP_INFEASIBLE = 0, 1  # batch_dense status codes
+_QP_OPTIMAL, _QP_INFEASIBLE = 0, 1  # qp_dense status codes
 
 
 class Settings(NamedTuple):
@@ -366,7 +366,7 @@ def _vectorised(limit: Limit) -> bool:
 def general_steps(h_mat: Array, c: Array, cons: BatchConstraints) -> tuple[Array, Mask]:
     """``qp_step.solve_step`` per world: the box path without rows, the general path with.
 
-    The dense dual active set (``batch_dense``) solves each world with rows exactly
+    The dense dual active set (``qp_dense``) solves each world with rows exactly
     as ``dense.solve_qp`` does; rows that cannot be met together with the box are
     relaxed to ``h := max(h, 0)`` and solved again, and a world whose QP still fails
     does not move (``dq = 0``), as in ``solve_step``. Whether a constraint held the

@@ -14,15 +14,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.kinematics.codegen.batch_kernel import BatchKernel
-from hilbot.kinematics.ik.core.batch_inputs import BatchTargets
-from hilbot.kinematics.ik.core.batch_results import STATUSES
+from hilbot.kinematics.ik.batch.dls_step import damped
+from hilbot.kinematics.ik.batch.inputs import BatchTargets
+from hilbot.kinematics.ik.batch.results import STATUSES
 from hilbot.kinematics.ik.core.context import Context
 from hilbot.kinematics.ik.core.context import _rotation_error as rotation_error_floats
 from hilbot.kinematics.ik.core.residual import axis_error, rotation_error
 from hilbot.kinematics.ik.core.solution import Status
 from hilbot.kinematics.ik.core.solver import SolveOptions
 from hilbot.kinematics.ik.core.target import OrientationKind
-from hilbot.kinematics.ik.dls.batch_step import damped
 from hilbot.kinematics.ik.dls.dls_solver import DLSSolver
 
 Array = NDArray[np.float64]
@@ -105,7 +105,7 @@ class BatchRun:
     def fk_jacobian(self, q: Array) -> tuple[Array, Array]:
         """Poses (B, 3, 4) and Jacobians (6, dof, B), from the generated kernel if any.
 
-        Jacobians keep the batch on the last axis (the layout of ``batch_step.damped``).
+        Jacobians keep the batch on the last axis (the layout of ``dls_step.damped``).
         """
         if self.kernel is not None:
             pose, jac = self.kernel(q)

@@ -2,7 +2,7 @@
 
 ``pinned_cholesky(h_mat, f, pinned, held)`` returns, per problem, ``x`` with the held
 variables at ``pinned`` and the free ones solving ``H_FF x_F = -f_F - H_FX x_X``: the
-system ``batch_box`` solves every active-set round. ``numpy.linalg.solve`` factors
+system ``qp_box`` solves every active-set round. ``numpy.linalg.solve`` factors
 each of the B small matrices in its own LAPACK call (LU with pivoting); at B = 1000
 7 x 7 systems that per-matrix cost is most of a round. Here the factorisation and the
 two triangular solves are straight-line code over (B,) arrays, the batch the last,
