@@ -1,5 +1,6 @@
 """Fixtures of the driver tests: shipped configs, a simulated backend on a manual clock,
-a runtime on the virtual bus through the real Dynamixel backend, and ``FaultyBackend``.
+a runtime on the virtual bus through the real Dynamixel backend, ``FaultyBackend``, the
+command line run in this process (``hilbot_main``) and each robot's demo calibration.
 
 ``FaultyBackend`` wraps a real backend for the crash-safety tests: it is our own
 ``Backend`` protocol, not an SDK; the wrapped backend (``SimBackend`` or the real
@@ -392,3 +393,45 @@ def demo_calibration(
         return made[robot]
 
     return get
+
+
+# -- the command line, in this process ------------------------------------------------------
+@dataclass(frozen=True)
+class CliResult:
+    """What a ``hilbot`` command did: its exit code and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def hilbot_main(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """``hilbot_main(*args)``: ``python -m hilbot ARGS``, run in this process.
+
+    For the tests whose point is what a command says and returns, not its process (signals,
+    exit by a signal, a child's own start-up): they then cost no interpreter start. As in
+    the process, an argparse error's ``SystemExit`` is the exit code, and a log record at
+    warning or above is printed to stderr in the command's own format. A traceback is not
+    caught: an unexpected exception fails the test, as a bug would.
+    """
+
+    def run(*args: str) -> CliResult:
+        from hilbot.driver.cli import main
+
+        capsys.readouterr()  # only what this command prints
+        handler = logging.StreamHandler(sys.stderr)  # capsys's, as the command sees it
+        handler.setLevel(logging.WARNING)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root = logging.getLogger()
+        root.addHandler(handler)
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse's, or a command's sys.exit
+            code = 0 if exit_.code is None else exit_.code if isinstance(exit_.code, int) else 1
+        finally:
+            root.removeHandler(handler)
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
