@@ -181,3 +181,72 @@ async def test_the_planners_measured_against_stay_inside_the_safety_layer(
     q = np.array(written)
     assert np.all(np.abs(np.diff(q, axis=0)) <= step + 1e-12)
     assert np.all(q >= lower) and np.all(q <= upper)
+
+
+def _array_step(m: MotionLayer, reference: Reference | None) -> np.ndarray:
+    """The step's cascade in its array form (the layer's step before it ran on floats)."""
+    limits, dt = m.limits, m.period
+    q, v, a = m.position, m.velocity, m.acceleration
+    if reference is None:
+        active = np.zeros(q.shape, dtype=bool)
+        r, rd, rdd = q, np.zeros_like(q), np.zeros_like(q)
+    else:
+        active = reference.active & ~m.stopping
+        r = np.clip(reference.position, limits.lower, limits.upper)
+        rd = reference.velocity
+        rdd = np.where(active, reference.acceleration, 0.0)
+    e = np.where(active, r - q, 0.0)
+    ae = np.abs(e)
+    corr = np.sign(e) * np.minimum(m._kp * ae, np.sqrt(2.0 * m._braking_a * ae))
+    v_des = np.where(active, rd + corr, 0.0)
+    v_des = np.minimum(v_des, np.sqrt(2.0 * m._braking_a * np.maximum(limits.upper - q, 0.0)))
+    v_des = np.maximum(v_des, -np.sqrt(2.0 * m._braking_a * np.maximum(q - limits.lower, 0.0)))
+    v_des = np.clip(v_des, -limits.velocity, limits.velocity)
+    ev = v_des - v
+    aev = np.abs(ev)
+    a_des = rdd + np.sign(ev) * np.minimum(m._kv * aev, np.sqrt(2.0 * m._braking_j * aev))
+    a_des = np.clip(a_des, -limits.acceleration, limits.acceleration)
+    j = np.clip(m._ka * (a_des - a), -limits.jerk, limits.jerk)
+    q1 = q + (v + (0.5 * a + j * dt / 6.0) * dt) * dt
+    q1 = np.clip(q1, q - limits.velocity * dt, q + limits.velocity * dt)
+    q1 = np.clip(q1, limits.lower, limits.upper)
+    settled = (np.abs(v) <= m._snap_v) & (np.abs(a) <= m._snap_a)
+    still = ~active | ((rd == 0.0) & (rdd == 0.0) & (ae <= 1e-6))
+    snap = settled & still
+    q1[snap] = np.where(active, r, q)[snap]
+    return q1
+
+
+def test_the_step_on_floats_is_the_array_cascade_to_the_last_bit():
+    rng = np.random.default_rng(11)
+    n = 6
+    limits = MotionLimits(
+        tuple(f"j{i}" for i in range(n)),
+        np.array([-np.inf, -2.0, -1.5, -3.0, -0.5, -0.02]),
+        np.array([np.inf, 2.0, 1.5, 3.0, 0.5, 0.03]),
+        rng.uniform(0.5, 5.0, n),
+        rng.uniform(5.0, 50.0, n),
+        rng.uniform(100.0, 1500.0, n),
+    )
+    m = MotionLayer(limits, DT, 30.0)
+    m.reset(rng.uniform(-0.01, 0.01, n))
+    for k in range(3000):
+        t = k * DT
+        if k == 1500:
+            m.begin_stop("estop", t)
+        if k == 2200:
+            m.reset(m.position)
+        draw = rng.random()
+        reference = None
+        if draw > 0.1:
+            wave = np.sin(np.arange(n) + 3.0 * t)
+            position = rng.uniform(-4.0, 4.0, n) if draw < 0.15 else 0.3 * wave
+            velocity = np.zeros(n) if draw < 0.3 else 0.9 * np.cos(np.arange(n) + 3.0 * t)
+            acceleration = np.zeros(n) if draw < 0.4 else -2.7 * wave
+            reference = Reference(position, velocity, acceleration, rng.random(n) < 0.8)
+        want = _array_step(m, reference)
+        got = m.step(reference, t)
+        np.testing.assert_allclose(got, want, rtol=0.0, atol=1e-12)
+        if rng.random() < 0.05:
+            got = got + rng.uniform(-1e-3, 1e-3, n)  # the safety layer changed it
+        m.commit(got, t)
