@@ -40,6 +40,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from hilbot._compat import StrEnum
 from hilbot.driver.targets import MAX_COORDINATE_M, MAX_DIRECTION_COMPONENT, MAX_JOINT_VALUE
 from hilbot.kinematics.spatial import rpy_to_matrix
+from hilbot.kinematics.tolerances import MIN_DIRECTION_NORM
 
 # Why a teleop message was dropped: the reasons, the record and the exception.
 
@@ -637,8 +638,9 @@ __all__ = [
 
 _Payload = TypeVar("_Payload", bound=Wire)
 
-#: A quaternion or axis shorter than this has no direction.
-_MIN_NORM = 1e-9
+#: A quaternion or axis shorter than this has no direction: the IK package's bound
+#: (``Runtime.set_target`` parses by the same tolerances).
+_MIN_NORM = MIN_DIRECTION_NORM
 
 
 @dataclass(frozen=True, slots=True)
