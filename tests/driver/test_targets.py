@@ -153,3 +153,28 @@ def test_the_solver_takes_the_door_s_target_as_given():
             continue
         solution = solver.solve(robot, q, "link1", "end_effector_link", target)
         assert solution.position_reached
+
+
+@pytest.mark.parametrize("scale", [0.5, 2.0])
+def test_mqtt_and_the_python_api_agree_on_the_shortest_tool_axis(scale):
+    import json
+
+    from hilbot.driver.teleop.messages import MessageRejected, Vocabulary, parse
+
+    axis = [scale * tolerances.MIN_DIRECTION_NORM, 0.0, 0.0]
+    vocabulary = Vocabulary("hilbot/r", frozenset({"arm"}), frozenset({"joint1"}))
+    body = {"seq": 1, "position": [0.2, 0.0, 0.1], "orientation": {"axis": axis}}
+    try:
+        message = parse("hilbot/r/target/arm", json.dumps(body).encode(), vocabulary)
+    except MessageRejected:
+        on_mqtt = False
+    else:
+        on_mqtt = True
+        assert parse_pose_target("arm", message.runtime_target()).kind is OrientationKind.AXIS
+    try:
+        parse_pose_target("arm", ((0.2, 0.0, 0.1), axis))
+    except InvalidTarget:
+        in_python = False
+    else:
+        in_python = True
+    assert on_mqtt == in_python == (scale > 1.0)
