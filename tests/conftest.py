@@ -1,4 +1,12 @@
-"""A watchdog for every test: a hang ends the run with every thread's stack, never stalls CI.
+"""The run's isolation, a watchdog for every test, and the quiet CPU some tests need.
+
+Isolation: the hilbot folders (config, state) of each test process are its own.
+
+Quiet CPU: scripts/test runs the suite on two pytest-xdist workers. A test marked
+``quiet_cpu`` runs alone: it waits until the other worker's current test has ended, and
+that worker starts no test until it is done (a readers-writer lock on a file of the run).
+
+Watchdog: a hang ends the run with every thread's stack, never stalls CI.
 
 pytest-timeout (``timeout`` in pyproject.toml) is the first line, but pytest-timeout and
 pytest's faulthandler both disarm in ``pytest_exception_interact``, that is as soon as a
@@ -9,18 +17,23 @@ the CI job is killed, printing nothing. This timer stays armed through teardown.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
+import fcntl
 import os
 import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from pathlib import Path
 
 import pytest
 
 #: Seconds one test may take, setup and teardown included, before the run is aborted.
 WATCHDOG_S = 420.0
+#: A folder of the whole run, which its pytest-xdist workers share (the quiet CPU's lock).
+RUN_DIR_ENV = "HILBOT_TEST_RUN_DIR"
 _CONFIG_HOME: list[str] = []
 
 
@@ -39,6 +52,10 @@ def pytest_configure(config: pytest.Config) -> None:
     state = tempfile.mkdtemp(prefix="hilbot-test-state-")
     _CONFIG_HOME.append(state)
     os.environ["XDG_STATE_HOME"] = state
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the run's own: its workers inherit it
+        run = tempfile.mkdtemp(prefix="hilbot-test-run-")
+        _CONFIG_HOME.append(run)
+        os.environ[RUN_DIR_ENV] = run
 
 
 @pytest.fixture(autouse=True)
@@ -57,8 +74,34 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _cpu_turn(quiet: bool) -> Iterator[None]:
+    """Under pytest-xdist: hold the run's CPU lock, shared, or alone when ``quiet``.
+
+    A worker passes a turnstile before taking the lock shared, and a quiet test holds the
+    turnstile while it waits for the lock: the other worker cannot slip test after test in
+    ahead of it.
+    """
+    run = os.environ.get(RUN_DIR_ENV)
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not run:
+        yield
+        return
+    folder = Path(run)
+    with (folder / "turnstile.lock").open("a") as turnstile, (folder / "cpu.lock").open("a") as cpu:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if not quiet:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        fcntl.flock(cpu, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
+        yield  # closing the files releases both locks
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
+    with _cpu_turn(item.get_closest_marker("quiet_cpu") is not None):
+        yield from _watched(item)
+
+
+def _watched(item: pytest.Item) -> Generator[None]:
     def abort() -> None:
         capture = item.config.pluginmanager.getplugin("capturemanager")
         if capture is not None:  # give the real stderr back, as pytest-timeout does
