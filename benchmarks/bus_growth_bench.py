@@ -46,10 +46,15 @@ from _report import load_note, write_section
 from _sim_process import process_cpu, raise_priority, scheduling, sim_bus
 
 from hilbot.hal.dynamixel.backend import DynamixelBackend
-from hilbot.hal.dynamixel.packets import Instruction, InstructionPacket, encode_instruction
-from hilbot.hal.dynamixel.read_set import ReadSet, cycle_registers, default_read_set
+from hilbot.hal.dynamixel.protocol import Instruction, InstructionPacket, encode_instruction
 from hilbot.hal.dynamixel.tables import RegisterName, model
-from hilbot.hal.dynamixel.timing import budget_for_lengths, choose_read_method
+from hilbot.hal.dynamixel.timing import (
+    ReadSet,
+    budget_for_lengths,
+    choose_read_method,
+    cycle_registers,
+    default_read_set,
+)
 from hilbot.hal.errors import CommTimeout, CrcError, HalError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 

@@ -67,7 +67,7 @@ class BusConfig(_Frozen):
         family: the servo family on the bus, ``dynamixel`` or ``feetech`` (STS/SCS).
         read: what each cycle reads from every servo: ``position``,
             ``position+velocity`` or ``position+velocity+effort``; unset, position only
-            on protocol 1 and all three on 2 (see ``hilbot.hal.dynamixel.read_set``).
+            on protocol 1 and all three on 2 (see ``hilbot.hal.dynamixel.timing``).
         reply_margin_ms: how long past a reply's wire time the backend waits for it [ms];
             unset, the backend's default (3 ms). Raise it for adapters behind hubs or
             with a long latency timer; ``--backend virtual`` sets it from the host's

@@ -1,6 +1,6 @@
 """Translating a protocol's status ERROR bits to and from the HAL's hardware-error flags.
 
-Dynamixel Protocol 1.0 (``hilbot.hal.dynamixel.packets``) and Feetech
+Dynamixel Protocol 1.0 (``hilbot.hal.dynamixel.protocol``) and Feetech
 (``hilbot.hal.feetech.protocol``) both report hardware errors as bits of the status
 packet's ERROR byte; each names its bits in a table ``{bit: HardwareErrorFlags}``
 (one flag per bit), and these two functions read and write the byte by that table.

@@ -16,9 +16,10 @@ from hilbot import _compat_asyncio as aio
 from hilbot.driver.child_python import python_command, wrong_package
 from hilbot.driver.errors import DriverError
 from hilbot.driver.state import Command
-from hilbot.driver.teleop.bridge import TeleopCounters, TeleopRuntime, report_failure
+from hilbot.driver.teleop.bridge import TeleopCounters, TeleopRuntime
 from hilbot.driver.teleop.channel import pack, receive
 from hilbot.driver.teleop.client import Backoff, BrokerUrl, parse_broker_url
+from hilbot.driver.teleop.command_errors import report_failure
 from hilbot.driver.teleop.errors import TeleopError
 from hilbot.driver.teleop.messages import Topics, refusal_reason
 from hilbot.driver.teleop.settings import TeleopSettings
@@ -69,7 +70,7 @@ async def serve_isolated(
     The worker holds the MQTT connection (and the embedded broker when ``url``
     is None). While it is down the runtime gets no targets, so its watchdog
     holds the robot. ``ready`` is resolved with the :class:`TeleopLink`. Every worker
-    gets the same ``instance`` (:class:`~hilbot.driver.teleop.bridge.Instance`).
+    gets the same ``instance`` (:class:`~hilbot.driver.teleop.instance.Instance`).
 
     Raises:
         TeleopError: the worker could not start serving (bad URL, busy port).

@@ -8,11 +8,13 @@ from typing import Any
 
 from hilbot import _compat_asyncio as aio
 from hilbot._compat import BaseExceptionGroup
-from hilbot.driver.teleop.bridge import DEFAULT_TIMEOUT_S, Instance, TeleopBridge, TeleopRuntime
+from hilbot.driver.teleop.bridge import TeleopBridge, TeleopRuntime
 from hilbot.driver.teleop.broker import EmbeddedBroker
 from hilbot.driver.teleop.client import parse_broker_url
 from hilbot.driver.teleop.demo import play_pattern
 from hilbot.driver.teleop.errors import first_teleop_error
+from hilbot.driver.teleop.instance import Instance
+from hilbot.driver.teleop.lease import DEFAULT_TIMEOUT_S
 from hilbot.driver.teleop.link import serve_isolated
 from hilbot.driver.teleop.patterns import Pattern
 from hilbot.driver.teleop.publisher import TeleopPublisher

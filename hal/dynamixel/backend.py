@@ -55,11 +55,10 @@ from hilbot.hal.bus.backend import AUTO, BackendState, BusBackend
 from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
 from hilbot.hal.dynamixel.port import DEFAULT_MARGIN_MS
-from hilbot.hal.dynamixel.read_set import ReadSet
 from hilbot.hal.dynamixel.session import BusSession
 from hilbot.hal.dynamixel.startup import ServoReport
 from hilbot.hal.dynamixel.tables import RegisterName
-from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod
+from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod, ReadSet
 from hilbot.hal.errors import CommandError, DataLimitError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
@@ -98,12 +97,12 @@ class DynamixelBackend(BusBackend):
         read: what each cycle reads from every servo (a :class:`ReadSet` or its name:
             ``"position"``, ``"position+velocity"``, ``"position+velocity+effort"``);
             ``None`` is the protocol's default (position only on 1.0, all three on 2.0;
-            see :mod:`hilbot.hal.dynamixel.read_set`). Readings left out are NaN.
+            see :mod:`hilbot.hal.dynamixel.timing`). Readings left out are NaN.
         joint_limits: ``{joint: (lower, upper)}`` [rad or m] the caller's safety layer
             enforces. Start-up reads each servo's own limit registers and refuses limits
             that, through offset, direction and gear ratio, pass them
             (:class:`~hilbot.hal.errors.ServoLimitError`); whatever is given, a goal
-            outside them is refused by ``write()`` (see :mod:`hilbot.hal.dynamixel.limits`).
+            outside them is refused by ``write()`` (see :mod:`hilbot.hal.dynamixel.startup`).
         pipeline: while goals are streamed (a ``write()`` between ``read()`` calls),
             queue the next cycle's read before this cycle's write, and return the
             state that read got one call later (see "Pipelining" above). ``"auto"``

@@ -12,9 +12,14 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hilbot.hal.dynamixel.read_set import ReadSet, cycle_registers, resolve
 from hilbot.hal.dynamixel.tables import Encoding, ModelSpec, Register, RegisterName
-from hilbot.hal.dynamixel.timing import ReadMethod, choose_read_method
+from hilbot.hal.dynamixel.timing import (
+    ReadMethod,
+    ReadSet,
+    choose_read_method,
+    cycle_registers,
+    resolve,
+)
 from hilbot.hal.dynamixel.units import ServoUnits
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.mapping import BusSpec, ServoSpec
@@ -162,7 +167,7 @@ class BusLayout:
         bus: the bus.
         servos: its servos.
         read: what each cycle reads (``None``: the protocol's default, see
-            :mod:`hilbot.hal.dynamixel.read_set`).
+            :mod:`hilbot.hal.dynamixel.timing`).
 
     Raises:
         ConfigError: duplicate ids, unknown models, a model of the other protocol,

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from hilbot.hal.backend import BusCounters
 from hilbot.hal.dynamixel import protocol as P
-from hilbot.hal.dynamixel.packets import crc16
+from hilbot.hal.dynamixel.protocol import crc16
 from hilbot.hal.dynamixel.timing import ReadMethod
 from hilbot.hal.errors import ServoError
 

@@ -22,11 +22,18 @@ import numpy as np
 from hilbot.hal.backend import HardwareErrorFlags, JointState
 from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
-from hilbot.hal.dynamixel.limits import ServoLimits, check_joint_range, check_torque, read_limits
 from hilbot.hal.dynamixel.protocol import ALERT_BIT, hardware_flags_from_protocol1
 from hilbot.hal.dynamixel.replies import ServoReply
 from hilbot.hal.dynamixel.servo_setup import configure_all
-from hilbot.hal.dynamixel.startup import ServoReport, check_bus, hardware_status
+from hilbot.hal.dynamixel.startup import (
+    ServoLimits,
+    ServoReport,
+    check_bus,
+    check_joint_range,
+    check_torque,
+    hardware_status,
+    read_limits,
+)
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod, bus_budget
 from hilbot.hal.dynamixel.units import temperature

@@ -19,8 +19,8 @@ from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
 from hilbot.hal.dynamixel.protocol import hardware_flags_from_protocol1
 from hilbot.hal.dynamixel.series_tables import XL320_JOINT
-from hilbot.hal.dynamixel.tables import OperatingMode, RegisterName, model_by_number
-from hilbot.hal.errors import CommTimeout, CrcError, StartupError, StartupProblem
+from hilbot.hal.dynamixel.tables import OperatingMode, Register, RegisterName, model_by_number
+from hilbot.hal.errors import CommTimeout, CrcError, ServoLimitError, StartupError, StartupProblem
 
 N = RegisterName
 #: How long start-up keeps pinging a servo that does not answer [s]. A servo answers
@@ -212,3 +212,194 @@ def check_bus(bus: DynamixelBus, layout: BusLayout, log: logging.Logger) -> list
                 r.hardware_errors.describe(),
             )
     return reports
+
+
+@dataclass(frozen=True, slots=True)
+class ServoLimits:
+    """The limit registers of one servo, as start-up read them (raw register values).
+
+    Attributes:
+        id: the servo.
+        low: the lowest goal position [ticks] the firmware accepts.
+        high: the highest.
+        low_register: the register that sets ``low`` (Min Position Limit, CW Angle Limit).
+        high_register: the register that sets ``high``.
+        enforced: the firmware applies ``low``/``high`` in the servo's operating mode.
+        pwm_limit: PWM Limit, or ``None`` where the model has none (1.0).
+        current_limit: Current Limit, or ``None``.
+        velocity_limit: Velocity Limit, or ``None``.
+        mode: Operating Mode (2.0), or ``None``.
+    """
+
+    id: int
+    low: int
+    high: int
+    low_register: Register
+    high_register: Register
+    enforced: bool
+    pwm_limit: int | None = None
+    current_limit: int | None = None
+    velocity_limit: int | None = None
+    mode: int | None = None
+
+    def bounds(self) -> tuple[int, int] | None:
+        """``(low, high)`` goal ticks where the firmware enforces them, else ``None``."""
+        return (self.low, self.high) if self.enforced else None
+
+
+#: ``hilbot servo`` option of each register it can set, per register name.
+SERVO_OPTIONS = {
+    N.MIN_POSITION_LIMIT: "--min-position-limit",
+    N.MAX_POSITION_LIMIT: "--max-position-limit",
+    N.CW_ANGLE_LIMIT: "--min-position-limit",
+    N.CCW_ANGLE_LIMIT: "--max-position-limit",
+    N.PWM_LIMIT: "--pwm-limit",
+    N.CURRENT_LIMIT: "--current-limit",
+}
+
+
+def servo_command(bus: DynamixelBus, servo_id: int, register: RegisterName, value: int) -> str:
+    """The ``hilbot servo`` command line that sets ``register`` of a servo to ``value``."""
+    return (
+        f"hilbot servo --port {bus.port_name} --baud {bus.baudrate} --protocol {bus.protocol} "
+        f"--id {servo_id} {SERVO_OPTIONS[register]} {value}"
+    )
+
+
+def read_limits(bus: DynamixelBus, slot: ServoSlot) -> ServoLimits:
+    """Read a servo's limit registers (and, on 2.0, its operating mode) in one read.
+
+    Raises:
+        CommTimeout, CrcError, ServoError: the read failed.
+    """
+    m = slot.model
+    if N.OPERATING_MODE not in m.table:  # 1.0 tables and the XL-320
+        low, high = m.register(N.CW_ANGLE_LIMIT), m.register(N.CCW_ANGLE_LIMIT)
+        data, _ = bus.read(slot.id, low.address, high.end - low.address)
+        # joint mode: both limits 0 is wheel mode, which start-up refuses before this
+        base = low.address
+        return ServoLimits(
+            slot.id, _at(low, data, base), _at(high, data, base), low, high, enforced=True
+        )
+    start = m.register(N.OPERATING_MODE).address
+    low, high = m.register(N.MIN_POSITION_LIMIT), m.register(N.MAX_POSITION_LIMIT)
+    data, _ = bus.read(slot.id, start, low.end - start)
+
+    def get(name: RegisterName) -> int | None:
+        reg = m.table.get(name)
+        return None if reg is None else _at(reg, data, start)
+
+    mode = get(N.OPERATING_MODE)
+    return ServoLimits(
+        slot.id,
+        _at(low, data, start),
+        _at(high, data, start),
+        low,
+        high,
+        enforced=mode == OperatingMode.POSITION,
+        pwm_limit=get(N.PWM_LIMIT),
+        current_limit=get(N.CURRENT_LIMIT),
+        velocity_limit=get(N.VELOCITY_LIMIT),
+        mode=mode,
+    )
+
+
+def _at(reg: Register, data: bytes, base: int) -> int:
+    return reg.decode(data[reg.address - base : reg.end - base])
+
+
+def check_torque(bus: DynamixelBus, slot: ServoSlot, limits: ServoLimits) -> None:
+    """Refuse a servo whose limits leave its motor no torque (PWM or Current Limit 0).
+
+    Raises:
+        ServoLimitError: the register, its value, and the command that fixes it.
+    """
+    m = slot.model
+    if limits.pwm_limit == 0:
+        _refuse_torque(bus, slot, N.PWM_LIMIT, m.register(N.PWM_LIMIT).default or 885)
+    if limits.mode == OperatingMode.CURRENT_BASED_POSITION and limits.current_limit == 0:
+        reg = m.register(N.CURRENT_LIMIT)
+        _refuse_torque(bus, slot, N.CURRENT_LIMIT, reg.default or reg.max)
+
+
+def _refuse_torque(bus: DynamixelBus, slot: ServoSlot, name: RegisterName, fix: int) -> None:
+    reg = slot.model.register(name)
+    command = servo_command(bus, slot.id, name, fix)
+    raise ServoLimitError(
+        f"servo {slot.id} (joint {slot.units.spec.joint!r}, {slot.model.name}): its "
+        f"{name.value} ({reg.address}) is 0, so the motor gets no "
+        f"{'current' if name is N.CURRENT_LIMIT else 'voltage'} and cannot hold or move; "
+        f"set it (with torque off): {command}",
+        servo_id=slot.id,
+        register=name.value,
+        address=reg.address,
+        expected=fix,
+        found=0,
+        command=command,
+        problem=StartupProblem.NO_TORQUE,
+    )
+
+
+def check_joint_range(
+    bus: DynamixelBus, slot: ServoSlot, limits: ServoLimits, joint_range: tuple[float, float]
+) -> None:
+    """Refuse joint limits that, mapped to this servo's ticks, pass its position limits.
+
+    Args:
+        bus: for the fix command (port, baud rate, protocol).
+        slot: the servo (its offset, direction and gear ratio map joint to ticks).
+        limits: what :func:`read_limits` found.
+        joint_range: ``(lower, upper)`` joint limits the safety layer enforces [rad or m].
+
+    Raises:
+        ServoLimitError: naming the servo, the register, its value, the tick the config
+            needs and the command that sets it.
+    """
+    if not limits.enforced:
+        return
+    units, m = slot.units, slot.model
+    spec = units.spec
+    scale = spec.direction * m.radians_per_tick / spec.gear_ratio
+    lower, upper = joint_range
+    ends = {
+        lower: round(m.center_tick + (lower - spec.offset) / scale),
+        upper: round(m.center_tick + (upper - spec.offset) / scale),
+    }
+    for joint_value, tick in ends.items():
+        if tick < limits.low:
+            _refuse_range(
+                bus, slot, limits.low_register, limits.low, tick, joint_value, lower, upper
+            )
+        if tick > limits.high:
+            _refuse_range(
+                bus, slot, limits.high_register, limits.high, tick, joint_value, lower, upper
+            )
+
+
+def _refuse_range(
+    bus: DynamixelBus,
+    slot: ServoSlot,
+    reg: Register,
+    found: int,
+    needed: int,
+    joint_value: float,
+    lower: float,
+    upper: float,
+) -> None:
+    spec = slot.units.spec
+    side = "lower" if joint_value == lower else "upper"
+    command = servo_command(bus, slot.id, reg.name, needed)
+    raise ServoLimitError(
+        f"servo {slot.id} (joint {spec.joint!r}, {slot.model.name}): its {reg.name.value} "
+        f"({reg.address}) is {found}, but the joint's {side} limit {joint_value:.4f} "
+        f"(limits [{lower:.4f}, {upper:.4f}], offset {spec.offset}, direction "
+        f"{spec.direction}, gear ratio {spec.gear_ratio}) needs tick {needed}; the servo "
+        f"would refuse those goals. Set the register (with torque off): {command}, or "
+        "narrow the joint with safety.soft_limits",
+        servo_id=slot.id,
+        register=reg.name.value,
+        address=reg.address,
+        expected=needed,
+        found=found,
+        command=command,
+    )

@@ -23,8 +23,8 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hilbot.hal.dynamixel.read_set import ReadSet, cycle_registers, resolve
-from hilbot.hal.dynamixel.tables import ModelSpec, model
+from hilbot._compat import StrEnum
+from hilbot.hal.dynamixel.tables import ModelSpec, RegisterName, model
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
 __all__ = [
@@ -32,14 +32,17 @@ __all__ = [
     "RETURN_DELAY_UNIT",
     "CycleBudget",
     "ReadMethod",
+    "ReadSet",
     "budget_for_lengths",
     "bus_budget",
     "byte_time",
     "choose_read_method",
     "cycle_budget",
     "cycle_registers",
+    "default_read_set",
     "max_cycle_rate",
     "read_bytes",
+    "resolve",
     "write_bytes",
 ]
 
@@ -282,3 +285,59 @@ def max_cycle_rate(
     if not servos:
         return float("inf")
     return bus_budget(bus, servos, return_delay_time=return_delay_time, read=read).max_rate
+
+
+N = RegisterName
+
+
+class ReadSet(StrEnum):
+    """The readings a cycle takes from every servo (the config's ``read`` of a bus)."""
+
+    POSITION = "position"
+    POSITION_VELOCITY = "position+velocity"
+    FULL = "position+velocity+effort"
+
+    @property
+    def velocity(self) -> bool:
+        """Whether the set reads velocity."""
+        return self is not ReadSet.POSITION
+
+    @property
+    def effort(self) -> bool:
+        """Whether the set reads effort (current or load)."""
+        return self is ReadSet.FULL
+
+
+def default_read_set(protocol: int) -> ReadSet:
+    """The read set a bus of ``protocol`` uses when the config names none (see above)."""
+    return ReadSet.POSITION if protocol == 1 else ReadSet.FULL
+
+
+def resolve(read: ReadSet | str | None, protocol: int) -> ReadSet:
+    """``read`` as a :class:`ReadSet` (``None``: the protocol's default).
+
+    Raises:
+        ValueError: an unknown name; the message lists the valid ones.
+    """
+    if read is None:
+        return default_read_set(protocol)
+    try:
+        return ReadSet(read)
+    except ValueError:
+        valid = ", ".join(repr(r.value) for r in ReadSet)
+        raise ValueError(f"unknown read set {read!r}; valid: {valid}") from None
+
+
+def cycle_registers(spec: ModelSpec, read: ReadSet | None = None) -> tuple[RegisterName, ...]:
+    """Registers a cycle reads from a servo of this model, in address order.
+
+    Both protocols keep effort, velocity and position next to each other (in that
+    order on 2.0, the reverse on 1.0), so each set is one contiguous span.
+    """
+    read = read or default_read_set(spec.protocol)
+    names = [N.PRESENT_POSITION]
+    if read.velocity:
+        names.append(spec.velocity_register)
+    if read.effort:
+        names.append(spec.effort_register)
+    return tuple(sorted(names, key=lambda n: spec.register(n).address))

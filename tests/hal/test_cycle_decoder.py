@@ -7,7 +7,7 @@ import pytest
 
 from hilbot.hal.dynamixel import tables
 from hilbot.hal.dynamixel.layout import BusLayout
-from hilbot.hal.dynamixel.read_set import ReadSet
+from hilbot.hal.dynamixel.timing import ReadSet
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
 

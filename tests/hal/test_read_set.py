@@ -11,8 +11,7 @@ from hilbot.driver.backends import dynamixel_backend
 from hilbot.driver.config import parse_config
 from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.hal.backend import HardwareErrorFlags
-from hilbot.hal.dynamixel.read_set import ReadSet
-from hilbot.hal.dynamixel.timing import ReadMethod, max_cycle_rate
+from hilbot.hal.dynamixel.timing import ReadMethod, ReadSet, max_cycle_rate
 from hilbot.hal.mapping import BusSpec
 from hilbot.sim import running_virtual_bus
 

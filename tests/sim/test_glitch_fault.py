@@ -15,7 +15,7 @@ import serial
 
 from hilbot.hal.dynamixel import protocol as dxl
 from hilbot.hal.dynamixel.backend import DynamixelBackend
-from hilbot.hal.dynamixel.params import bulk_read_params, read_params, sync_read_params
+from hilbot.hal.dynamixel.protocol import bulk_read_params, read_params, sync_read_params
 from hilbot.hal.feetech import protocol as ft
 from hilbot.hal.feetech.backend import FeetechBackend
 from hilbot.hal.mapping import BusSpec, ServoSpec

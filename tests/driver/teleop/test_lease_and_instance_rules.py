@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from hilbot.driver.teleop.bridge import Instance, Lease, new_instance_id, read_status
+from hilbot.driver.teleop.instance import Instance, new_instance_id, read_status
+from hilbot.driver.teleop.lease import Lease
 
 
 class Clock:
