@@ -8,8 +8,9 @@ Calibration, in this order:
 
 1. hilbot's calibration of the robot on that port (``hilbot calibrate``, or ``calibrate()``
    here), or the file given as ``calibration``;
-2. else, on ``hardware``, LeRobot's calibration file of the arm (``lerobot_file``: LeRobot's
-   ``calibration_dir/<id>.json``), imported as ``hilbot calibrate --from-lerobot`` does;
+2. else, on ``hardware`` (or a virtual bus on a given port), LeRobot's calibration file
+   of the arm (``lerobot_file``: LeRobot's ``calibration_dir/<id>.json``), imported as
+   ``hilbot calibrate --from-lerobot`` does;
 3. else none (the URDF's limits stand in for the ranges).
 """
 
@@ -39,7 +40,8 @@ class HilbotArm:
     Args:
         config: a shipped robot name or a YAML file.
         backend: ``sim``, ``mujoco``, ``virtual`` or ``hardware``.
-        port: ``hardware``: the serial port (single-bus robots), overriding the config's.
+        port: ``hardware``: the serial port (single-bus robots), overriding the config's;
+            ``virtual``: the pty of a ``hilbot sim-bus`` already running (none is started).
         calibration: a hilbot calibration file to apply (default: the robot's own).
         lerobot_file: LeRobot's calibration file of this arm (read on ``hardware`` when
             hilbot has none; written by :meth:`calibrate`).
@@ -69,8 +71,8 @@ class HilbotArm:
             backend = str(backend)
         if backend not in BACKENDS:
             raise DriverError(f"backend {backend!r}: expected one of {', '.join(BACKENDS)}")
-        if port is not None and backend != "hardware":
-            raise DriverError(f"port is for the hardware backend, not {backend}")
+        if port is not None and backend not in ("hardware", "virtual"):
+            raise DriverError(f"port is for the hardware and virtual backends, not {backend}")
         if hand is not None and backend != "virtual":
             raise DriverError(f"hand is for the virtual backend, not {backend}")
         self.source = config
@@ -117,8 +119,9 @@ class HilbotArm:
         if self.connected:
             return
         hand = () if self.hand is None else ("--hand", self.hand)
+        on_pty = self.port if self.backend == "virtual" else None
         self._runtime = BackgroundRuntime(
-            self.calibrated, self.backend, enable=True, sim_bus_args=hand
+            self.calibrated, self.backend, enable=True, sim_bus_args=hand, port=on_pty
         )
         try:
             self._runtime.start()
@@ -204,11 +207,12 @@ class HilbotArm:
         if self.port is not None:
             if len(config.buses) != 1:
                 raise DriverError(f"port needs a single-bus robot; {config.name} has several")
-            update["buses"] = (config.buses[0].model_copy(update={"port": self.port}),)
+            if self.backend == "hardware":
+                update["buses"] = (config.buses[0].model_copy(update={"port": self.port}),)
         if update:
             config = config.model_copy(update=update)
         explicit = self.explicit
-        if explicit is None and self.backend == "hardware":
+        if explicit is None and (self.backend == "hardware" or self.port is not None):
             explicit = self._imported(config)
         return load_calibrated(config, self.backend, explicit, source=self.source, port=self.port)
 
@@ -217,9 +221,11 @@ class HilbotArm:
         from hilbot.driver.calibration import files
         from hilbot.driver.calibration import lerobot as lerobot_files
 
-        port = config.buses[0].port
+        port = self.port or config.buses[0].port
         own = files.default_path(config.name, port)
-        if own.is_file() or self.lerobot_file is None or not self.lerobot_file.is_file():
+        if own.is_file():  # hardware finds it itself; a virtual bus on a port is told
+            return own if self.backend == "virtual" else None
+        if self.lerobot_file is None or not self.lerobot_file.is_file():
             return None
         data = lerobot_files.read_file(self.lerobot_file)
         imported = lerobot_files.from_lerobot(data, config, files.port_key(port), self.lerobot_file)

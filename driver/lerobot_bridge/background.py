@@ -26,7 +26,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +90,8 @@ class BackgroundRuntime:
         mqtt: serve MQTT teleop into the runtime: a broker URL, ``""`` for the embedded
             broker, ``None`` for no MQTT.
         sim_bus_args: further ``hilbot sim-bus`` options on ``virtual`` (``--hand``).
+        port: ``virtual``: the pty of a ``hilbot sim-bus`` already serving the robot's
+            (single) bus, driven instead of starting one.
     """
 
     def __init__(
@@ -100,8 +102,10 @@ class BackgroundRuntime:
         enable: bool,
         mqtt: str | None = None,
         sim_bus_args: tuple[str, ...] = (),
+        port: str | None = None,
     ) -> None:
         self.calibrated = calibrated
+        self._port = port
         self.config = calibrated.config
         self.backend = backend
         self._enable = enable
@@ -214,7 +218,6 @@ class BackgroundRuntime:
             self._started.set()
 
     async def _run(self) -> None:
-        from hilbot.driver.backends import build_backend
         from hilbot.driver.runtime import Runtime
         from hilbot.driver.state import Command
 
@@ -228,7 +231,7 @@ class BackgroundRuntime:
         if sim_bus_args:
             options["sim_bus_args"] = sim_bus_args
         async with (
-            build_backend(self.config, self.backend, **options) as built,
+            self._backend(options) as built,
             Runtime(self.config, built) as runtime,
         ):
             self._runtime = runtime
@@ -255,6 +258,20 @@ class BackgroundRuntime:
                     self._error = task.exception()
             await self._controlled_stop(runtime)
         self._runtime = None
+
+    @contextlib.asynccontextmanager
+    async def _backend(self, options: dict[str, Any]) -> AsyncIterator[Any]:
+        """The backend: built as ``hilbot run`` builds it, or on a running virtual bus."""
+        from hilbot.driver.backends import build_backend, dynamixel_backend
+        from hilbot.driver.virtual_margin import virtual_options
+
+        if self.backend == "virtual" and self._port is not None:
+            margins = await virtual_options(self.config.safety.bus_watchdog)
+            ports = {self.config.buses[0].name: self._port}
+            yield dynamixel_backend(self.config, ports, pipeline="auto", **margins)
+            return
+        async with build_backend(self.config, self.backend, **options) as built:
+            yield built
 
     async def _teleop(self, runtime: Any) -> None:
         from hilbot.driver.teleop import serve

@@ -4,7 +4,7 @@
     python lerobot_plugin_client.py units so101|koch FOLDER ID HILBOT_CALIBRATION
     python lerobot_plugin_client.py dataset ROOT REPO_ID
     python lerobot_plugin_client.py goals PORT
-    python lerobot_plugin_client.py unnormalize FOLDER ID VALUES_JSON
+    python lerobot_plugin_client.py unnormalize FOLDER ID FRAMES_JSON
 
 - ``features``: ``action_features`` / ``observation_features`` / ``name`` of the hilbot
   robot (``--robot.type=hilbot``) and teleoperator beside LeRobot's classes of each arm;
@@ -15,7 +15,7 @@
 - ``dataset``: what LeRobot's ``LeRobotDataset`` loads from a recorded folder;
 - ``goals``: Goal_Position and Present_Position [ticks] of an SO-101 on ``PORT``, read
   by LeRobot's ``FeetechMotorsBus``;
-- ``unnormalize``: the ticks LeRobot's SO-101 follower writes for these values.
+- ``unnormalize``: the ticks LeRobot's SO-101 follower writes for each frame's values.
 """
 
 from __future__ import annotations
@@ -175,14 +175,17 @@ def goals(port: str) -> dict[str, object]:
     return {"goal": goal, "present": present}
 
 
-def unnormalize(folder: Path, robot_id: str, values: dict[str, float]) -> dict[str, int]:
+def unnormalize(folder: Path, robot_id: str, frames: list[dict[str, float]]) -> list[object]:
     from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
 
     robot = SO101Follower(SO101FollowerConfig(port="/dev/null", id=robot_id,
                                               calibration_dir=folder))  # fmt: skip
-    ids = {n: robot.bus.motors[n].id for n in values}
-    ticks = robot.bus._unnormalize({ids[n]: v for n, v in values.items()})
-    return {n: int(ticks[ids[n]]) for n in values}
+    out: list[object] = []
+    for values in frames:
+        ids = {n: robot.bus.motors[n].id for n in values}
+        ticks = robot.bus._unnormalize({ids[n]: v for n, v in values.items()})
+        out.append({n: int(ticks[ids[n]]) for n in values})
+    return out
 
 
 def main() -> None:

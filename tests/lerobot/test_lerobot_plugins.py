@@ -143,8 +143,8 @@ LEADER = ["--teleop.type=hilbot", "--teleop.config=so101_leader", "--teleop.back
 def follower_bus(home: Path) -> Iterator[list[str]]:
     """A factory-fresh virtual SO-101 follower (``hilbot sim-bus``) and LeRobot's file of it.
 
-    Yields the ``--robot.*`` options that drive it as a real arm (``--robot.backend=
-    hardware --robot.port=PTY``): LeRobot's calibration file of the arm is in the
+    Yields the ``--robot.*`` options that drive it (``--robot.backend=virtual
+    --robot.port=PTY``: that bus, none started): LeRobot's calibration file of the arm is in the
     ``--robot.calibration_dir`` (ranges a little inside the URDF's, the Homing Offsets
     the factory's), which the hilbot robot imports on connect.
     """
@@ -175,7 +175,7 @@ def follower_bus(home: Path) -> Iterator[list[str]]:
             line = process.stdout.readline()
             assert ": /dev/" in line, line
             port = line.split()[1]
-            yield [*FOLLOWER, "--robot.backend=hardware", f"--robot.port={port}",
+            yield [*FOLLOWER, "--robot.backend=virtual", f"--robot.port={port}",
                    f"--robot.calibration_dir={folder}"]  # fmt: skip
         finally:
             process.terminate()
@@ -234,12 +234,16 @@ def test_lerobot_record_then_replay(tmp_path: Path) -> None:
             home=tmp_path,
         )  # fmt: skip
         after = _goals(robot, tmp_path)
-    last = dict(zip(names, actions[-1], strict=True))
-    expected = client("unnormalize", str(tmp_path / "lerobot-files"), "arm", json.dumps(last),
+    # The follower ended on the episode's path, near its end: lerobot-replay disconnects
+    # right after the last frame, and the disconnect is a controlled stop from where the
+    # motion layer's command was, a few frames behind the stream (LeRobot's own class
+    # leaves the last goal on the bus instead).
+    tail = [dict(zip(names, a, strict=True)) for a in actions[-20:]]
+    expected = client("unnormalize", str(tmp_path / "lerobot-files"), "arm", json.dumps(tail),
                       home=tmp_path)  # fmt: skip
-    assert isinstance(expected, dict)
-    for name in names:  # the follower ended where the episode's last action put it
-        assert after[name] == pytest.approx(expected[name], abs=25), (name, before, after)
+    assert isinstance(expected, list)
+    off = [max(abs(after[n] - frame[n]) for n in names) for frame in expected]
+    assert min(off) <= 25, (off, after, expected[-1])  # ticks; 25 ticks = 2.2 degrees
     assert any(abs(after[n] - before[n]) > 40 for n in names), (before, after)
 
 

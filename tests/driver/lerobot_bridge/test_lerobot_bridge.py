@@ -103,7 +103,7 @@ def test_bad_options_are_one_line_errors() -> None:
 
     with pytest.raises(DriverError, match="backend 'usb'"):
         HilbotArm("so101_follower", "usb")
-    with pytest.raises(DriverError, match="port is for the hardware backend"):
+    with pytest.raises(DriverError, match="port is for the hardware and virtual backends"):
         HilbotArm("so101_follower", "sim", port="/dev/ttyACM0")
     with pytest.raises(DriverError, match="source 'phone'"):
         HilbotLeader("so101_follower", "phone")
