@@ -19,6 +19,7 @@ from hilbot.driver.errors import InvalidTarget, TargetProblem
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.safety import Mode, SafetyLayer
 from hilbot.driver.state import Command, FaultKind
+from hilbot.kinematics.ik import OrientationKind, Target
 
 RATE = 200.0
 
@@ -52,18 +53,25 @@ class _OverflowingSolver:
         self.inner, self.far = inner, far
 
     def solve(self, robot, seed, source, target_link, target, **options):
-        position = target[0] if isinstance(target, tuple) else target
-        orientation = target[1] if isinstance(target, tuple) else None
-        for values in (position, orientation):
+        for values in (target.point, target.orientation):  # the runtime passes a Target
             if values is not None and np.max(np.abs(values)) > self.far:
                 raise OverflowError("math range error")
         return self.inner.solve(robot, seed, source, target_link, target, **options)
 
 
 async def _bypass_the_door(rt, chain, target):
-    """Put a target in the slot as a validation bug would (the door refuses it now)."""
+    """Put a target in the slot as a validation bug would (the door refuses it now).
+
+    The door stores what ``parse_target`` returns: a ``Target``; a bug would store one
+    built without it.
+    """
     runner = rt._chains[chain]
     runner.solver = _OverflowingSolver(runner.solver)
+    if isinstance(target, tuple):
+        position, axis = target
+        target = Target(tuple(position.tolist()), OrientationKind.AXIS, tuple(axis.tolist()))
+    else:
+        target = Target(tuple(target.tolist()))
     rt._targets._store(chain, target)
     await rt.wait_cycles(1)
 
