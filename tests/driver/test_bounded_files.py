@@ -3,7 +3,8 @@
 A 1 KB YAML alias bomb in a config hung ``hilbot run`` (the error message quoted the
 whole expanded input), a 200k-element list gave a 1.5 MB "line", an ``.npz`` declaring
 a 4.8 GB array ended ``hilbot replay`` in a MemoryError traceback, and a YAML syntax
-error printed 7 lines. All through the real command line, in a subprocess.
+error printed 7 lines. All through the command line: its ``main`` in this process
+(``hilbot_main``), and in a subprocess where the process is the point (a memory limit).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 import hilbot.configs
 from hilbot._bounded import MAX_ALIAS_EXPANSION, YamlTooLarge, load_yaml, quote
 from hilbot.driver.bench.npz_check import NpzTooLarge, check_npz
+from tests.driver.conftest import CliResult
 
 WAIT = 180.0  # [s] start-up imports on a busy machine (a 200k-item YAML parses in seconds)
 ROBOTS = Path(hilbot.configs.__file__).parent / "robots"
@@ -46,7 +48,9 @@ def hilbot(
     )
 
 
-def one_line(result: subprocess.CompletedProcess[str], command: str, longest: int = 500) -> str:
+def one_line(
+    result: subprocess.CompletedProcess[str] | CliResult, command: str, longest: int = 500
+) -> str:
     err = result.stderr
     assert "Traceback" not in err, err[:2000]
     lines = err.strip().splitlines()
@@ -75,29 +79,36 @@ def alias_bomb(levels: int = 9) -> str:
     return "[" + ", ".join(items) + "]"
 
 
-def test_an_alias_bomb_in_a_config_is_refused_at_once(tmp_path):
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch, hilbot_main):
+    """``hilbot_main``, run from ``tmp_path`` (as the subprocesses are)."""
+    monkeypatch.chdir(tmp_path)
+    return hilbot_main
+
+
+def test_an_alias_bomb_in_a_config_is_refused_at_once(tmp_path, in_tmp):
     bomb = alias_bomb()
     assert len(bomb) < 1024
     path = omx_with_options(tmp_path, f"{{max_iterations: 20, bomb: {bomb}}}")
     start = time.monotonic()
-    result = hilbot("run", str(path), "--no-mqtt", "--duration", "1", cwd=tmp_path)
+    result = in_tmp("run", str(path), "--no-mqtt", "--duration", "1")
     assert result.returncode == 2
     line = one_line(result, "run")
     assert "alias" in line and str(path.name) in line, line
     assert time.monotonic() - start < WAIT / 2
 
 
-def test_a_huge_list_in_a_config_gives_a_short_line(tmp_path):
+def test_a_huge_list_in_a_config_gives_a_short_line(tmp_path, in_tmp):
     big = "[" + ", ".join(["1"] * 200_000) + "]"
     path = omx_with_options(tmp_path, f"{{max_iterations: 20, big: {big}}}")
-    result = hilbot("run", str(path), "--no-mqtt", "--duration", "1", cwd=tmp_path)
+    result = in_tmp("run", str(path), "--no-mqtt", "--duration", "1")
     assert result.returncode == 2
     line = one_line(result, "run", longest=400)
     assert "chains[0].options.big" in line and "..." in line, line
 
 
 @pytest.mark.parametrize("kind", ["scenario", "trajectory"])
-def test_a_huge_list_in_a_scenario_or_trajectory_gives_a_short_line(tmp_path, kind):
+def test_a_huge_list_in_a_scenario_or_trajectory_gives_a_short_line(tmp_path, kind, in_tmp):
     big = "[" + ", ".join(["1"] * 20_000) + "]"  # a scenario's error was 80 bytes an item
     path = tmp_path / f"{kind}.yaml"
     if kind == "scenario":
@@ -106,13 +117,13 @@ def test_a_huge_list_in_a_scenario_or_trajectory_gives_a_short_line(tmp_path, ki
     else:
         path.write_text(f"waypoints:\n  - t: 0\n    joints: {{joint1: {big}}}\n")
         args = ["run", "--trajectory", str(path), "--enable", "--no-mqtt"]
-    result = hilbot(*args, cwd=tmp_path)
+    result = in_tmp(*args)
     assert result.returncode == 2
     one_line(result, args[0], longest=1500)
 
 
 @pytest.mark.parametrize("kind", ["calibration", "config", "trajectory", "scenario"])
-def test_a_yaml_syntax_error_is_one_line_with_file_line_and_column(tmp_path, kind):
+def test_a_yaml_syntax_error_is_one_line_with_file_line_and_column(tmp_path, kind, in_tmp):
     bad = tmp_path / f"{kind}.yaml"
     bad.write_text("joints:\n  a: [1, 2\n  b: 3\n")
     args = {
@@ -121,7 +132,7 @@ def test_a_yaml_syntax_error_is_one_line_with_file_line_and_column(tmp_path, kin
         "trajectory": ["run", "--trajectory", str(bad), "--enable", "--no-mqtt"],
         "scenario": ["bench", "openmanipulator_x", "--scenario", str(bad), "--quiet"],
     }[kind]
-    result = hilbot(*args, cwd=tmp_path)
+    result = in_tmp(*args)
     assert result.returncode == 2
     line = one_line(result, args[0])
     assert str(bad.name) in line and "line 3, column 4" in line, line
