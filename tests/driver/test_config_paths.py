@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from hilbot.configs import ROBOTS_DIR, config_path
 from hilbot.driver.config import load_config
 from hilbot.driver.config_source import merge
 from hilbot.driver.errors import ConfigError
+from tests.driver.conftest import CliResult
 
 RUN = ["--backend", "virtual", "--no-mqtt", "--no-status", "--duration", "1"]
 
@@ -108,7 +110,12 @@ def test_extends_may_name_a_yaml_beside_it(tmp_path: Path) -> None:
     ids=["unknown base", "bad id", "bad baud", "new servo without a model"],
 )
 def test_a_bad_extends_config_names_the_file_and_field(
-    fields: dict[str, object], where: str, problem: str, tmp_path: Path
+    fields: dict[str, object],
+    where: str,
+    problem: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    hilbot_main: Callable[..., CliResult],
 ) -> None:
     base = "no_such_robot" if not fields else "so101_follower"
     path = _extending(tmp_path, base, **fields)
@@ -116,7 +123,8 @@ def test_a_bad_extends_config_names_the_file_and_field(
         load_config(path)
     text = str(caught.value)
     assert text.startswith(f"{path}: {where}") and problem in text, text
-    ran = _hilbot("run", str(path), "--backend", "virtual", "--no-mqtt", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)  # the command line, in this process: refused before a bus
+    ran = hilbot_main("run", str(path), "--backend", "virtual", "--no-mqtt")
     assert ran.returncode == 2 and len(ran.stderr.strip().splitlines()) == 1, ran.stderr
 
 
