@@ -143,8 +143,8 @@ def client_command(row: Row, leader: str, follower: str, tmp: Path, lerobot: str
     if row.client == "lerobot":
         robot = ["--robot.type=so101_follower", f"--robot.port={follower}", "--robot.id=bench"]
     else:
-        follow = hilbot_config("so101_follower", follower, tmp)
-        robot = ["--robot.type=hilbot", f"--robot.config={follow}", "--robot.backend=hardware",
+        # hilbot's runtime on the running sim-bus, with the virtual buses' reply margins.
+        robot = ["--robot.type=hilbot", "--robot.config=so101_follower", "--robot.backend=virtual",
                  f"--robot.port={follower}", "--robot.id=bench"]  # fmt: skip
     return [lerobot, *script, *robot, *teleop, f"--fps={row.rate}", "--display_data=false"]
 
