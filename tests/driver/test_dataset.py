@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from hilbot.driver.config import load_config
 from hilbot.driver.dataset.episodes import NEXT, RERECORD, STOP, key_event, record_episodes
 from hilbot.driver.dataset.features import JointUnit, features_for
 from hilbot.driver.dataset.writer import DatasetError, DatasetWriter
+from tests.driver.conftest import CliResult
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -312,24 +314,29 @@ def test_hilbot_run_records_what_mqtt_teleop_drives(tmp_path: Path) -> None:
         (["--dataset", "DS", "--task", "x", "--fps", "29.5"], "whole number"),
     ],
 )
-def test_bad_dataset_options_are_one_line(extra: list[str], problem: str, tmp_path: Path) -> None:
+def test_bad_dataset_options_are_one_line(
+    extra: list[str],
+    problem: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    hilbot_main: Callable[..., CliResult],
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the command line in this process: refused before anything
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     for command in (["run", "so101_follower", "--backend", "sim"],
                     ["lead", "so101_leader", "--backend", "virtual"]):  # fmt: skip
-        done = subprocess.run(
-            [sys.executable, "-m", "hilbot", *command, *extra], capture_output=True, text=True,
-            timeout=120, env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}, cwd=tmp_path,
-        )  # fmt: skip
+        done = hilbot_main(*command, *extra)
         assert done.returncode == 2, done.stderr
         assert problem in done.stderr and "Traceback" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_lead_dataset_with_a_follower_elsewhere_is_refused(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "hilbot", "lead", "so101_leader", "--mqtt", "mqtt://127.0.0.1:1",
-         "--dataset", "ds", "--task", "x"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+def test_lead_dataset_with_a_follower_elsewhere_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hilbot_main: Callable[..., CliResult]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    done = hilbot_main("lead", "so101_leader", "--mqtt", "mqtt://127.0.0.1:1",
+                       "--dataset", "ds", "--task", "x")  # fmt: skip
     assert done.returncode == 2 and "runs elsewhere" in done.stderr
 
 

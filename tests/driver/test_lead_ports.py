@@ -7,13 +7,14 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from hilbot.driver.virtual_margin import virtual_margin_ms
+from tests.driver.conftest import CliResult
 
 WAIT = 120.0  # [s] start-up on a busy host
 
@@ -96,18 +97,26 @@ def test_lead_drives_a_follower_on_the_ports_given(tmp_path: Path) -> None:
     ids=["virtual leader", "remote follower", "sim follower"],
 )
 def test_port_options_that_would_be_ignored_are_refused(
-    argv: list[str], problem: str, tmp_path: Path
+    argv: list[str],
+    problem: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    hilbot_main: Callable[..., CliResult],
 ) -> None:
-    done = _hilbot("lead", "koch_v1_1_leader", *argv, cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)  # the command line in this process: refused before a port opens
+    done = hilbot_main("lead", "koch_v1_1_leader", *argv)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and problem in lines[0], done.stderr
 
 
-def test_a_leader_port_that_cannot_open_names_the_option(tmp_path: Path) -> None:
+def test_a_leader_port_that_cannot_open_names_the_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hilbot_main: Callable[..., CliResult]
+) -> None:
     port = str(tmp_path / "ttyNOPE")
     lead = ["lead", "koch_v1_1_leader", "--mqtt", "mqtt://127.0.0.1:1", "--leader-port", port]
-    done = _hilbot(*lead, "--duration", "1", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    done = hilbot_main(*lead, "--duration", "1")
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{port} (from --leader-port)" in lines[0], done.stderr
