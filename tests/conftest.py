@@ -52,7 +52,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = tempfile.mkdtemp(prefix="hilbot-test-state-")
     _CONFIG_HOME.append(state)
     os.environ["XDG_STATE_HOME"] = state
-    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the run's own: its workers inherit it
+    if not hasattr(config, "workerinput"):  # the run's own: its pytest-xdist workers inherit it
         run = tempfile.mkdtemp(prefix="hilbot-test-run-")
         _CONFIG_HOME.append(run)
         os.environ[RUN_DIR_ENV] = run
@@ -75,15 +75,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @contextlib.contextmanager
-def _cpu_turn(quiet: bool) -> Iterator[None]:
-    """Under pytest-xdist: hold the run's CPU lock, shared, or alone when ``quiet``.
+def _cpu_turn(config: pytest.Config, quiet: bool) -> Iterator[None]:
+    """In a pytest-xdist worker: hold the run's CPU lock, shared, or alone when ``quiet``.
 
     A worker passes a turnstile before taking the lock shared, and a quiet test holds the
     turnstile while it waits for the lock: the other worker cannot slip test after test in
-    ahead of it.
+    ahead of it. (A pytest that a test runs inherits the worker's environment, but it is
+    no worker: it takes no lock, which its parent test holds already.)
     """
     run = os.environ.get(RUN_DIR_ENV)
-    if not os.environ.get("PYTEST_XDIST_WORKER") or not run:
+    if not hasattr(config, "workerinput") or not run:
         yield
         return
     folder = Path(run)
@@ -97,7 +98,7 @@ def _cpu_turn(quiet: bool) -> Iterator[None]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
-    with _cpu_turn(item.get_closest_marker("quiet_cpu") is not None):
+    with _cpu_turn(item.config, item.get_closest_marker("quiet_cpu") is not None):
         yield from _watched(item)
 
 

@@ -350,7 +350,7 @@ class DemoCalibration:
 
 @pytest.fixture(scope="session")
 def demo_calibration(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
 ) -> Callable[[str], DemoCalibration]:
     """``demo_calibration(robot)``: the robot's demo calibration, made once per test run.
 
@@ -360,7 +360,7 @@ def demo_calibration(
     others read what it wrote.
     """
     base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if hasattr(pytestconfig, "workerinput"):  # a pytest-xdist worker
         base = base.parent  # the run's folder, shared by its workers (not by other runs)
     root = base / "demo-calibrations"
     root.mkdir(exist_ok=True)
