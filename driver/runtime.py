@@ -617,13 +617,14 @@ class Runtime:
             cpu=cpu,
             stages=stages,
         )
+        listen = clock()
         for listener in self._listeners:
             try:
                 listener(rec)
             except Exception as err:
                 name = getattr(listener, "__qualname__", type(listener).__qualname__)
                 self._faults.internal_fault(f"cycle listener {name}", err)
-        self._listen_time = clock() - end
+        self._listen_time = clock() - listen
 
     async def _command_stage(self, rec: CycleRecord, state: JointState | None) -> None:
         """Decide this cycle's goal and write it: tracking, a controlled stop, or a hold."""
