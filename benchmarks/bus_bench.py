@@ -45,9 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import load_note, write_section
 from _sim_process import raise_priority, scheduling, sim_bus, sim_cpu
 
+from hilbot.hal.bus.port import BlockingPortHandler
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.bus import DynamixelBus
-from hilbot.hal.dynamixel.port import BlockingPortHandler
 from hilbot.hal.dynamixel.protocol import (
     BROADCAST_ID,
     Instruction,

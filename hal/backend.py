@@ -11,7 +11,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -181,3 +181,24 @@ async def enable_holding(backend: Backend, positions: Mapping[str, float]) -> No
         return
     await backend.write(positions)
     await backend.set_torque(True)
+
+
+BitT = TypeVar("BitT", bound=int)
+
+
+def flags_from_bits(error: int, table: Mapping[BitT, HardwareErrorFlags]) -> HardwareErrorFlags:
+    """The flags the set bits of ``error`` stand for (bits not in ``table`` dropped)."""
+    out = HardwareErrorFlags.NONE
+    for bit, flag in table.items():
+        if error & bit:
+            out |= flag
+    return out
+
+
+def bits_from_flags(flags: HardwareErrorFlags, table: Mapping[BitT, HardwareErrorFlags]) -> int:
+    """The ERROR bits that stand for ``flags`` (flags with no bit in ``table`` dropped)."""
+    out = 0
+    for bit, flag in table.items():
+        if flags & flag:
+            out |= int(bit)
+    return out

@@ -52,9 +52,9 @@ from typing import Literal
 
 from hilbot.hal.backend import JointState
 from hilbot.hal.bus.backend import AUTO, BackendState, BusBackend
+from hilbot.hal.bus.port import DEFAULT_MARGIN_MS
 from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
-from hilbot.hal.dynamixel.port import DEFAULT_MARGIN_MS
 from hilbot.hal.dynamixel.session import BusSession
 from hilbot.hal.dynamixel.startup import ServoReport
 from hilbot.hal.dynamixel.tables import RegisterName

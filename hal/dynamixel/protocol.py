@@ -32,8 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hilbot.hal.backend import HardwareErrorFlags
-from hilbot.hal.error_bits import bits_from_flags, flags_from_bits
+from hilbot.hal.backend import HardwareErrorFlags, bits_from_flags, flags_from_bits
 
 __all__ = [
     "ALERT_BIT",

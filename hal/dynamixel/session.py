@@ -20,10 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from hilbot.hal.backend import HardwareErrorFlags, JointState
-from hilbot.hal.dynamixel.bus import DynamixelBus
+from hilbot.hal.dynamixel.bus import DynamixelBus, ServoReply
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
 from hilbot.hal.dynamixel.protocol import ALERT_BIT, hardware_flags_from_protocol1
-from hilbot.hal.dynamixel.replies import ServoReply
 from hilbot.hal.dynamixel.servo_setup import configure_all
 from hilbot.hal.dynamixel.startup import (
     ServoLimits,

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hilbot.hal.bus.port import latency_timer_ms
 from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
-from hilbot.hal.dynamixel.port import latency_timer_ms
 from hilbot.hal.dynamixel.startup import hardware_status, identify, inspect, patient_ping
 from hilbot.hal.dynamixel.tables import ModelSpec, RegisterName, model_by_number
 from hilbot.hal.dynamixel.timing import bus_budget

@@ -1,6 +1,5 @@
 """Feetech STS/SCS servos: the protocol codec, encodings and memory tables."""
 
-from hilbot.hal.feetech.encoding import WordOrder
 from hilbot.hal.feetech.protocol import (
     BROADCAST_ID,
     Instruction,
@@ -11,7 +10,14 @@ from hilbot.hal.feetech.protocol import (
     StatusPacket,
 )
 from hilbot.hal.feetech.register_names import FeetechRegister
-from hilbot.hal.feetech.tables import MODELS, FeetechModel, Series, model, models_with_number
+from hilbot.hal.feetech.tables import (
+    MODELS,
+    FeetechModel,
+    Series,
+    WordOrder,
+    model,
+    models_with_number,
+)
 
 __all__ = [
     "BROADCAST_ID",

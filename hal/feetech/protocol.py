@@ -23,8 +23,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hilbot.hal.backend import HardwareErrorFlags
-from hilbot.hal.error_bits import bits_from_flags, flags_from_bits
+from hilbot.hal.backend import HardwareErrorFlags, bits_from_flags, flags_from_bits
 
 HEADER = b"\xff\xff"
 BROADCAST_ID = 0xFE

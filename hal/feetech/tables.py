@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import cast
 
-from hilbot.hal.feetech.encoding import WordOrder
 from hilbot.hal.feetech.protocol import StatusError
 from hilbot.hal.feetech.register_names import FeetechRegister
 from hilbot.hal.registers import (
@@ -51,6 +50,57 @@ from hilbot.hal.registers import (
     Register,
     named_table,
 )
+
+
+class WordOrder(enum.Enum):
+    """Byte order of a Feetech series' multi-byte registers."""
+
+    LITTLE = "little"  # STS / SMS: low byte at the lower address
+    BIG = "big"  # SCS: high byte at the lower address
+
+
+#: Sign bit of the sign-magnitude registers, by the manual's description.
+HOMING_OFFSET_SIGN_BIT = 11
+SPEED_SIGN_BIT = 15
+POSITION_SIGN_BIT = 15
+LOAD_SIGN_BIT = 10
+
+
+def sign_magnitude_decode(raw: int, sign_bit: int) -> int:
+    """The signed value of ``raw`` with its sign in ``sign_bit``.
+
+    Bits above the sign bit are ignored, as the firmware ignores them.
+    """
+    if raw < 0:
+        raise ValueError(f"raw register value must be >= 0, got {raw}")
+    magnitude = raw & ((1 << sign_bit) - 1)
+    return -magnitude if raw >> sign_bit & 1 else magnitude
+
+
+def sign_magnitude_encode(value: int, sign_bit: int) -> int:
+    """The raw form of ``value`` with its sign in ``sign_bit``.
+
+    Raises:
+        ValueError: ``|value|`` does not fit below the sign bit.
+    """
+    limit = (1 << sign_bit) - 1
+    if abs(value) > limit:
+        raise ValueError(
+            f"{value} does not fit a sign-magnitude value with the sign in bit {sign_bit} "
+            f"(|value| <= {limit})"
+        )
+    return abs(value) | (1 << sign_bit) if value < 0 else value
+
+
+def word_to_bytes(value: int, size: int, order: WordOrder) -> bytes:
+    """The ``size`` bytes of unsigned ``value`` in ``order``."""
+    return int(value).to_bytes(size, order.value)
+
+
+def word_from_bytes(data: bytes, order: WordOrder) -> int:
+    """The unsigned value of ``data`` in ``order``."""
+    return int.from_bytes(data, order.value)
+
 
 __all__ = [
     "MODELS",

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hilbot.hal.bus.port import BlockingPortHandler, latency_timer_ms
 from hilbot.hal.dynamixel.bus import DynamixelBus
-from hilbot.hal.dynamixel.port import BlockingPortHandler, latency_timer_ms
 from hilbot.hal.dynamixel.protocol import (
     BROADCAST_ID,
     Instruction,

@@ -16,16 +16,16 @@ from collections.abc import Iterator
 import pytest
 import serial
 
-from hilbot.hal.bus.port import SerialPort
-from hilbot.hal.dynamixel.backend import DynamixelBackend
-from hilbot.hal.dynamixel.bus import DynamixelBus
-from hilbot.hal.dynamixel.port import (
+from hilbot.hal.bus.port import (
     PORT_WAIT_ENV,
     BlockingPortHandler,
     PortWait,
+    SerialPort,
     port_wait,
     pyserial_timeout,
 )
+from hilbot.hal.dynamixel.backend import DynamixelBackend
+from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.tables import RegisterName as N
 from hilbot.hal.dynamixel.timing import ReadMethod
 from hilbot.hal.errors import CommTimeout, ConfigError, PortError, ServoError

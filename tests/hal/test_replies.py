@@ -5,20 +5,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hilbot.hal.backend import BusCounters
-from hilbot.hal.dynamixel.protocol import (
-    FastStatusPart,
-    StatusPacket,
-    crc16,
-    encode_fast_status,
-    encode_status,
-)
-from hilbot.hal.dynamixel.replies import (
+from hilbot.hal.dynamixel.bus import (
     ReplyCollector,
     ServoReply,
     WholeReply,
     command_failed,
     plain,
     read_packet,
+)
+from hilbot.hal.dynamixel.protocol import (
+    FastStatusPart,
+    StatusPacket,
+    crc16,
+    encode_fast_status,
+    encode_status,
 )
 from hilbot.hal.dynamixel.timing import ReadMethod
 from hilbot.hal.errors import ServoError

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hilbot.hal.feetech import encoding as e
+from hilbot.hal.feetech import tables as e
 from hilbot.hal.registers import Access, Area, Encoding, Register
 
 

@@ -4,7 +4,7 @@ import pytest
 
 import hilbot.hal.feetech as feetech
 from hilbot.hal.feetech import tables as t
-from hilbot.hal.feetech.encoding import WordOrder
+from hilbot.hal.feetech.tables import WordOrder
 from hilbot.hal.registers import Access, Area, Encoding
 
 N = t.FeetechRegister
