@@ -4,31 +4,39 @@ The bridge is the only part of teleop that does I/O. It never blocks the
 control loop: targets go into the runtime's latest-value slots
 (``set_target`` only validates and stores), commands run in their own task,
 and telemetry is published from a timer at ``state_rate_hz``.
+
+Its rules, sans I/O, are here too: the inbox that hands each message on at once,
+the freshness filter (``seq``, ``stamp``, ``ttl``), the operator lease, the
+instance precedence (one driver per robot name) and the retained e-stop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
+import secrets
+import shlex
 import socket
 import ssl
 import time
 import uuid
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import aiomqtt
+from aiomqtt import Message as RawMessage
 
 from hilbot import _compat_asyncio as aio
 from hilbot._compat import BaseExceptionGroup, split_group
+from hilbot.driver.commands.failures import describe
 from hilbot.driver.errors import DriverError
 from hilbot.driver.state import Command
 from hilbot.driver.teleop.client import Backoff, BrokerUrl, MqttClient, parse_broker_url
-from hilbot.driver.teleop.command_errors import report_failure
 from hilbot.driver.teleop.errors import (
     BrokerUnreachable,
     NameTaken,
@@ -36,13 +44,10 @@ from hilbot.driver.teleop.errors import (
     TeleopError,
     first_teleop_error,
 )
-from hilbot.driver.teleop.freshness import FreshnessFilter
-from hilbot.driver.teleop.inbox import dispatching_queue
-from hilbot.driver.teleop.instance import Instance, Seen, read_status
-from hilbot.driver.teleop.lease import DEFAULT_TIMEOUT_S, Lease
 from hilbot.driver.teleop.messages import (
     CommandMessage,
     CommandName,
+    Header,
     JointTarget,
     Message,
     MessageRejected,
@@ -51,12 +56,418 @@ from hilbot.driver.teleop.messages import (
     RejectReason,
     Topics,
     Vocabulary,
+    number_text,
     parse,
     refusal_reason,
 )
-from hilbot.driver.teleop.retained import RetainedEstop
-from hilbot.driver.teleop.settings import TeleopSettings
+from hilbot.driver.teleop.settings import ENV_PASSWORD, TeleopSettings
 from hilbot.driver.teleop.telemetry import encode, state_body, status_payload
+
+# How a teleop command that failed is told: one line naming the command and the reason.
+#
+# Every command that arrives over MQTT ends with exactly one outcome, whatever the
+# runtime raised: success, or this line on the ``error`` topic. An expected error (a
+# refusal, a bus error: see :func:`hilbot.driver.commands.failures.describe`) is its
+# message; anything else is a bug, told in one line too and logged with its traceback
+# once, by whoever first catches it.
+
+
+class CommandFailure(NamedTuple):
+    """A failed command as the ``error`` topic tells it.
+
+    Attributes:
+        detail: one line, ``"<command>: <reason>"``.
+        expected: a refusal or a bus error, not a bug.
+    """
+
+    detail: str
+    expected: bool
+
+
+def command_failure(command: str, exc: BaseException) -> CommandFailure:
+    """The one line ``command`` failing with ``exc`` reports, and whether that was expected.
+
+    ``ValueError`` (not a command) and ``RuntimeError`` (the runtime has stopped) are
+    refusals too. A reason that already names the command (passed on by the teleop
+    worker) is kept as it is.
+    """
+    failure = describe(exc)
+    expected = failure is not None or isinstance(exc, ValueError | RuntimeError)
+    text = failure.message if failure is not None else " ".join(str(exc).split())
+    if failure is None and not isinstance(exc, ValueError | RuntimeError):
+        text = f"internal error: {type(exc).__name__}: {text}" if text else type(exc).__name__
+    if not text.startswith(f"{command}:"):
+        text = f"{command}: {text or type(exc).__name__}"
+    return CommandFailure(text, expected)
+
+
+def report_failure(command: str, exc: BaseException, logger: logging.Logger) -> str:
+    """:func:`command_failure`'s line, logged: a bug with its traceback (once), else at debug."""
+    failure = command_failure(command, exc)
+    if failure.expected:
+        logger.debug("teleop command %s", failure.detail)
+    else:
+        logger.error("teleop command %s", failure.detail, exc_info=exc)
+    return failure.detail
+
+
+# The bridge's incoming-message queue: it hands each message on the moment it arrives.
+
+#: Handles one raw message: ``(topic, payload, retained)``.
+Handler = Callable[[str, bytes, bool], object]
+
+
+class DispatchingQueue(asyncio.Queue[Any]):
+    """An ``asyncio.Queue`` for aiomqtt that queues nothing: it handles each message at once.
+
+    aiomqtt puts each incoming message with ``put_nowait`` from its socket
+    callback; this one calls :meth:`handle` right there. The bridge parses and
+    validates the message and, if valid, stores it in the runtime's
+    latest-value slot before the loop can run another callback (a control
+    cycle that is due would otherwise run first and the target wait a period),
+    so every bad payload is reported however fast the next one follows, and
+    conflation happens only among valid targets, in the runtime's slots (or the
+    teleop worker's batch). Subclass with :func:`dispatching_queue`.
+    """
+
+    def handle(self, topic: str, payload: bytes, retained: bool) -> None:
+        """Handle one message; nothing by default."""
+        del topic, payload, retained
+
+    def put_nowait(self, item: RawMessage) -> None:
+        """Handle ``item`` now; it is never queued."""
+        self.handle(item.topic.value, _payload_bytes(item.payload), item.retain)
+
+
+def dispatching_queue(handler: Handler) -> type[DispatchingQueue]:
+    """Return a :class:`DispatchingQueue` class whose ``handle`` calls ``handler``.
+
+    aiomqtt takes the queue as a class (``Client(queue_type=...)``), hence the factory.
+    """
+
+    class _Queue(DispatchingQueue):
+        def handle(self, topic: str, payload: bytes, retained: bool) -> None:
+            handler(topic, payload, retained)
+
+    return _Queue
+
+
+def _payload_bytes(payload: Any) -> bytes:
+    match payload:
+        case bytes():
+            return payload
+        case bytearray():
+            return bytes(payload)
+        case str():
+            return payload.encode()
+        case None:
+            return b""
+    return str(payload).encode()
+
+
+# Drop old, repeated and expired messages: ``seq`` per topic and sender, ``stamp``/``ttl``.
+
+
+@dataclass(slots=True)
+class _Last:
+    seq: int
+    at: float  # [s], monotonic
+
+
+class FreshnessFilter:
+    """Accept a message only if it is newer than the last one of its stream and not expired.
+
+    A stream is a (topic, sender) pair. Its ``seq`` must grow; a lower or
+    repeated one is dropped, unless the stream was silent for ``seq_reset_s``
+    (a restarted sender starts again from 0). A message with a ``stamp`` older
+    than its ``ttl`` (or ``default_ttl_s``) is dropped, and so is one stamped
+    more than ``max_clock_skew_s`` in the future. At most ``max_streams``
+    streams are remembered (least recently used first out), so a flood of
+    made-up senders cannot grow memory.
+
+    Args:
+        default_ttl_s: lifetime [s] of a stamped message without ``ttl``.
+        max_clock_skew_s: tolerated sender clock lead [s].
+        seq_reset_s: silence [s] after which a stream's ``seq`` may restart.
+        max_streams: number of streams remembered.
+        wall_clock: Unix time source [s], compared with ``stamp``.
+        monotonic: monotonic time source [s].
+    """
+
+    def __init__(
+        self,
+        *,
+        default_ttl_s: float,
+        max_clock_skew_s: float,
+        seq_reset_s: float = 2.0,
+        max_streams: int = 256,
+        wall_clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._default_ttl = default_ttl_s
+        self._skew = max_clock_skew_s
+        self._reset = seq_reset_s
+        self._max_streams = max_streams
+        self._wall = wall_clock
+        self._mono = monotonic
+        self._streams: OrderedDict[tuple[str, str], _Last] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def check(self, topic: str, header: Header) -> None:
+        """Record ``header`` as the newest of its stream, or raise.
+
+        Raises:
+            MessageRejected: with reason ``expired``, ``future_stamp`` or ``stale_seq``.
+        """
+        if header.stamp is not None:
+            self._check_age(topic, header, header.stamp)
+        if header.seq is not None:
+            self._check_seq(topic, header, header.seq)
+
+    def _check_age(self, topic: str, header: Header, stamp: float) -> None:
+        age = self._wall() - stamp
+        ttl = header.ttl if header.ttl is not None else self._default_ttl
+        if age < -self._skew:
+            raise MessageRejected(
+                Rejection(
+                    RejectReason.FUTURE_STAMP,
+                    f"stamp is {_seconds(-age)} s in the future (tolerance {self._skew} s); "
+                    "check the sender's clock",
+                    topic,
+                    header.seq,
+                )
+            )
+        if age > ttl:
+            raise MessageRejected(
+                Rejection(
+                    RejectReason.EXPIRED,
+                    f"message is {_seconds(age)} s old, its ttl is {number_text(ttl)} s",
+                    topic,
+                    header.seq,
+                )
+            )
+
+    def _check_seq(self, topic: str, header: Header, seq: int) -> None:
+        key = (topic, header.sender)
+        now = self._mono()
+        last = self._streams.get(key)
+        if last is not None and seq <= last.seq and now - last.at < self._reset:
+            raise MessageRejected(
+                Rejection(
+                    RejectReason.STALE_SEQ,
+                    f"seq {seq} is not newer than {last.seq}",
+                    topic,
+                    seq,
+                )
+            )
+        if last is None:
+            self._streams[key] = _Last(seq, now)
+            if len(self._streams) > self._max_streams:
+                self._streams.popitem(last=False)
+        else:
+            last.seq, last.at = seq, now
+            self._streams.move_to_end(key)
+
+
+def _seconds(value: float) -> str:
+    """A time span [s] for a detail: to the millisecond, or in 6 digits when huge."""
+    return f"{value:.3f}" if abs(value) < 1e6 else f"{value:.6g}"
+
+
+# The operator lease: one sender at a time moves and commands a robot, sans I/O.
+#
+# The first sender whose target or command is accepted while nobody holds the
+# lease takes it (arming over MQTT is the usual way: the sender of ``enable``
+# holds it). Its targets and commands pass; every other sender's are refused
+# with the reason ``not_lease_holder``, except ``estop``, which anyone
+# authorised may send. The lease ends when its holder sends ``disable`` or
+# ``release``, or stays silent for ``timeout_s`` (the robot's watchdog timeout).
+#
+# ``sender`` is what each message says it is: the lease keeps two operators from
+# fighting over one arm by accident. Who may publish at all is the broker's
+# login and ACLs.
+
+#: Lease timeout [s] of a robot whose target watchdog is off.
+DEFAULT_TIMEOUT_S = 0.5
+
+
+class Lease:
+    """Who holds a robot's lease, and since when it was last heard from.
+
+    Args:
+        timeout_s: the holder's silence [s] after which the lease ends.
+        clock: monotonic time source [s].
+    """
+
+    def __init__(
+        self, timeout_s: float = DEFAULT_TIMEOUT_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if not timeout_s > 0.0:
+            raise ValueError(f"the lease timeout must be > 0 s, got {timeout_s}")
+        self.timeout_s = timeout_s
+        self._clock = clock
+        self._holder: str | None = None
+        self._heard = 0.0
+
+    @property
+    def holder(self) -> str | None:
+        """The sender holding the lease, or None (also once its holder fell silent)."""
+        if self._holder is not None and self._clock() - self._heard > self.timeout_s:
+            self._holder = None
+        return self._holder
+
+    def admit(self, sender: str) -> bool:
+        """Whether ``sender`` may act now; a free lease goes to it, the holder's is renewed."""
+        holder = self.holder
+        if holder is not None and holder != sender:
+            return False
+        self._holder = sender
+        self._heard = self._clock()
+        return True
+
+    def end(self, sender: str) -> bool:
+        """End the lease if ``sender`` holds it (``disable``, ``release``); whether it did."""
+        if self.holder != sender:
+            return False
+        self._holder = None
+        return True
+
+    def refusal(self, sender: str) -> str:
+        """Why ``sender`` is refused: one line naming the holder and how the lease ends."""
+        return (
+            f"the robot is leased to sender {self.holder!r}, not {sender!r}: it ends when "
+            f"that sender sends 'disable' or 'release', or is silent for {self.timeout_s:g} s; "
+            "'estop' is accepted from anyone"
+        )
+
+
+# Which driver answers to a robot's name: instance ids in ``status``, sans I/O.
+#
+# Each driver (``hilbot run``) picks a random instance id at start and puts it,
+# with its start time, in every ``status`` and ``state`` payload and in its last
+# will. At start it reads the retained ``status`` of its name: another instance
+# online means another driver already answers there, and this one refuses to
+# start unless told to take over (``--takeover``). While it runs it follows its
+# own ``status`` topic: a status of its name saying offline (a will) is
+# overwritten with its own again; one saying another instance is online ends the
+# lesser of the two (see :meth:`Instance.outranks`).
+
+
+def new_instance_id() -> str:
+    """A fresh random instance id (16 hex digits), never derived from anything published."""
+    return secrets.token_hex(8)
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """A ``status`` payload as another driver (or a will) left it."""
+
+    online: bool
+    instance: str | None
+    started: float
+    takeover: bool
+
+    @property
+    def rank(self) -> tuple[bool, float, str]:
+        """Precedence: a driver that took over, then the later start, then the larger id."""
+        return (self.takeover, self.started, self.instance or "")
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """This driver: its id, its start time (Unix [s]) and whether it took over its name."""
+
+    id: str = field(default_factory=new_instance_id)
+    started: float = field(default_factory=time.time)
+    takeover: bool = False
+
+    @property
+    def rank(self) -> tuple[bool, float, str]:
+        """Precedence, as :attr:`Seen.rank`."""
+        return (self.takeover, self.started, self.id)
+
+    def outranks(self, other: Seen) -> bool:
+        """Whether this driver keeps the name when ``other`` is online too.
+
+        A driver started with ``--takeover`` outranks one that was not; among
+        equals the later start wins (two drivers that started at the same time
+        and both found the name free), then the larger id.
+        """
+        return self.rank > other.rank
+
+    def fields(self) -> dict[str, Any]:
+        """The ``instance``, ``started`` and ``takeover`` fields of a ``status`` payload."""
+        return {"instance": self.id, "started": round(self.started, 6), "takeover": self.takeover}
+
+
+def read_status(payload: bytes) -> Seen | None:
+    """Decode a ``status`` payload; None for an empty (cleared) or unreadable one."""
+    try:
+        data = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("online"), bool):
+        return None
+    instance = data.get("instance")
+    started = data.get("started")
+    return Seen(
+        online=data["online"],
+        instance=instance if isinstance(instance, str) else None,
+        started=float(started) if isinstance(started, int | float) else 0.0,
+        takeover=data.get("takeover") is True,
+    )
+
+
+# A retained e-stop on ``cmd``: what it is, and the one command that clears it.
+
+
+@dataclass(frozen=True, slots=True)
+class RetainedEstop:
+    """A retained ``estop`` the broker handed the bridge on subscribing to ``cmd``.
+
+    The broker hands it to every new subscriber, so it e-stops the robot at every
+    start until someone publishes an empty retained message on the topic.
+
+    Attributes:
+        topic: the ``cmd`` topic it is retained on.
+        url: the broker holding it.
+        username: the login to clear it with, if the broker needs one.
+        ca_file: the CA bundle of a TLS broker (None: the system's).
+    """
+
+    topic: str
+    url: BrokerUrl
+    username: str | None = None
+    ca_file: str | None = None
+
+    @property
+    def clear_command(self) -> str:
+        """The ``mosquitto_pub`` command that clears it (an empty retained message)."""
+        words = ["mosquitto_pub", "-h", self.url.host, "-p", str(self.url.port)]
+        if self.url.tls:
+            words += ["--cafile", self.ca_file] if self.ca_file else ["--capath", "/etc/ssl/certs"]
+        if self.username is not None:
+            words += ["-u", self.username]
+        words += ["-t", self.topic, "-r", "-n"]
+        text = shlex.join(words)
+        if self.username is not None:
+            text += f' -P "${ENV_PASSWORD}"'
+        return text
+
+    def explain(self) -> str:
+        """One line for the terminal."""
+        return (
+            f"a retained e-stop on {self.topic} (left on the broker by an earlier publish) "
+            f"e-stops the robot at every start; clear it with: {self.clear_command} "
+            "(then reset the robot)"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``retained_estop`` field of the ``status`` payload."""
+        return {"topic": self.topic, "clear": self.clear_command, "detail": self.explain()}
+
 
 #: Error-topic messages per second; beyond that rejections are only counted.
 ERROR_RATE_LIMIT = 50
@@ -198,7 +609,7 @@ class TeleopBridge:
         self._to_command = commands
         #: This driver's instance id, start time and takeover flag.
         self.instance = instance if instance is not None else Instance()
-        #: Who may send targets and commands (see :mod:`~hilbot.driver.teleop.lease`).
+        #: Who may send targets and commands (see :class:`Lease`).
         self.lease = Lease(settings.lease_timeout_s or DEFAULT_TIMEOUT_S)
         self._lease_holder: str | None = None  # the holder last logged
         self._first_status = True  # the next status check is this driver's first
@@ -506,7 +917,7 @@ class TeleopBridge:
         """Validate one incoming message and hand it to the runtime, synchronously.
 
         :meth:`accept`, then :meth:`deliver`; called for each message the
-        moment it arrives (see :class:`~hilbot.driver.teleop.inbox.DispatchingQueue`).
+        moment it arrives (see :class:`DispatchingQueue`).
 
         Returns:
             The accepted message, or None if it was rejected.

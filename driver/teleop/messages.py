@@ -722,7 +722,7 @@ def parse(topic: str, payload: bytes, vocabulary: Vocabulary) -> Message:
 
     Returns:
         The validated message; freshness (``seq``, ``stamp``/``ttl``) is checked
-        separately by :class:`~hilbot.driver.teleop.freshness.FreshnessFilter`.
+        separately by :class:`~hilbot.driver.teleop.bridge.FreshnessFilter`.
 
     Raises:
         MessageRejected: the message is malformed or names something unknown.

@@ -134,7 +134,7 @@ def status_payload(
     ``retained_estop`` (None: there is none) says that a retained ``estop`` on
     ``cmd`` e-stopped the robot, and with which command to clear it. ``identity``
     holds the driver's ``instance``, ``started`` and ``takeover`` fields
-    (:meth:`hilbot.driver.teleop.instance.Instance.fields`).
+    (:meth:`hilbot.driver.teleop.bridge.Instance.fields`).
     """
     return encode(
         {

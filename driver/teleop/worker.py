@@ -5,7 +5,7 @@ parses, validates and conflates, and forwards to the control process only the
 newest accepted target per topic, at most once per ``FLUSH_INTERVAL_S``, plus
 commands; it publishes the state snapshots the control process sends it.
 
-Started by :func:`hilbot.driver.teleop.link.serve_isolated` as
+Started by :func:`hilbot.driver.teleop.serve.serve_isolated` as
 ``python -m hilbot.driver.teleop.worker FD`` (isolated, on the installed package
 only: :mod:`hilbot.driver.child_python`) with one end of a socket pair; its first
 line on it names the ``hilbot`` it loaded, and it exits when that socket closes
@@ -32,9 +32,9 @@ from hilbot._compat import BaseExceptionGroup
 from hilbot.driver.child_python import package_file
 from hilbot.driver.errors import DriverError
 from hilbot.driver.teleop.bridge import TeleopBridge
-from hilbot.driver.teleop.channel import pack, receive
 from hilbot.driver.teleop.errors import first_teleop_error
 from hilbot.driver.teleop.messages import CommandName, Rejection, RejectReason
+from hilbot.driver.teleop.serve import pack, receive, serve_in_process
 
 #: Shortest time between two batches of targets sent to the control process [s].
 FLUSH_INTERVAL_S = 0.001
@@ -215,8 +215,6 @@ async def _serve(
     writer: asyncio.StreamWriter,
     logger: logging.Logger,
 ) -> None:
-    from hilbot.driver.teleop.serve import serve_in_process
-
     ready: asyncio.Future[TeleopBridge] = asyncio.get_running_loop().create_future()
     async with aio.TaskGroup() as group:
         serving = group.create_task(

@@ -204,8 +204,8 @@ async def test_a_retained_estop_is_reported_with_the_command_that_clears_it(
 
 
 def test_the_clear_command_of_a_retained_estop_carries_the_login_and_tls():
+    from hilbot.driver.teleop.bridge import RetainedEstop
     from hilbot.driver.teleop.client import parse_broker_url
-    from hilbot.driver.teleop.retained import RetainedEstop
 
     plain = RetainedEstop("hilbot/omx/cmd", parse_broker_url("mqtt://127.0.0.1:1884"))
     assert plain.clear_command == "mosquitto_pub -h 127.0.0.1 -p 1884 -t hilbot/omx/cmd -r -n"

@@ -6,7 +6,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from hilbot.driver.teleop.freshness import FreshnessFilter
+from hilbot.driver.teleop.bridge import FreshnessFilter
 from hilbot.driver.teleop.messages import (
     CommandMessage,
     CommandName,

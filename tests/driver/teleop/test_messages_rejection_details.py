@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from hilbot.driver.teleop.freshness import FreshnessFilter
+from hilbot.driver.teleop.bridge import FreshnessFilter
 from hilbot.driver.teleop.messages import (
     MessageRejected,
     Rejection,

@@ -9,8 +9,8 @@ import pytest
 from aiomqtt import Message
 
 from hilbot.driver.teleop import BrokerUrlError, TeleopSettings, Topics, parse_broker_url
+from hilbot.driver.teleop.bridge import dispatching_queue
 from hilbot.driver.teleop.client import Backoff
-from hilbot.driver.teleop.inbox import dispatching_queue
 from hilbot.driver.teleop.patterns import Pattern, Plane, jog_step, pattern_offset
 
 

@@ -7,12 +7,13 @@ that says it loaded another hilbot is sent nothing, its credentials least of all
 
 from __future__ import annotations
 
+import importlib
 import sys
 import textwrap
 
 import pytest
 
-from hilbot.driver.teleop import TeleopSettings, link
+from hilbot.driver.teleop import TeleopSettings
 from hilbot.driver.teleop.errors import TeleopError
 
 EVIL = """\
@@ -63,8 +64,10 @@ async def test_a_worker_that_loaded_another_hilbot_is_sent_no_credentials(
         open({str(received)!r}, "wb").write(data)
         """
     )
+    # The module, not the package's ``serve`` function of the same name.
+    serve_module = importlib.import_module("hilbot.driver.teleop.serve")
     monkeypatch.setattr(
-        link, "python_command", lambda _module, fd: [sys.executable, "-c", fake, fd]
+        serve_module, "python_command", lambda _module, fd: [sys.executable, "-c", fake, fd]
     )
     settings = TeleopSettings(
         **{**kit.fast.model_dump(), "username": "alice", "password": "s3cret-pw"}

@@ -23,7 +23,7 @@ from hilbot.driver.config import parse_config
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher
-from hilbot.driver.teleop.channel import receive
+from hilbot.driver.teleop.serve import receive
 from hilbot.driver.teleop.worker import CommandRefused, RemoteRuntime
 
 PREFIX = "hilbot/omx"  # kit.serving names every robot "omx"

@@ -4,8 +4,7 @@ import json
 
 import pytest
 
-from hilbot.driver.teleop.instance import Instance, new_instance_id, read_status
-from hilbot.driver.teleop.lease import Lease
+from hilbot.driver.teleop.bridge import Instance, Lease, new_instance_id, read_status
 
 
 class Clock:
