@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,6 +17,7 @@ import scservo_sdk as scs
 from scservo_sdk import port_handler
 
 from hilbot.sim.pty_server import STATE_DIR_ENV
+from tests.driver.conftest import CliResult
 
 FEETECH = ["--servo", "1:STS3215", "--servo", "2:STS3215", "--family", "feetech"]
 
@@ -96,7 +97,9 @@ def test_eeprom_is_kept_in_the_state_folder_until_a_factory_reset(tmp_path: Path
         assert _read(port, 2, 31) == 0
 
 
-def test_an_explicit_eeprom_file_and_bad_options_are_one_line(tmp_path: Path) -> None:
+def test_an_explicit_eeprom_file_and_bad_options_are_one_line(
+    tmp_path: Path, hilbot_main: Callable[..., CliResult]
+) -> None:
     state = tmp_path / "mine.json"
     with sim_bus(*FEETECH, "--eeprom-file", str(state)) as (port, _):
         _write(port, 1, 11, 3000)  # Max Angle Limit
@@ -105,12 +108,7 @@ def test_an_explicit_eeprom_file_and_bad_options_are_one_line(tmp_path: Path) ->
         (["--hand-start", "soon"], "--hand-start 'soon'"),
         (["--plug-in-one-at-a-time", "--hand", "sweep"], "--hand"),
     ):
-        done = subprocess.run(
-            [sys.executable, "-m", "hilbot", "sim-bus", *FEETECH, *extra],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = hilbot_main("sim-bus", *FEETECH, *extra)  # refused before a bus starts
         assert done.returncode == 2
         assert message in done.stderr and "Traceback" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
