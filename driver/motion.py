@@ -44,15 +44,6 @@ REST_ACCELERATION = 1e-3
 SNAP_POSITION = 1e-6
 
 
-def _signed(x: float, magnitude: float) -> float:
-    """``np.sign(x) * magnitude`` on floats (0 for 0, NaN for NaN)."""
-    if x > 0.0:
-        return magnitude
-    if x < 0.0:
-        return -magnitude
-    return x * magnitude  # 0 (or NaN)
-
-
 @dataclass(frozen=True, slots=True)
 class MotionLimits:
     """Per-joint limits the motion layer plans within, in the runtime's joint order.
@@ -395,8 +386,9 @@ class MotionLayer:
                 limits.velocity,
                 limits.acceleration,
                 limits.jerk,
-                self._braking_a,
-                self._braking_j,
+                2.0 * self._braking_a,
+                2.0 * self._braking_j,
+                limits.velocity * period,
                 self._snap_v,
                 self._snap_a,
             )
@@ -490,46 +482,69 @@ class MotionLayer:
             ref_v = reference.velocity.tolist()
             ref_a = reference.acceleration.tolist()
         kp, kv, ka = self._kp, self._kv, self._ka
-        lower, upper, vmax, amax, jmax, brake_a, brake_j, snap_v, snap_a = self._scalars
+        lower, upper, vmax, amax, jmax, two_a, two_j, vm_dt, snap_v, snap_a = self._scalars
         q1, v1, a1 = [0.0] * n, [0.0] * n, [0.0] * n
         for i in range(n):
             qi, vi, ai, on = q[i], v[i], a[i], active[i]
+            lo, hi, vm = lower[i], upper[i], vmax[i]
             rdi = ref_v[i]
+            # (min and max written out: the clips of the array form, without the calls)
             if on:
-                ri = min(max(ref_q[i], lower[i]), upper[i])
+                ri = ref_q[i]
+                ri = lo if ri < lo else ri
+                ri = hi if ri > hi else ri
                 rddi = ref_a[i]
                 e = ri - qi
+                # position loop -> desired velocity (a square-root law far away: braking)
+                ae = abs(e)
+                lin, root = kp * ae, math.sqrt(two_a[i] * ae)
+                m = root if root < lin else lin
+                v_des = rdi + (m if e > 0.0 else -m if e < 0.0 else e * m)
             else:
-                ri, rddi, e = qi, 0.0, 0.0
-            # position loop -> desired velocity (a square-root law far away: braking distance)
-            ae = abs(e)
-            corr = _signed(e, min(kp * ae, math.sqrt(2.0 * brake_a[i] * ae)))
-            v_des = rdi + corr if on else 0.0
+                ri, rddi, ae, v_des = qi, 0.0, 0.0, 0.0
             # never faster than a stop before the joint limit allows, nor the velocity limit
-            room_up = max(upper[i] - qi, 0.0)
-            room_down = max(qi - lower[i], 0.0)
-            v_des = min(v_des, math.sqrt(2.0 * brake_a[i] * room_up))
-            v_des = max(v_des, -math.sqrt(2.0 * brake_a[i] * room_down))
-            v_des = min(max(v_des, -vmax[i]), vmax[i])
+            room = hi - qi
+            bound = math.sqrt(two_a[i] * (room if room > 0.0 else 0.0))
+            v_des = bound if bound < v_des else v_des
+            room = qi - lo
+            bound = -math.sqrt(two_a[i] * (room if room > 0.0 else 0.0))
+            v_des = bound if bound > v_des else v_des
+            v_des = -vm if v_des < -vm else v_des
+            v_des = vm if v_des > vm else v_des
             # velocity loop -> desired acceleration (square-root law: jerk-limited braking)
             ev = v_des - vi
             aev = abs(ev)
-            a_des = rddi + _signed(ev, min(kv * aev, math.sqrt(2.0 * brake_j[i] * aev)))
-            a_des = min(max(a_des, -amax[i]), amax[i])
+            lin, root = kv * aev, math.sqrt(two_j[i] * aev)
+            m = root if root < lin else lin
+            a_des = rddi + (m if ev > 0.0 else -m if ev < 0.0 else ev * m)
+            limit = amax[i]
+            a_des = -limit if a_des < -limit else a_des
+            a_des = limit if a_des > limit else a_des
             # acceleration loop -> jerk
-            j = min(max(ka * (a_des - ai), -jmax[i]), jmax[i])
+            j = ka * (a_des - ai)
+            limit = jmax[i]
+            j = -limit if j < -limit else j
+            j = limit if j > limit else j
             a_next = ai + j * dt
             v_next = vi + (ai + 0.5 * j * dt) * dt
             q_next = qi + (vi + (0.5 * ai + j * dt / 6.0) * dt) * dt
             # the hard envelope, as the safety layer sees it (step per cycle)
-            v_next = min(max(v_next, -vmax[i]), vmax[i])
-            q_next = min(max(q_next, qi - vmax[i] * dt), qi + vmax[i] * dt)
-            q_next = min(max(q_next, lower[i]), upper[i])
+            v_next = -vm if v_next < -vm else v_next
+            v_next = vm if v_next > vm else v_next
+            step = vm_dt[i]
+            bound = qi - step
+            q_next = bound if q_next < bound else q_next
+            bound = qi + step
+            q_next = bound if q_next > bound else q_next
+            q_next = lo if q_next < lo else q_next
+            q_next = hi if q_next > hi else q_next
             # At rest within one cycle's limits: be exactly at rest (a hold is a constant goal,
             # not an exponential tail), at the reference where there is a still one.
-            settled = abs(vi) <= snap_v[i] and abs(ai) <= snap_a[i]
-            still = not on or (rdi == 0.0 and rddi == 0.0 and ae <= SNAP_POSITION)
-            if settled and still:
+            if (
+                abs(vi) <= snap_v[i]
+                and abs(ai) <= snap_a[i]
+                and (not on or (rdi == 0.0 and rddi == 0.0 and ae <= SNAP_POSITION))
+            ):
                 q_next = ri if on else qi
                 v_next = a_next = 0.0
             q1[i], v1[i], a1[i] = q_next, v_next, a_next
