@@ -17,11 +17,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 from hilbot.driver.commands.failures import positive_seconds
 from hilbot.hal.errors import HalError
@@ -352,7 +352,7 @@ def _serving(
         served: list[Any] = []
         for bus, path in zip(buses, files, strict=True):
             servos = bus.servos
-            vbus = _VIRTUAL_BUSES[bus.family](bus, args, path)
+            vbus = _VIRTUAL_BUSES[bus.family].start(bus, args, path)
             served.append(stack.enter_context(vbus))
             if args.hand is not None and not isinstance(servos, dict):
                 begin = vbus.first_packet if hand_start.on_open else None
@@ -377,7 +377,7 @@ def _position_log(
     if path is None:
         yield
         return
-    if buses[0].family != "feetech":
+    if not _VIRTUAL_BUSES[buses[0].family].logs_positions:
         raise ValueError("--log-positions: only a Feetech bus tells goal writes and reads apart")
     vbus = served[0]
     with path.open("w", encoding="utf-8") as log:
@@ -487,8 +487,18 @@ def _feetech_bus(bus: _Bus, args: argparse.Namespace, eeprom_file: Path | None =
     )
 
 
+class _VirtualBus(NamedTuple):
+    """A servo family's virtual bus: how to start it, whether ``--log-positions`` works."""
+
+    start: Callable[[_Bus, argparse.Namespace, Path | None], Any]
+    logs_positions: bool  # it tells goal writes and position reads apart
+
+
 #: The virtual bus of each servo family, by ``buses[].family``.
-_VIRTUAL_BUSES = {"dynamixel": _dynamixel_bus, "feetech": _feetech_bus}
+_VIRTUAL_BUSES = {
+    "dynamixel": _VirtualBus(_dynamixel_bus, logs_positions=False),
+    "feetech": _VirtualBus(_feetech_bus, logs_positions=True),
+}
 
 
 def _link(link: Path, port: str) -> None:
