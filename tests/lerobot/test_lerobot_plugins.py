@@ -145,8 +145,10 @@ def follower_bus(home: Path) -> Iterator[list[str]]:
 
     Yields the ``--robot.*`` options that drive it (``--robot.backend=virtual
     --robot.port=PTY``: that bus, none started): LeRobot's calibration file of the arm is in the
-    ``--robot.calibration_dir`` (ranges a little inside the URDF's, the Homing Offsets
-    the factory's), which the hilbot robot imports on connect.
+    ``--robot.calibration_dir`` (ranges a few ticks inside the URDF's, the Homing Offsets
+    the factory's), which the hilbot robot imports on connect. (The recording's robot ran
+    on the simulator, whose ranges are the URDF's: a frame at a range's end stays
+    reachable.)
     """
     from hilbot.driver.calibration import lerobot as lerobot_files
     from hilbot.driver.calibration.checks import urdf_limits
@@ -157,7 +159,11 @@ def follower_bus(home: Path) -> Iterator[list[str]]:
     limits = urdf_limits(config)
     joints = {
         s.joint: JointCalibration(
-            s.id, s.offset, s.direction, limits[s.joint].lower + 0.05, limits[s.joint].upper - 0.05
+            s.id,
+            s.offset,
+            s.direction,
+            limits[s.joint].lower + 0.005,
+            limits[s.joint].upper - 0.005,
         )
         for s in config.servo_specs()
     }
@@ -243,7 +249,8 @@ def test_lerobot_record_then_replay(tmp_path: Path) -> None:
                       home=tmp_path)  # fmt: skip
     assert isinstance(expected, list)
     off = [max(abs(after[n] - frame[n]) for n in names) for frame in expected]
-    assert min(off) <= 25, (off, after, expected[-1])  # ticks; 25 ticks = 2.2 degrees
+    best = expected[off.index(min(off))]
+    assert min(off) <= 25, (off, {n: after[n] - best[n] for n in names})  # 25 ticks: 2.2°
     assert any(abs(after[n] - before[n]) > 40 for n in names), (before, after)
 
 
