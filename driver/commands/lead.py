@@ -229,6 +229,7 @@ class _Arms(NamedTuple):
 async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any, recording: Any = None) -> int:
     from hilbot.driver.backends import build_backend
     from hilbot.driver.calibration.apply import CalibrationMismatch
+    from hilbot.driver.lead.latency import LeadLatency
     from hilbot.driver.lead.leader import lead, prepare_leader
     from hilbot.driver.lead.rejections import FollowerRejections
     from hilbot.driver.lead.session import follower as follower_session
@@ -242,7 +243,7 @@ async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any, recording: 
     )
     stack = contextlib.AsyncExitStack()
     async with stack:
-        runtime = None
+        runtime = latency = None
         try:
             # Each arm's calibration is checked on its first reading before anything is
             # enabled: the leader's, then the follower's while it is disarmed (as run does).
@@ -269,8 +270,11 @@ async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any, recording: 
                         **arms.local.backend_options(),
                     )
                 )
+                latency = LeadLatency()
                 runtime, url = await stack.enter_async_context(
-                    follower_session(arms.local.config, fbackend, check=arms.local.check_fresh)
+                    follower_session(
+                        arms.local.config, fbackend, check=arms.local.check_fresh, latency=latency
+                    )
                 )
         except CalibrationMismatch as exc:  # stale: nothing enabled, torque off on the way out
             print(f"hilbot lead: {message_of(exc)}", file=sys.stderr)
@@ -284,9 +288,11 @@ async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any, recording: 
         rejections = FollowerRejections(publisher, on_first=functools.partial(_warn, status))
         sent = [0]
 
-        def count(_: float, __: dict[str, float]) -> None:
+        def count(read_time: float, targets: dict[str, float]) -> None:
             sent[0] += 1
             rejections.update(sent[0])
+            if latency is not None:
+                latency.published(read_time, targets)
 
         started = time.monotonic()
         tasks: list[asyncio.Task[Any]] = [
@@ -315,7 +321,9 @@ async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any, recording: 
                 raise result
         if not interrupted:
             await rejections.settle(sent[0])  # the follower's word on the last targets too
-        print(_summary(sent[0], elapsed, runtime, mapping, rejections, final=True), flush=True)
+        summary = _summary(sent[0], elapsed, runtime, mapping, rejections, final=True)
+        timing = None if latency is None else latency.summary()
+        print(summary if timing is None else f"{summary}; {timing}", flush=True)
         if interrupted:
             raise asyncio.CancelledError  # asyncio.run turns it into KeyboardInterrupt: 130
     return 0

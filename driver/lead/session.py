@@ -4,15 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from hilbot.driver.config import RobotConfig
+from hilbot.driver.lead.latency import LeadLatency, TimedWrites
 from hilbot.driver.runtime import Runtime
 from hilbot.driver.state import Command
 from hilbot.driver.teleop import serve
 from hilbot.driver.teleop.client import BrokerUrl
 from hilbot.hal.backend import JointState
+
+
+class _LedRuntime(Runtime):
+    """A runtime that tells ``latency`` when it takes joint targets in."""
+
+    def __init__(self, config: RobotConfig, backend: Any, latency: LeadLatency) -> None:
+        super().__init__(config, TimedWrites(backend, latency))
+        self._latency = latency
+
+    def set_joint_targets(
+        self, positions: Mapping[str, float], *, stamp: float | None = None
+    ) -> None:
+        super().set_joint_targets(positions, stamp=stamp)
+        self._latency.arrived(positions)
 
 
 @contextlib.asynccontextmanager
@@ -24,6 +39,7 @@ async def follower(
     enable: bool = True,
     check: Callable[[JointState], None] | None = None,
     timeout: float = 30.0,
+    latency: LeadLatency | None = None,
 ) -> AsyncIterator[tuple[Runtime, BrokerUrl]]:
     """Run ``config`` on ``backend`` with MQTT teleop on an embedded broker.
 
@@ -31,12 +47,16 @@ async def follower(
     The follower's safety layer, watchdog included, applies to every target as it
     does under ``hilbot run``.
 
+    ``latency``, if given, is told which joint targets the runtime takes in and when it
+    writes goals (leader read -> follower goal, for the summary).
+
     ``check`` is given the first reading while the runtime is disarmed, before the
     broker starts (the stale-calibration check): if it raises, nothing is enabled, the
     runtime stops (torque off) and the error passes on.
     """
     settings = config.teleop.model_copy(update={"embedded_port": port})
-    async with Runtime(config, backend) as runtime:
+    made = Runtime(config, backend) if latency is None else _LedRuntime(config, backend, latency)
+    async with made as runtime:
         first = runtime.state().joints
         if check is not None and first is not None:
             check(first)

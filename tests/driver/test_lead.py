@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import math
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -233,6 +234,11 @@ def test_hilbot_lead_demo_wave_runs_unattended(leader: str, tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     assert "published" in done.stdout and "follower armed" in done.stdout
     assert "Traceback" not in done.stderr
+    timing = re.search(
+        r"leader read -> follower goal ([\d.]+) ms median, ([\d.]+) ms p99", done.stdout
+    )
+    assert timing is not None, done.stdout
+    assert 0 < float(timing[1]) <= float(timing[2]) < 4000, done.stdout
 
 
 async def test_the_follower_is_ready_as_soon_as_its_broker_is() -> None:
