@@ -29,7 +29,7 @@ class EmbeddedBroker:
     the network, so the bind address is always explicit. Anonymous clients are
     allowed unless ``users`` or ``password_file`` is given; then a client must
     log in as one of those users. Each client's packets pass an
-    :class:`~hilbot.driver.teleop.ingress.IngressReader`: commands first, floods
+    :class:`~hilbot.driver.teleop.amqtt_broker.IngressReader`: commands first, floods
     of QoS 0 publishes conflated, so no flood delays an e-stop.
 
     Args:

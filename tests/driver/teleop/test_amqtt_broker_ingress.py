@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
+from hilbot.driver.teleop.amqtt_broker import FramingError, IngressReader, split_packets
 from hilbot.driver.teleop.flood import connect_packet, estop_packet, packet, string
-from hilbot.driver.teleop.ingress import FramingError, IngressReader, split_packets
 
 
 def publish(topic: str, payload: bytes, qos: int = 0) -> bytes:
