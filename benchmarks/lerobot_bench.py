@@ -17,7 +17,7 @@ Measured over ``--seconds`` once the follower gets goals (after a second of warm
 - CPU per loop: user + system CPU time of the client's process tree and of both sim-bus
   processes ("all"), and of the client's tree alone, per goal write;
 - the follower's commanded goal as its bus saw it (radians, 4096 ticks a turn): jerk RMS
-  (third divided differences over the write times, every joint), the share of writes
+  (the goal held from write to write, on a 100 Hz grid, every joint), the share of writes
   whose goal equals the previous one, and the best-fit delay: the shift of the leader's
   position (its bus's reads, interpolated) that best explains the goal (an affine fit
   per joint, 1 ms steps).
@@ -59,6 +59,8 @@ RAD_PER_TICK = 2 * math.pi / 4096
 REPLY_MARGIN_MS = 30.0
 ROBOTS = Path(__file__).resolve().parent.parent / "configs" / "robots"
 STARTUP_S = 240.0
+JERK_GRID_HZ = 100.0  # the goal's jerk is taken on this grid
+MAX_DELAY_MS = 1000  # the delays searched, in 1 ms steps
 PATIENT_SDK = """
 import sys
 from importlib.metadata import entry_points
@@ -88,6 +90,7 @@ class Result:
     jerk: float
     unchanged: float
     delay_ms: float
+    fit_rad: float  # RMS of the goal the delayed leader leaves unexplained
 
 
 @contextmanager
@@ -188,19 +191,27 @@ def goal_count(path: Path) -> int:
         return 0
 
 
-def jerk_rms(t: np.ndarray, q: np.ndarray) -> float:
-    """RMS of the third divided differences of ``q`` over the sample times ``t``."""
-    d = q
-    for order in (1, 2, 3):  # d: the order-th derivative, order! times the divided difference
-        span = (t[order:] - t[:-order])[:, None]
-        d = (d[1:] - d[:-1]) / np.maximum(span, 1e-6) * order
-    return float(np.sqrt(np.mean(d**2)))
+def jerk_rms(t: np.ndarray, q: np.ndarray, t0: float, t1: float) -> float:
+    """RMS jerk [rad/s³] of the goal as the servo holds it, on one grid for every client.
+
+    The goal is held from each write to the next (what the servo is told), sampled at
+    ``JERK_GRID_HZ`` over ``[t0, t1]``, then differenced three times: a client that writes
+    seldom in big steps and one that writes often in small ones are judged alike.
+    """
+    dt = 1.0 / JERK_GRID_HZ
+    grid = np.arange(t0, t1, dt)
+    held = q[np.clip(np.searchsorted(t, grid, side="right") - 1, 0, len(t) - 1)]
+    jerk = np.diff(held, n=3, axis=0) / dt**3
+    return float(np.sqrt(np.mean(jerk**2)))
 
 
-def best_delay(t: np.ndarray, goal: np.ndarray, lt: np.ndarray, lead: np.ndarray) -> float:
-    """The shift [s] of the leader's position that best explains the goal (affine per joint)."""
-    best, best_err = 0.0, math.inf
-    for ms in range(0, 301):
+def best_delay(
+    t: np.ndarray, goal: np.ndarray, lt: np.ndarray, lead: np.ndarray
+) -> tuple[float, float]:
+    """The shift [s] of the leader's position that best explains the goal (affine per joint),
+    and the RMS of what it leaves unexplained [rad]."""
+    best, best_err, count = 0.0, math.inf, 1
+    for ms in range(0, MAX_DELAY_MS + 1):
         shifted = t - ms / 1000
         inside = (shifted >= lt[0]) & (shifted <= lt[-1])
         if inside.sum() < 10:
@@ -213,12 +224,12 @@ def best_delay(t: np.ndarray, goal: np.ndarray, lt: np.ndarray, lead: np.ndarray
             _, residual, *_ = np.linalg.lstsq(a, y, rcond=None)
             err += float(residual[0]) if residual.size else 0.0
         if err < best_err:
-            best, best_err = ms / 1000, err
-    return best
+            best, best_err, count = ms / 1000, err, int(inside.sum()) * goal.shape[1]
+    return best, math.sqrt(best_err / count)
 
 
 def run_row(
-    row: Row, seconds: float, lerobot: str, out: IO[str], keep: Path | None = None
+    row: Row, seconds: float, lerobot: str, out: IO[str], keep: Path | None = None, round_: int = 0
 ) -> Result:
     with tempfile.TemporaryDirectory(prefix="lerobot-bench-") as name, ExitStack() as stack:
         tmp = Path(name)
@@ -259,27 +270,30 @@ def run_row(
         cpu1_client, cpu1_buses = tree_cpu(processes), tree_cpu([lbus, fbus])
         t1 = time.monotonic()
         stack.close()  # client, then the buses (their logs complete)
-        if keep is not None:
-            keep.mkdir(parents=True, exist_ok=True)
-            stem = f"{row.client.replace(' ', '-')}-{row.rate}"
-            for log in (lead_log, follow_log, tmp / "client.err"):
-                (keep / f"{stem}-{log.name}").write_bytes(log.read_bytes())
-            (keep / f"{stem}-window").write_text(f"{t0} {t1}\n")
         gt, goal = read_log(follow_log, "goal")
         lt, lead = read_log(lead_log, "read")
         window = (gt >= t0) & (gt <= t1)
         gt, goal = gt[window], goal[window]
         n = len(gt)
         unchanged = float(np.mean(np.all(goal[1:] == goal[:-1], axis=1)))
+        delay, fit = best_delay(gt, goal, lt, lead)
         client_cpu = cpu1_client - cpu0_client
         all_cpu = client_cpu + cpu1_buses - cpu0_buses
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            stem = f"{row.client.replace(' ', '-')}-{row.rate}-{round_}"
+            for log in (lead_log, follow_log, tmp / "client.err"):
+                (keep / f"{stem}-{log.name}").write_bytes(log.read_bytes())
+            cpu = {"client_s": client_cpu, "all_s": all_cpu}
+            (keep / f"{stem}-window.json").write_text(json.dumps({"t0": t0, "t1": t1, **cpu}))
         result = Result(
             rate=n / (t1 - t0),
             cpu_all_ms=all_cpu / n * 1000,
             cpu_client_ms=client_cpu / n * 1000,
-            jerk=jerk_rms(gt, goal),
+            jerk=jerk_rms(gt, goal, gt[0], t1),
             unchanged=unchanged,
-            delay_ms=best_delay(gt, goal, lt, lead) * 1000,
+            delay_ms=delay * 1000,
+            fit_rad=fit,
         )
         print(f"{row.name}: {result}", file=out, flush=True)
         return result
@@ -315,20 +329,20 @@ def main() -> None:
         clients.remove("lerobot+hilbot")
     rows = [Row(c, int(r)) for r in args.rates.split(",") for c in clients]
     results: dict[Row, list[Result]] = {row: [] for row in rows}
-    failed: dict[Row, str] = {}
-    for _ in range(args.rounds):
+    failed: dict[Row, int] = {}
+    for round_ in range(args.rounds):
         for row in rows:
             try:
                 results[row].append(
-                    run_row(row, args.seconds, args.lerobot_python, sys.stdout, args.keep)
+                    run_row(row, args.seconds, args.lerobot_python, sys.stdout, args.keep, round_)
                 )
             except RuntimeError as exc:
-                failed[row] = str(exc)
+                failed[row] = failed.get(row, 0) + 1
                 print(f"{row.name}: failed: {exc}", flush=True)
     report(rows, results, failed, args)
 
 
-def report(rows: list[Row], results: dict[Row, list[Result]], failed: dict[Row, str],
+def report(rows: list[Row], results: dict[Row, list[Result]], failed: dict[Row, int],
            args: argparse.Namespace) -> None:  # fmt: skip
     cpu = psutil.cpu_count()
     print()
@@ -337,22 +351,24 @@ def report(rows: list[Row], results: dict[Row, list[Result]], failed: dict[Row, 
     print(f"- machine: {platform.machine()}, {cpu} CPUs, Linux {platform.release()}, "
           f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     print()
-    print("| client | rate asked | loop rate | CPU/loop, all processes | CPU/loop, client | "
-          "goal jerk RMS | unchanged goals | best-fit delay |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| client | rate asked | runs | loop rate | CPU/loop, all processes | CPU/loop, client | "
+          "goal jerk RMS | unchanged goals | best-fit delay | unexplained |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         got = results[row]
+        runs = f"{len(got)} of {len(got) + failed.get(row, 0)}"
         if not got:
-            print(f"| {row.client} | {row.rate} Hz | failed: {failed.get(row, '?')[:80]} |||||")
+            print(f"| {row.client} | {row.rate} Hz | {runs} |||||||")
             continue
 
         def med(field: str, got: list[Result] = got) -> float:
             return statistics.median(getattr(r, field) for r in got)
 
         print(
-            f"| {row.client} | {row.rate} Hz | {med('rate'):.1f} Hz | {med('cpu_all_ms'):.2f} ms "
-            f"| {med('cpu_client_ms'):.2f} ms | {med('jerk'):,.0f} rad/s³ "
-            f"| {med('unchanged'):.0%} | {med('delay_ms'):.0f} ms |"
+            f"| {row.client} | {row.rate} Hz | {runs} | {med('rate'):.1f} Hz "
+            f"| {med('cpu_all_ms'):.2f} ms | {med('cpu_client_ms'):.2f} ms "
+            f"| {med('jerk'):,.0f} rad/s³ "
+            f"| {med('unchanged'):.0%} | {med('delay_ms'):.0f} ms | {med('fit_rad'):.3f} rad |"
         )
 
 
