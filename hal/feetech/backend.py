@@ -181,7 +181,6 @@ class FeetechBackend(BusBackend):
     # --- the session on the bus thread ------------------------------------------------------
 
     thread_prefix = "feetech"
-    cycle_hooks = False  # its reads do not call the bus hooks: states are handed over at once
 
     def _open_session(self) -> None:
         self._session.open()

@@ -67,9 +67,12 @@ class FeetechBus:
         #: A transaction failed: a late reply may still arrive and must not be taken for
         #: the next one's (only then is the input checked before an instruction).
         self._stale = False
-        #: The bus thread's hooks around a cycle read (:mod:`hilbot.hal.bus.worker`); this
-        #: bus's reads do not call them (the backend's ``cycle_hooks`` is off).
+        #: Called (on the bus thread) as soon as a sync read's reply has fully arrived,
+        #: before it is decoded: the goal write queued behind it goes out then
+        #: (:mod:`hilbot.hal.bus.worker`). It must only send.
         self.on_reply: Callable[[], None] | None = None
+        #: Called right after a read's instruction is written (the previous cycle's state
+        #: is handed over then).
         self.on_sent: Callable[[], None] | None = None
 
     @property
@@ -179,7 +182,11 @@ class FeetechBus:
         self._discard_stale()
         deadline = self._deadline(len(wire), each * len(ids), len(ids))
         self.port.write(wire)
+        if self.on_sent is not None:
+            self.on_sent()
         raw = self.port.read(each * len(ids), deadline)
+        if len(raw) == each * len(ids) and self.on_reply is not None:
+            self.on_reply()
         out: dict[int, tuple[bytes, int]] = {}
         try:
             for k, servo_id in enumerate(ids):
@@ -272,6 +279,8 @@ class FeetechBus:
         self._discard_stale()
         deadline = self._deadline(len(wire), expected, 1)
         self.port.write(wire)
+        if self.on_sent is not None:
+            self.on_sent()
         reply = self.port.read(expected, deadline)
         if len(reply) < expected:
             self.counters.timeouts += 1
