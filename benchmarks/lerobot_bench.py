@@ -33,7 +33,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -49,6 +48,7 @@ from typing import IO
 import numpy as np
 import psutil
 import yaml
+from _report import load_note, write_section  # benchmarks/ is on sys.path when this runs
 
 from hilbot.driver.config import load_config
 
@@ -322,12 +322,14 @@ def main() -> None:
     parser.add_argument("--rates", default="60,30,100", help="loop rates [Hz], comma-separated")
     parser.add_argument("--clients", default="lerobot,lerobot+hilbot,hilbot lead")
     parser.add_argument("--keep", type=Path, help="copy each row's bus logs into this folder")
+    parser.add_argument("--write", action="store_true", help="write the BENCHMARKS.md section")
     args = parser.parse_args()
     clients = args.clients.split(",")
     if "lerobot+hilbot" in clients and not plugin_installed(args.lerobot_python):
         print("lerobot_robot_hilbot is not installed there: no lerobot+hilbot rows", flush=True)
         clients.remove("lerobot+hilbot")
     rows = [Row(c, int(r)) for r in args.rates.split(",") for c in clients]
+    load = os.getloadavg()[0]
     results: dict[Row, list[Result]] = {row: [] for row in rows}
     failed: dict[Row, int] = {}
     for round_ in range(args.rounds):
@@ -339,37 +341,43 @@ def main() -> None:
             except RuntimeError as exc:
                 failed[row] = failed.get(row, 0) + 1
                 print(f"{row.name}: failed: {exc}", flush=True)
-    report(rows, results, failed, args)
+    report(rows, results, failed, args, load)
 
 
 def report(rows: list[Row], results: dict[Row, list[Result]], failed: dict[Row, int],
-           args: argparse.Namespace) -> None:  # fmt: skip
-    cpu = psutil.cpu_count()
-    print()
-    print(f"- command: `python benchmarks/lerobot_bench.py --lerobot-python PY --seconds "
-          f"{args.seconds:g} --rounds {args.rounds} --rates {args.rates}`")  # fmt: skip
-    print(f"- machine: {platform.machine()}, {cpu} CPUs, Linux {platform.release()}, "
-          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
-    print()
-    print("| client | rate asked | runs | loop rate | CPU/loop, all processes | CPU/loop, client | "
+           args: argparse.Namespace, load: float) -> None:  # fmt: skip
+    lines = [
+        f"Medians over {args.rounds} interleaved rounds of {args.seconds:g} s; CPU per loop: "
+        "the client's process tree and both sim-bus processes (all), or the client's tree.",
+        "",
+        load_note(load, os.getloadavg()[0]),
+        "",
+    ]
+    out = lines.append
+    out("| client | rate asked | runs | loop rate | CPU/loop, all processes | CPU/loop, client | "
           "goal jerk RMS | unchanged goals | best-fit delay | unexplained |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    out("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         got = results[row]
         runs = f"{len(got)} of {len(got) + failed.get(row, 0)}"
         if not got:
-            print(f"| {row.client} | {row.rate} Hz | {runs} |||||||")
+            out(f"| {row.client} | {row.rate} Hz | {runs} |||||||")
             continue
 
         def med(field: str, got: list[Result] = got) -> float:
             return statistics.median(getattr(r, field) for r in got)
 
-        print(
+        out(
             f"| {row.client} | {row.rate} Hz | {runs} | {med('rate'):.1f} Hz "
             f"| {med('cpu_all_ms'):.2f} ms | {med('cpu_client_ms'):.2f} ms "
             f"| {med('jerk'):,.0f} rad/s³ "
             f"| {med('unchanged'):.0%} | {med('delay_ms'):.0f} ms | {med('fit_rad'):.3f} rad |"
         )
+    body = "\n".join(lines)
+    if args.write:
+        write_section("lerobot_bench", "SO-101 teleoperation: LeRobot against hilbot", body)
+    else:
+        sys.stdout.write(body + "\n")
 
 
 if __name__ == "__main__":
