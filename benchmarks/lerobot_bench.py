@@ -65,7 +65,7 @@ PATIENT_SDK = """
 import sys
 from importlib.metadata import entry_points
 import scservo_sdk.port_handler
-scservo_sdk.port_handler.LATENCY_TIMER = 100
+scservo_sdk.port_handler.LATENCY_TIMER = 250
 (script,) = entry_points(group="console_scripts", name=sys.argv[1])
 sys.argv = sys.argv[1:]
 sys.exit(script.load()())
@@ -139,8 +139,9 @@ def client_command(row: Row, leader: str, follower: str, tmp: Path, lerobot: str
         follow = hilbot_config("so101_follower", follower, tmp)
         return [sys.executable, "-m", "hilbot", "lead", str(lead), "--to", str(follow),
                 "--backend", "hardware", "--rate", str(row.rate), "--no-status"]  # fmt: skip
-    # LeRobot's entry point, with the vendor SDK waiting 100 ms for a status packet instead
-    # of 34 ms (as tests/lerobot does): on a busy host the virtual bus answers late.
+    # LeRobot's entry point, with the vendor SDK waiting 0.5 s for a status packet instead
+    # of 34 ms: on a busy host the virtual bus answers late, and LeRobot's loop ends at the
+    # first read that gets no answer (it does not retry Present_Position).
     script = ["-c", PATIENT_SDK, "lerobot-teleoperate"]
     teleop = ["--teleop.type=so101_leader", f"--teleop.port={leader}", "--teleop.id=bench"]
     if row.client == "lerobot":
