@@ -79,7 +79,7 @@ SCRIPT = textwrap.dedent(
         sim_bus_code = main(["sim-bus", "--servo", "1:XM430-W350", "--duration", "0.1"])
 
     import asyncio
-    from hilbot.driver.teleop.demo import jog
+    from hilbot.driver.teleop.publisher import jog
 
     try:
         asyncio.run(jog(None, "arm"))  # fails before it needs a publisher

@@ -105,8 +105,7 @@ async def _main(args: argparse.Namespace) -> int:
     import aiomqtt
 
     from hilbot.driver.teleop.client import parse_broker_url
-    from hilbot.driver.teleop.demo import jog, play_pattern
-    from hilbot.driver.teleop.patterns import Pattern, Plane
+    from hilbot.driver.teleop.publisher import Pattern, Plane, jog, play_pattern
     from hilbot.driver.teleop.settings import TeleopSettings
 
     url = parse_broker_url(args.mqtt)

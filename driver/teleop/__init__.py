@@ -26,8 +26,7 @@ from hilbot.driver.teleop.messages import (
     Vocabulary,
     parse,
 )
-from hilbot.driver.teleop.patterns import Pattern, Plane
-from hilbot.driver.teleop.publisher import TeleopPublisher
+from hilbot.driver.teleop.publisher import Pattern, Plane, TeleopPublisher
 from hilbot.driver.teleop.serve import serve
 from hilbot.driver.teleop.settings import TeleopSettings, TlsSettings
 

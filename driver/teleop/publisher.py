@@ -5,6 +5,9 @@ it is an ordinary MQTT client and knows nothing of the runtime. A lost broker is
 reconnected with jittered backoff (one warning when lost, one when back);
 meanwhile targets are dropped (the robot's watchdog holds it) and commands raise
 :class:`~hilbot.driver.teleop.errors.NotConnected`.
+
+The demos that drive it are here too: the circle and figure-eight patterns (pure) and
+the publishers that draw them with a chain or jog it from the keyboard.
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import secrets
+import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, TextIO
 
 import aiomqtt
 import numpy as np
@@ -26,7 +31,7 @@ import numpy.typing as npt
 from numpy.typing import NDArray
 
 from hilbot import _compat_asyncio as aio
-from hilbot._compat import Self
+from hilbot._compat import Self, StrEnum
 from hilbot.driver.teleop.bridge import NO_DELAY
 from hilbot.driver.teleop.client import Backoff, BrokerUrl, MqttClient, parse_broker_url
 from hilbot.driver.teleop.errors import NotConnected
@@ -343,3 +348,303 @@ def _as_text(payload: object) -> str | bytes:
     if isinstance(payload, bytes | str):
         return payload
     return bytes(payload) if isinstance(payload, bytearray) else str(payload)
+
+
+# Demo motion patterns: end-effector offsets for a circle and a figure-eight (pure).
+
+
+class Pattern(StrEnum):
+    """What ``hilbot teleop`` publishes."""
+
+    CIRCLE = "circle"
+    FIGURE8 = "figure8"
+    JOG = "jog"
+
+
+class Plane(StrEnum):
+    """The plane a pattern is drawn in, in the chain's source frame."""
+
+    XY = "xy"
+    YZ = "yz"
+    XZ = "xz"
+
+
+_AXES = {Plane.XY: (0, 1), Plane.YZ: (1, 2), Plane.XZ: (0, 2)}
+
+
+def pattern_offset(
+    pattern: Pattern, phase: float, radius: float, plane: Plane = Plane.YZ
+) -> NDArray[np.float64]:
+    """Offset (3,) [m] from the start point at ``phase`` [rad] along the pattern.
+
+    Both curves pass through the start point at phase 0 (so the arm does not
+    jump there) and are periodic in 2π.
+
+    - circle: radius ``radius``, centred ``radius`` away from the start.
+    - figure-eight: a lemniscate of Gerono, ``radius`` wide on each side.
+
+    Raises:
+        ValueError: for ``Pattern.JOG`` (it has no path) or a negative radius.
+    """
+    if radius < 0.0:
+        raise ValueError(f"radius must be >= 0 m, got {radius}")
+    if pattern is Pattern.CIRCLE:
+        u, v = radius * (math.cos(phase) - 1.0), radius * math.sin(phase)
+    elif pattern is Pattern.FIGURE8:
+        u, v = radius * math.sin(phase), radius * math.sin(phase) * math.cos(phase)
+    else:
+        raise ValueError(f"the {pattern.value} pattern has no path; it follows the keyboard")
+    offset = np.zeros(3)
+    first, second = _AXES[plane]
+    offset[first], offset[second] = u, v
+    return offset
+
+
+#: Keyboard jogging: key -> unit direction in the chain's source frame.
+JOG_KEYS: dict[str, tuple[float, float, float]] = {
+    "w": (1.0, 0.0, 0.0),
+    "s": (-1.0, 0.0, 0.0),
+    "a": (0.0, 1.0, 0.0),
+    "d": (0.0, -1.0, 0.0),
+    "r": (0.0, 0.0, 1.0),
+    "f": (0.0, 0.0, -1.0),
+}
+#: Keyboard jogging: key -> command name.
+#: The e-stop and reset keys are those of ``hilbot run``'s terminal (space or e e-stops,
+#: c resets): one key never means two things.
+JOG_COMMANDS: dict[str, str] = {
+    "n": "enable",
+    "x": "disable",
+    " ": "estop",
+    "e": "estop",
+    "c": "reset",
+    "h": "home",
+}
+JOG_HELP = (
+    "jog: w/s ±x, a/d ±y, r/f ±z; n enable, x disable, space or e e-stop, c reset, h home, q quit"
+)
+
+
+def jog_step(key: str, step: float) -> NDArray[np.float64] | None:
+    """Displacement (3,) [m] for a jog key, or None if the key does not jog."""
+    direction = JOG_KEYS.get(key.lower())
+    return None if direction is None else np.asarray(direction) * step
+
+
+# Demo publishers: draw a circle or a figure-eight with a chain, or jog it from the keyboard.
+
+_LOGGER = logging.getLogger(__name__)
+
+
+async def enable(publisher: TeleopPublisher, timeout: float = 3.0) -> str | None:
+    """Send ``enable`` and wait until ``state`` reports the robot armed.
+
+    Returns:
+        None once it is armed; else why not: the robot's refusal of this ``enable`` from
+        its ``error`` topic (a latched e-stop, a stale calibration, a fault), or the mode
+        its ``state`` still reports after ``timeout`` [s].
+    """
+    seq = await publisher.command("enable")
+
+    def refusal() -> str | None:
+        for error in reversed(publisher.errors):
+            if error.get("topic") == publisher.topics.cmd and error.get("seq") == seq:
+                return str(error.get("detail") or error.get("reason") or "refused")
+        return None
+
+    def settled(p: TeleopPublisher) -> bool:
+        armed = p.state is not None and p.state.get("mode") == "armed"
+        return armed or refusal() is not None
+
+    try:
+        await publisher.wait_until(settled, timeout)
+    except TimeoutError:
+        mode = publisher.state.get("mode") if publisher.state is not None else None
+        return f"its state still reports {mode!r} after {timeout:g} s"
+    return refusal()
+
+
+async def play_pattern(
+    publisher: TeleopPublisher,
+    chain: str,
+    pattern: Pattern,
+    *,
+    radius: float = 0.03,
+    period_s: float = 4.0,
+    rate_hz: float = 50.0,
+    plane: Plane = Plane.YZ,
+    duration_s: float | None = None,
+    arm: bool = True,
+    logger: logging.Logger | None = None,
+) -> int:
+    """Publish ``pattern`` around the chain's present end-effector position.
+
+    The curve starts at the present position (read from ``state``), so the arm
+    does not jump. Targets carry ``stamp`` and ``ttl``; if this publisher stops,
+    the runtime's watchdog makes the robot hold.
+
+    Args:
+        publisher: a connected publisher for the robot.
+        chain: the chain to move.
+        pattern: circle or figure-eight.
+        radius: size of the pattern [m].
+        period_s: time for one loop [s].
+        rate_hz: publish rate [Hz].
+        plane: the plane of the curve, in the chain's source frame.
+        duration_s: stop after this long [s]; None runs until cancelled.
+        arm: send ``enable`` first.
+        logger: where to log.
+
+    Returns:
+        The number of targets published.
+    """
+    log = logger if logger is not None else _LOGGER
+    if period_s <= 0.0 or rate_hz <= 0.0:
+        raise ValueError(f"period_s and rate_hz must be > 0, got {period_s} and {rate_hz}")
+    start = await publisher.chain_position(chain)
+    refused = await enable(publisher) if arm else None
+    if refused is not None:
+        log.warning("the robot is not armed: %s; publishing anyway", refused)
+    log.info(
+        "teleop demo: %s of %.3f m on %r around %s", pattern.value, radius, chain, start.round(3)
+    )
+    sent = 0
+    began = time.monotonic()
+    for t in _ticks(rate_hz, duration_s):
+        await _sleep_until(t)
+        phase = 2.0 * math.pi * (t - began) / period_s
+        await publisher.target(chain, start + pattern_offset(pattern, phase, radius, plane))
+        sent += 1
+    return sent
+
+
+async def _sleep_until(deadline: float) -> None:
+    await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+
+
+def _ticks(rate_hz: float, duration_s: float | None) -> Iterator[float]:
+    """Monotonic deadlines at ``rate_hz`` (sync generator; the caller sleeps)."""
+    period = 1.0 / rate_hz
+    start = time.monotonic()
+    k = 0
+    while duration_s is None or k * period < duration_s:
+        yield start + k * period
+        k += 1
+
+
+async def jog(
+    publisher: TeleopPublisher,
+    chain: str,
+    *,
+    step: float = 0.005,
+    rate_hz: float = 50.0,
+    stdin: TextIO | None = None,
+    out: TextIO | None = None,
+) -> None:
+    """Jog ``chain`` from the keyboard (a TTY); returns on ``q``.
+
+    The target starts at the present position; each key press moves it by
+    ``step`` [m]. It is re-published at ``rate_hz`` so the watchdog stays fed
+    while a key is held or not.
+
+    The e-stop key (space) works while the broker is lost: it says the e-stop was
+    not delivered and keeps sending it until the robot's state reports it
+    e-stopped, or the operator quits (which then says it never was).
+    """
+    try:
+        import termios
+        import tty
+    except ImportError:
+        raise RuntimeError(
+            f"keyboard jogging needs a POSIX terminal (termios); not available on {sys.platform}"
+        ) from None
+
+    stream = stdin if stdin is not None else sys.stdin
+    console = out if out is not None else sys.stderr
+    if not stream.isatty():
+        raise RuntimeError("keyboard jogging needs a terminal (stdin is not a TTY)")
+    target = await publisher.chain_position(chain)
+    keys: asyncio.Queue[str] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    fd = stream.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+    loop.add_reader(fd, lambda: keys.put_nowait(stream.read(1)))
+    print(JOG_HELP, file=console)
+    estops: list[asyncio.Task[None]] = []
+    try:
+        await _jog_loop(publisher, chain, target, keys, step, 1.0 / rate_hz, console, estops)
+    finally:
+        loop.remove_reader(fd)
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        for task in estops:
+            if not task.done():
+                task.cancel()
+                print(
+                    "\nquitting: the e-stop was NOT delivered (the robot never confirmed it)",
+                    file=console,
+                    flush=True,
+                )
+
+
+async def _jog_command(
+    publisher: TeleopPublisher, name: str, console: TextIO, estops: list[asyncio.Task[None]]
+) -> None:
+    """Send a jog key's command; an e-stop is sent until the robot confirms it."""
+    if name != "estop":
+        try:
+            await publisher.command(name)
+        except NotConnected as exc:
+            print(f"\r{name} not sent: {exc}", file=console, flush=True)
+        return
+    if not any(not task.done() for task in estops):
+        estops[:] = [asyncio.get_running_loop().create_task(_estop(publisher, console))]
+
+
+async def _estop(publisher: TeleopPublisher, console: TextIO) -> None:
+    told = False
+
+    def not_yet(why: str) -> None:
+        nonlocal told
+        if not told:
+            print(
+                f"\re-stop NOT delivered: {why}; sending it until the robot confirms it (q quits)",
+                file=console,
+                flush=True,
+            )
+            told = True
+
+    await publisher.estop(on_retry=not_yet)
+    if told:
+        print("\re-stop delivered: the robot reports it e-stopped", file=console, flush=True)
+
+
+async def _jog_loop(
+    publisher: TeleopPublisher,
+    chain: str,
+    target: np.ndarray,
+    keys: asyncio.Queue[str],
+    step: float,
+    period: float,
+    console: TextIO,
+    estops: list[asyncio.Task[None]],
+) -> None:
+    next_publish = time.monotonic()
+    while True:
+        if time.monotonic() >= next_publish:
+            await publisher.target(chain, target)
+            next_publish = time.monotonic() + period
+        try:
+            key = await asyncio.wait_for(keys.get(), max(0.0, next_publish - time.monotonic()))
+        except (TimeoutError, asyncio.TimeoutError):  # 3.10's wait_for: the latter
+            continue
+        if key == "q":
+            return
+        if key in JOG_COMMANDS:
+            await _jog_command(publisher, JOG_COMMANDS[key], console, estops)
+            continue
+        delta = jog_step(key, step)
+        if delta is not None:
+            target = target + delta
+            next_publish = 0.0  # publish the move at once
+            print(f"\rtarget {np.round(target, 3)}   ", end="", file=console, flush=True)

@@ -1,7 +1,7 @@
 """The keys of hilbot run's terminal and of the jog terminal: one key, one meaning."""
 
 from hilbot.driver.commands.local_stop import HINT, KEYS
-from hilbot.driver.teleop.patterns import JOG_COMMANDS, JOG_HELP, JOG_KEYS
+from hilbot.driver.teleop.publisher import JOG_COMMANDS, JOG_HELP, JOG_KEYS
 
 
 def _jog_meanings() -> dict[str, str]:

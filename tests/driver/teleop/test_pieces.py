@@ -11,7 +11,7 @@ from aiomqtt import Message
 from hilbot.driver.teleop import BrokerUrlError, TeleopSettings, Topics, parse_broker_url
 from hilbot.driver.teleop.bridge import dispatching_queue
 from hilbot.driver.teleop.client import Backoff
-from hilbot.driver.teleop.patterns import Pattern, Plane, jog_step, pattern_offset
+from hilbot.driver.teleop.publisher import Pattern, Plane, jog_step, pattern_offset
 
 
 def test_settings_defaults_and_validation():

@@ -21,7 +21,7 @@ from hilbot.driver.safety import Mode
 from hilbot.driver.state import Command
 from hilbot.driver.teleop import TeleopPublisher
 from hilbot.driver.teleop.errors import NotConnected
-from hilbot.driver.teleop.patterns import JOG_COMMANDS
+from hilbot.driver.teleop.publisher import JOG_COMMANDS
 from hilbot.sim.sim_backend import SimBackend
 
 PREFIX = "hilbot/omx"
