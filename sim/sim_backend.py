@@ -353,7 +353,7 @@ def firmware_profile(spec: ServoSpec) -> tuple[float | None, float | None]:
 
     In [rad/s] and [rad/s²] of the servo shaft, ``None`` where the spec sets none. The
     real backend writes ``round(value / unit)`` to Profile Velocity (0.229 rev/min) and
-    Profile Acceleration (214.577 rev/min²) (``hilbot.hal.dynamixel.servo_setup``); the
+    Profile Acceleration (214.577 rev/min²) (``hilbot.hal.dynamixel.startup``); the
     firmware runs that register value, so the result is rounded the same way.
 
     Raises:
@@ -362,7 +362,7 @@ def firmware_profile(spec: ServoSpec) -> tuple[float | None, float | None]:
     """
     if spec.profile_velocity is None and spec.profile_acceleration is None:
         return None, None
-    from hilbot.hal.dynamixel.servo_setup import ACCELERATION_UNIT
+    from hilbot.hal.dynamixel.startup import ACCELERATION_UNIT
     from hilbot.hal.dynamixel.tables import RegisterName, model
 
     out: list[float | None] = []

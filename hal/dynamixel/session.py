@@ -23,13 +23,13 @@ from hilbot.hal.backend import HardwareErrorFlags, JointState
 from hilbot.hal.dynamixel.bus import DynamixelBus, ServoReply
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
 from hilbot.hal.dynamixel.protocol import ALERT_BIT, hardware_flags_from_protocol1
-from hilbot.hal.dynamixel.servo_setup import configure_all
 from hilbot.hal.dynamixel.startup import (
     ServoLimits,
     ServoReport,
     check_bus,
     check_joint_range,
     check_torque,
+    configure_all,
     hardware_status,
     read_limits,
 )

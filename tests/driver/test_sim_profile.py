@@ -16,7 +16,7 @@ import pytest
 from hilbot.driver.backends import sim_backend
 from hilbot.driver.config import RobotConfig
 from hilbot.driver.ticker import ManualClock
-from hilbot.hal.dynamixel.servo_setup import ACCELERATION_UNIT
+from hilbot.hal.dynamixel.startup import ACCELERATION_UNIT
 from hilbot.hal.dynamixel.tables import model
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.mapping import ServoSpec
