@@ -474,6 +474,11 @@ class TimerTicker:
             start = clock()
             if self._adaptive:
                 self._adapt(start - wake)
+            if start - deadline >= period:  # woken periods late: the newest deadline, as above
+                skipped = int((start - deadline) // period)
+                deadline += skipped * period
+                self._next = deadline + period
+                return Tick(deadline, start, skipped, True)
         else:
             start = now
         while True:  # the busy wait, in the waiting task

@@ -149,6 +149,27 @@ async def test_timer_ticker_reports_overruns_instead_of_bursting():
 
 
 @needs_timerfd
+async def test_a_timer_tick_woken_periods_late_is_the_newest_deadline():
+    # The loop is held up while the ticker waits (the scheduler, another task): the tick
+    # is the newest deadline that passed, with the dropped ones counted, as when the
+    # caller itself came back late; never a lateness of several periods.
+    period = 0.002
+    ticker = TimerTicker(period)
+    ticker.start()
+    try:
+        first = await ticker.wait()
+        waiting = asyncio.create_task(ticker.wait())
+        await asyncio.sleep(0)  # the wait arms its timer
+        time.sleep(6 * period)  # the loop is held up past several deadlines
+        late = await waiting
+    finally:
+        ticker.stop()
+    assert late.overrun and late.skipped >= 4
+    assert late.deadline == pytest.approx(first.deadline + (late.skipped + 1) * period)
+    assert 0.0 <= late.woke - late.deadline < period
+
+
+@needs_timerfd
 async def test_timer_ticker_stop_is_idempotent_and_it_starts_once():
     ticker = TimerTicker(0.001)
     ticker.start()
