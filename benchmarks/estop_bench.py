@@ -45,6 +45,8 @@ from hilbot.driver.state import Command
 from hilbot.driver.teleop import TeleopSettings, serve
 from hilbot.sim.sim_backend import SimBackend
 
+#: The raw-socket flood publisher the load tests use.
+FLOOD = str(Path(__file__).resolve().parents[1] / "tests" / "driver" / "teleop" / "flood.py")
 PREFIX = "hilbot/omx"
 #: Longest wait for one e-stop to take effect [s] (the old code took ~10-50 s).
 EFFECT_TIMEOUT_S = 90.0
@@ -65,8 +67,7 @@ async def spawn_client(
 ) -> asyncio.subprocess.Process:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-m",
-        "hilbot.driver.teleop.flood",
+        FLOOD,
         str(port),
         str(rate),
         str(seconds),

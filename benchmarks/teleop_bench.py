@@ -43,6 +43,8 @@ from hilbot.driver.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher, TeleopSettings, serve
 from hilbot.driver.teleop.bridge import NO_DELAY
 
+#: The raw-socket flood publisher the load tests use.
+FLOOD = str(Path(__file__).resolve().parents[1] / "tests" / "driver" / "teleop" / "flood.py")
 PREFIX = "hilbot/omx"
 JOINT = "joint1"
 STEP = 0.004  # [rad] below the per-cycle max delta: written unchanged
@@ -221,8 +223,7 @@ async def flood_rates(port: int, broker: subprocess.Popen, isolate: bool) -> tup
         os.setpriority(os.PRIO_PROCESS, broker.pid, 19)  # "another host"
         child = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "hilbot.driver.teleop.flood",
+            FLOOD,
             str(port),
             "10000",
             "6",

@@ -1,11 +1,33 @@
 """The embedded broker's ingress: MQTT framing, and lanes that keep commands ahead of floods."""
 
 import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from hilbot.driver.teleop.amqtt_broker import FramingError, IngressReader, split_packets
-from hilbot.driver.teleop.flood import connect_packet, estop_packet, packet, string
+
+
+def _script(name: str) -> ModuleType:
+    """Import the script ``name``.py beside this test (the tests are no package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+_flood = _script("flood")
+connect_packet, estop_packet, packet, string = (
+    _flood.connect_packet,
+    _flood.estop_packet,
+    _flood.packet,
+    _flood.string,
+)
 
 
 def publish(topic: str, payload: bytes, qos: int = 0) -> bytes:

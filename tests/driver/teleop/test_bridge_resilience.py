@@ -8,6 +8,7 @@ import signal
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import aiomqtt
 import pytest
@@ -16,6 +17,9 @@ from hilbot import _compat_asyncio as aio
 from hilbot.driver.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher
 from hilbot.driver.virtual_margin import run_queue_wait
+
+#: The raw-socket flood publisher (a script beside this test).
+FLOOD = str(Path(__file__).with_name("flood.py"))
 
 PREFIX = "hilbot/omx"
 
@@ -183,8 +187,7 @@ async def test_a_flood_of_10000_targets_per_second_keeps_the_loop_rate_and_memor
         os.setpriority(os.PRIO_PROCESS, mosquitto.process.pid, 19)
         flood = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "hilbot.driver.teleop.flood",
+            FLOOD,
             str(mosquitto.port),
             "10000",
             str(burst_s),

@@ -8,11 +8,15 @@ the old code took at that point of a flood (seconds, growing with the flood).
 import asyncio
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from hilbot.driver.safety import Mode
 from hilbot.driver.state import Command
+
+#: The raw-socket flood publisher (a script beside this test).
+FLOOD = str(Path(__file__).with_name("flood.py"))
 
 PREFIX = "hilbot/omx"
 RATE = 10_000  # [msg/s]
@@ -26,8 +30,7 @@ MARGIN_S = 1.5
 async def flood_client(port: int, rate: float, seconds: float, client_id: str, payload: str):
     process = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-m",
-        "hilbot.driver.teleop.flood",
+        FLOOD,
         str(port),
         str(rate),
         str(seconds),

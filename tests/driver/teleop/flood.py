@@ -1,6 +1,7 @@
 """A target flood for load tests: messages at a fixed rate through a raw MQTT socket.
 
-Run as ``python -m hilbot.driver.teleop.flood PORT RATE SECONDS [--bursts N --pause S]``.
+Run as ``python tests/driver/teleop/flood.py PORT RATE SECONDS [--bursts N --pause S]`` (the
+load tests and ``benchmarks/`` do; it imports nothing of hilbot).
 It speaks just enough MQTT 3.1.1 (CONNECT, QoS 0/1 PUBLISH, DISCONNECT) over a plain
 socket, with every packet built before the clock starts, so the publisher itself costs
 almost no CPU and the load falls on the broker and the robot's teleop side, as from a
