@@ -37,7 +37,7 @@ from hilbot.hal.dynamixel.protocol import (
     encode_fast_status,
     encode_status,
 )
-from hilbot.hal.dynamixel.register_names import RegisterName
+from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.sim.faults import FaultTable, ReplyFate, glitch_read
 from hilbot.sim.pty_server import Reply, corrupt, faulted_reply, online
 from hilbot.sim.virtual_servo import VirtualServo

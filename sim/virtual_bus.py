@@ -23,6 +23,7 @@ from typing import Any
 
 from hilbot._compat import Unpack
 from hilbot.hal.dynamixel import tables
+from hilbot.hal.dynamixel.layout import ServoUnits
 from hilbot.hal.dynamixel.protocol import (
     DecodeError,
     InstructionPacket,
@@ -32,7 +33,6 @@ from hilbot.hal.dynamixel.protocol import (
 from hilbot.hal.dynamixel.protocol import (
     Instruction as Ins,
 )
-from hilbot.hal.dynamixel.units import ServoUnits
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.sim.instruction_handler import InstructionHandler

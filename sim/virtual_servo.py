@@ -20,9 +20,15 @@ from hilbot.hal.dynamixel.protocol import (
     hardware_flags_from_protocol1,
     hardware_flags_to_protocol1,
 )
-from hilbot.hal.dynamixel.series_tables import OperatingMode
 from hilbot.hal.dynamixel.startup import ACCELERATION_UNIT
-from hilbot.hal.dynamixel.tables import Access, Area, ModelSpec, Register, RegisterName
+from hilbot.hal.dynamixel.tables import (
+    Access,
+    Area,
+    ModelSpec,
+    OperatingMode,
+    Register,
+    RegisterName,
+)
 from hilbot.hal.dynamixel.timing import RETURN_DELAY_UNIT
 from hilbot.sim.control_table_memory import (
     CheckedWrite,

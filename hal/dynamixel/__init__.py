@@ -10,9 +10,9 @@
 from hilbot.hal.bus.port import BlockingPortHandler, latency_timer_ms
 from hilbot.hal.dynamixel.backend import BackendState, DynamixelBackend
 from hilbot.hal.dynamixel.bus import DynamixelBus
+from hilbot.hal.dynamixel.layout import ServoUnits
 from hilbot.hal.dynamixel.tables import MODELS, ModelSpec, Register, RegisterName, model
 from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod, bus_budget, max_cycle_rate
-from hilbot.hal.dynamixel.units import ServoUnits
 
 __all__ = [
     "MODELS",

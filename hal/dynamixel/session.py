@@ -21,7 +21,7 @@ import numpy as np
 
 from hilbot.hal.backend import HardwareErrorFlags, JointState
 from hilbot.hal.dynamixel.bus import DynamixelBus, ServoReply
-from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
+from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot, temperature
 from hilbot.hal.dynamixel.protocol import ALERT_BIT, hardware_flags_from_protocol1
 from hilbot.hal.dynamixel.startup import (
     ServoLimits,
@@ -35,7 +35,6 @@ from hilbot.hal.dynamixel.startup import (
 )
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.dynamixel.timing import CycleBudget, ReadMethod, bus_budget
-from hilbot.hal.dynamixel.units import temperature
 from hilbot.hal.errors import (
     CommTimeout,
     CrcError,

@@ -20,8 +20,13 @@ from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.bus import DynamixelBus
 from hilbot.hal.dynamixel.layout import BusLayout, ServoSlot
 from hilbot.hal.dynamixel.protocol import hardware_flags_from_protocol1
-from hilbot.hal.dynamixel.series_tables import XL320_JOINT
-from hilbot.hal.dynamixel.tables import OperatingMode, Register, RegisterName, model_by_number
+from hilbot.hal.dynamixel.tables import (
+    XL320_JOINT,
+    OperatingMode,
+    Register,
+    RegisterName,
+    model_by_number,
+)
 from hilbot.hal.errors import CommTimeout, CrcError, ServoLimitError, StartupError, StartupProblem
 
 N = RegisterName

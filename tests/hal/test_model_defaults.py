@@ -2,15 +2,14 @@
 
 The expected values below were copied by hand from the ROBOTIS e-manual source of
 each model (github.com/ROBOTIS-GIT/emanual, docs/en/dxl/<series>/<model>.md, the
-version named in ``hilbot.hal.dynamixel.model_tables``), independently of the code
+version named in ``hilbot.hal.dynamixel.tables``), independently of the code
 that builds the tables, and are checked both in the tables and in the memory of a
 virtual servo after power-up.
 """
 
 import pytest
 
-from hilbot.hal.dynamixel.model_tables import MODEL_TABLES
-from hilbot.hal.dynamixel.tables import MODELS, Bound, RegisterName, model
+from hilbot.hal.dynamixel.tables import MODEL_TABLES, MODELS, Bound, RegisterName, model
 from hilbot.sim.control_table_memory import ControlTableMemory
 
 N = RegisterName

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hilbot.hal.backend import EffortUnit
-from hilbot.hal.dynamixel.units import ServoUnits, temperature, voltage
+from hilbot.hal.dynamixel.layout import ServoUnits, temperature, voltage
 from hilbot.hal.errors import CommandError, ConfigError
 from hilbot.hal.mapping import ServoSpec
 
