@@ -56,12 +56,14 @@ from hilbot.driver.teleop.messages import (
     RejectReason,
     Topics,
     Vocabulary,
+    encode,
     number_text,
     parse,
     refusal_reason,
+    state_body,
+    status_payload,
 )
 from hilbot.driver.teleop.settings import ENV_PASSWORD, TeleopSettings
-from hilbot.driver.teleop.telemetry import encode, state_body, status_payload
 
 # How a teleop command that failed is told: one line naming the command and the reason.
 #

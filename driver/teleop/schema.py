@@ -31,7 +31,7 @@ from hilbot.driver.teleop.messages import (
 
 # What hilbot publishes (``state``, ``status``, ``error``), as pydantic models.
 #
-# They describe the payloads :mod:`~hilbot.driver.teleop.telemetry` and the bridge
+# They describe the payloads :mod:`~hilbot.driver.teleop.messages` and the bridge
 # build, for subscribers: the shipped JSON Schema files of these topics are
 # generated from them. They are open (unknown fields are allowed), so that a field
 # added to the telemetry does not break a subscriber that validates.

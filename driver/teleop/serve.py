@@ -36,10 +36,9 @@ from hilbot.driver.teleop.bridge import (
 from hilbot.driver.teleop.broker import EmbeddedBroker
 from hilbot.driver.teleop.client import Backoff, BrokerUrl, parse_broker_url
 from hilbot.driver.teleop.errors import TeleopError, first_teleop_error
-from hilbot.driver.teleop.messages import Topics, refusal_reason
+from hilbot.driver.teleop.messages import Topics, refusal_reason, state_body
 from hilbot.driver.teleop.publisher import Pattern, TeleopPublisher, play_pattern
 from hilbot.driver.teleop.settings import TeleopSettings
-from hilbot.driver.teleop.telemetry import state_body
 
 
 async def serve(

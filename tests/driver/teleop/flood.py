@@ -198,7 +198,7 @@ def _estops_only(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m hilbot.driver.teleop.flood")
+    parser = argparse.ArgumentParser(prog="flood.py")
     parser.add_argument("port", type=int)
     parser.add_argument("rate", type=float, help="messages per second (0: e-stops only)")
     parser.add_argument("seconds", type=float, help="of flooding (of each burst with --pause)")
