@@ -88,6 +88,7 @@ class Result:
     cpu_all_ms: float
     cpu_client_ms: float
     jerk: float
+    cpu_all_share: float  # CPU seconds of all processes per second
     unchanged: float
     delay_ms: float
     fit_rad: float  # RMS of the goal the delayed leader leaves unexplained
@@ -270,34 +271,76 @@ def run_row(
         time.sleep(seconds)
         cpu1_client, cpu1_buses = tree_cpu(processes), tree_cpu([lbus, fbus])
         t1 = time.monotonic()
+        if client.poll() is not None:  # LeRobot's loop ends at a read that got no answer
+            said = (tmp / "client.err").read_text()[-300:]
+            raise RuntimeError(f"{row.name}: the client ended in the window: {said}")
         stack.close()  # client, then the buses (their logs complete)
-        gt, goal = read_log(follow_log, "goal")
-        lt, lead = read_log(lead_log, "read")
-        window = (gt >= t0) & (gt <= t1)
-        gt, goal = gt[window], goal[window]
-        n = len(gt)
-        unchanged = float(np.mean(np.all(goal[1:] == goal[:-1], axis=1)))
-        delay, fit = best_delay(gt, goal, lt, lead)
-        client_cpu = cpu1_client - cpu0_client
-        all_cpu = client_cpu + cpu1_buses - cpu0_buses
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)
-            stem = f"{row.client.replace(' ', '-')}-{row.rate}-{round_}"
+            stem = _stem(row, round_)
             for log in (lead_log, follow_log, tmp / "client.err"):
                 (keep / f"{stem}-{log.name}").write_bytes(log.read_bytes())
-            cpu = {"client_s": client_cpu, "all_s": all_cpu}
+            cpu = {"client_s": cpu1_client - cpu0_client, "buses_s": cpu1_buses - cpu0_buses}
             (keep / f"{stem}-window.json").write_text(json.dumps({"t0": t0, "t1": t1, **cpu}))
-        result = Result(
-            rate=n / (t1 - t0),
-            cpu_all_ms=all_cpu / n * 1000,
-            cpu_client_ms=client_cpu / n * 1000,
-            jerk=jerk_rms(gt, goal, gt[0], t1),
-            unchanged=unchanged,
-            delay_ms=delay * 1000,
-            fit_rad=fit,
+        result = measure(
+            follow_log, lead_log, t0, t1, cpu1_client - cpu0_client, cpu1_buses - cpu0_buses
         )
         print(f"{row.name}: {result}", file=out, flush=True)
         return result
+
+
+def _stem(row: Row, round_: int) -> str:
+    return f"{row.client.replace(' ', '-')}-{row.rate}-{round_}"
+
+
+def measure(
+    follow_log: Path, lead_log: Path, t0: float, t1: float, client_cpu: float, buses_cpu: float
+) -> Result:
+    """A row's figures from its bus logs, its window and the CPU seconds spent in it."""
+    gt, goal = read_log(follow_log, "goal")
+    lt, lead = read_log(lead_log, "read")
+    window = (gt >= t0) & (gt <= t1)
+    gt, goal = gt[window], goal[window]
+    n = len(gt)
+    delay, fit = best_delay(gt, goal, lt, lead)
+    return Result(
+        rate=n / (t1 - t0),
+        cpu_all_ms=(client_cpu + buses_cpu) / n * 1000,
+        cpu_client_ms=client_cpu / n * 1000,
+        cpu_all_share=(client_cpu + buses_cpu) / (t1 - t0),
+        jerk=jerk_rms(gt, goal, gt[0], t1),
+        unchanged=float(np.mean(np.all(goal[1:] == goal[:-1], axis=1))),
+        delay_ms=delay * 1000,
+        fit_rad=fit,
+    )
+
+
+def analyze(keep: Path) -> tuple[list[Row], dict[Row, list[Result]], dict[Row, int]]:
+    """The rows of a run whose logs ``--keep`` kept, measured again."""
+    results: dict[Row, list[Result]] = {}
+    failed: dict[Row, int] = {}
+    for path in sorted(keep.glob("*-window.json")) + sorted(keep.glob("*-failed")):
+        stem = path.name.rsplit("-", 1)[0]  # client-rate-round
+        client, rate, _ = stem.rsplit("-", 2)
+        row = Row(client.replace("hilbot-lead", "hilbot lead"), int(rate))
+        results.setdefault(row, [])
+        if path.name.endswith("-failed"):
+            failed[row] = failed.get(row, 0) + 1
+            continue
+        w = json.loads(path.read_text())
+        files = (keep / f"{stem}-follower.log", keep / f"{stem}-leader.log")
+        results[row].append(
+            measure(
+                *files,
+                w["t0"],
+                w["t1"],
+                w["client_s"],
+                w.get("buses_s", w.get("all_s", 0) - w["client_s"]),
+            )
+        )
+    order = {"lerobot": 0, "lerobot+hilbot": 1, "hilbot lead": 2}
+    rows = sorted(results, key=lambda r: (-r.rate if r.rate != 100 else 0, order[r.client]))
+    return rows, results, failed
 
 
 def _stop(process: subprocess.Popen[str]) -> None:
@@ -317,14 +360,21 @@ def plugin_installed(lerobot: str) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lerobot-python", required=True, help="a python with lerobot")
+    parser.add_argument("--lerobot-python", help="a python with lerobot")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rates", default="60,30,100", help="loop rates [Hz], comma-separated")
     parser.add_argument("--clients", default="lerobot,lerobot+hilbot,hilbot lead")
     parser.add_argument("--keep", type=Path, help="copy each row's bus logs into this folder")
     parser.add_argument("--write", action="store_true", help="write the BENCHMARKS.md section")
+    parser.add_argument("--analyze", type=Path, help="only measure again what --keep kept")
     args = parser.parse_args()
+    if args.analyze is not None:
+        rows, results, failed = analyze(args.analyze)
+        report(rows, results, failed, args, os.getloadavg()[0])
+        return
+    if args.lerobot_python is None:
+        parser.error("--lerobot-python is needed (a python with lerobot)")
     clients = args.clients.split(",")
     if "lerobot+hilbot" in clients and not plugin_installed(args.lerobot_python):
         print("lerobot_robot_hilbot is not installed there: no lerobot+hilbot rows", flush=True)
@@ -341,6 +391,9 @@ def main() -> None:
                 )
             except RuntimeError as exc:
                 failed[row] = failed.get(row, 0) + 1
+                if args.keep is not None:
+                    args.keep.mkdir(parents=True, exist_ok=True)
+                    (args.keep / f"{_stem(row, round_)}-failed").write_text(str(exc))
                 print(f"{row.name}: failed: {exc}", flush=True)
     report(rows, results, failed, args, load)
 
@@ -355,14 +408,16 @@ def report(rows: list[Row], results: dict[Row, list[Result]], failed: dict[Row, 
         "",
     ]
     out = lines.append
-    out("| client | rate asked | runs | loop rate | CPU/loop, all processes | CPU/loop, client | "
-          "goal jerk RMS | unchanged goals | best-fit delay | unexplained |")  # fmt: skip
-    out("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    out(
+        "| client | rate asked | runs | loop rate | CPU/loop, all processes | CPU/loop, client "
+        "| CPU, all processes | goal jerk RMS | unchanged goals | best-fit delay | unexplained |"
+    )
+    out("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         got = results[row]
         runs = f"{len(got)} of {len(got) + failed.get(row, 0)}"
         if not got:
-            out(f"| {row.client} | {row.rate} Hz | {runs} |||||||")
+            out(f"| {row.client} | {row.rate} Hz | {runs} ||||||||")
             continue
 
         def med(field: str, got: list[Result] = got) -> float:
@@ -371,6 +426,7 @@ def report(rows: list[Row], results: dict[Row, list[Result]], failed: dict[Row, 
         out(
             f"| {row.client} | {row.rate} Hz | {runs} | {med('rate'):.1f} Hz "
             f"| {med('cpu_all_ms'):.2f} ms | {med('cpu_client_ms'):.2f} ms "
+            f"| {med('cpu_all_share'):.0%} of a core "
             f"| {med('jerk'):,.0f} rad/s³ "
             f"| {med('unchanged'):.0%} | {med('delay_ms'):.0f} ms | {med('fit_rad'):.3f} rad |"
         )
