@@ -141,12 +141,16 @@ def units(kind: str, folder: Path, robot_id: str, hilbot_file: Path) -> dict[str
 def dataset(root: Path, repo_id: str) -> dict[str, object]:
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    ds = LeRobotDataset(repo_id, root=root)
+    ds = LeRobotDataset(repo_id, root=root, video_backend="pyav")  # torchcodec needs FFmpeg
     episodes = [int(e) for e in ds.hf_dataset["episode_index"]]
     lengths = {e: episodes.count(e) for e in sorted(set(episodes))}
     first = [i for i, e in enumerate(episodes) if e == 0]
     actions = [ds.hf_dataset[i]["action"].tolist() for i in first]
+    cameras = [k for k in ds.features if k.startswith("observation.images.")]
+    images = {k: [float(ds[i][k].float().mean()) for i in first[:10]] for k in cameras}
     return {
+        "cameras": {k: ds.features[k]["shape"] for k in cameras},
+        "image_means": images,
         "num_episodes": ds.num_episodes,
         "num_frames": ds.num_frames,
         "lengths": lengths,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -270,3 +271,42 @@ def test_lerobot_calibrate_runs_hilbots_guided_flow(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1])["calibration"] == theirs
+
+
+def test_lerobot_record_with_a_camera(tmp_path: Path) -> None:
+    """``--robot.cameras`` as for LeRobot's robots: a network camera (LeRobot's ZMQ
+    camera, served by a process in its wire format) read off the control loop.
+
+    LeRobot's ZMQ camera needs pyzmq: ``pip install 'lerobot[feetech,dynamixel,lekiwi]'``.
+    """
+    probe = subprocess.run([LEROBOT_PYTHON, "-c", "import zmq"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("LeRobot's ZMQ camera needs pyzmq: install lerobot[lekiwi] (or pyzmq)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = [LEROBOT_PYTHON, str(HERE / "zmq_camera_server.py"), str(port), "front", "64", "48"]
+    with subprocess.Popen(server, stdout=subprocess.PIPE, text=True) as camera:
+        try:
+            assert camera.stdout is not None and camera.stdout.readline().strip() == "serving"
+            cameras = (f"{{front: {{type: zmq, server_address: 127.0.0.1, port: {port}, "
+                       "camera_name: front, width: 64, height: 48, fps: 30}}")  # fmt: skip
+            root = tmp_path / "dataset"
+            lerobot_command(
+                "lerobot-record", *FOLLOWER, "--robot.backend=sim", f"--robot.cameras={cameras}",
+                "--teleop.type=hilbot", "--teleop.config=so101_leader",
+                "--dataset.repo_id=local/hilbot_camera", f"--dataset.root={root}",
+                "--dataset.num_episodes=1", "--dataset.episode_time_s=3",
+                "--dataset.fps=30", "--dataset.push_to_hub=false", "--dataset.single_task=look",
+                "--display_data=false", "--play_sounds=false",  # video on: else no images
+                home=tmp_path,
+            )  # fmt: skip
+        finally:
+            camera.terminate()
+            camera.wait(30)
+    got = client("dataset", str(root), "local/hilbot_camera", home=tmp_path)
+    assert isinstance(got, dict)
+    assert got["cameras"] == {"observation.images.front": [48, 64, 3]}
+    assert 45 <= got["num_frames"] <= 3 * 30 + 2
+    means = got["image_means"]["observation.images.front"]
+    assert len(set(round(m, 3) for m in means)) > 1, means  # frames of the live stream
