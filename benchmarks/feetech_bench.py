@@ -46,7 +46,7 @@ from hilbot.hal.errors import CommTimeout, CrcError
 from hilbot.hal.feetech import protocol
 from hilbot.hal.feetech.backend import FeetechBackend
 from hilbot.hal.feetech.bus import FeetechBus, sync_write_packet
-from hilbot.hal.feetech.timing import feetech_budget
+from hilbot.hal.feetech.tables import feetech_budget
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
 IDS = list(range(1, 7))

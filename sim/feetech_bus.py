@@ -34,7 +34,7 @@ from hilbot.hal.feetech.protocol import (
 from hilbot.hal.feetech.protocol import (
     Instruction as Instruction_,
 )
-from hilbot.hal.feetech.register_names import FeetechRegister
+from hilbot.hal.feetech.tables import FeetechRegister
 from hilbot.hal.mapping import ServoSpec
 from hilbot.sim.feetech_handler import FeetechInstructionHandler
 from hilbot.sim.feetech_servo import FeetechServo

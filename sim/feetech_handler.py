@@ -32,7 +32,7 @@ from hilbot.hal.feetech.protocol import (
     parse_sync_read,
     parse_sync_write,
 )
-from hilbot.hal.feetech.register_names import FeetechRegister
+from hilbot.hal.feetech.tables import FeetechRegister
 from hilbot.sim.faults import FaultTable, glitch_read
 from hilbot.sim.feetech_servo import FeetechServo
 from hilbot.sim.pty_server import Reply, faulted_reply, online

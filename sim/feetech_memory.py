@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hilbot.hal.feetech.register_names import FeetechRegister
-from hilbot.hal.feetech.tables import FeetechModel
+from hilbot.hal.feetech.tables import FeetechModel, FeetechRegister
 from hilbot.hal.registers import Access, Area, Register
 
 N = FeetechRegister

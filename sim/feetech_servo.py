@@ -29,14 +29,14 @@ from __future__ import annotations
 
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.feetech.protocol import hardware_flags, status_error
-from hilbot.hal.feetech.register_names import FeetechRegister
 from hilbot.hal.feetech.tables import (
     POSITION_MODE,
+    RETURN_DELAY_UNIT,
     TORQUE_CALIBRATE,
     TORQUE_FULL_SCALE,
     FeetechModel,
+    FeetechRegister,
 )
-from hilbot.hal.feetech.timing import RETURN_DELAY_UNIT
 from hilbot.hal.registers import Access, Area, Register
 from hilbot.sim.feetech_memory import FeetechMemory, Written
 from hilbot.sim.servo_firmware import (

@@ -17,7 +17,7 @@ from typing import Any
 from hilbot.hal.backend import EffortUnit
 from hilbot.hal.dynamixel import tables
 from hilbot.hal.feetech import tables as feetech_tables
-from hilbot.hal.feetech.register_names import FeetechRegister
+from hilbot.hal.feetech.tables import FeetechRegister
 
 RPM = 2.0 * math.pi / 60.0  # [rad/s] per rpm
 

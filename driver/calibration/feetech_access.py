@@ -9,8 +9,7 @@ from hilbot.driver.calibration.access import RegisterAccess
 from hilbot.hal.calibration import Geometry
 from hilbot.hal.errors import HalError
 from hilbot.hal.feetech.bus import FeetechBus
-from hilbot.hal.feetech.register_names import FeetechRegister
-from hilbot.hal.feetech.tables import FeetechModel, models_with_number
+from hilbot.hal.feetech.tables import FeetechModel, FeetechRegister, models_with_number
 
 N = FeetechRegister
 #: Address of Model Number (Feetech memory tables: "Servo Major/Minor Version", 3-4).

@@ -219,8 +219,7 @@ def feetech_servos(port: str, rate: int, ids: list[int], margin_ms: float) -> li
 
 def _own_ids(port: str, rate: int, servos: list[Any], margin_ms: float) -> list[Any]:
     """Those of ``servos`` whose Feetech ID register holds their own id."""
-    from hilbot.hal.feetech.register_names import FeetechRegister
-    from hilbot.hal.feetech.tables import models_with_number
+    from hilbot.hal.feetech.tables import FeetechRegister, models_with_number
     from hilbot.hal.feetech.tools import open_bus
 
     if not servos:

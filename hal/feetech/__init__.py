@@ -9,10 +9,10 @@ from hilbot.hal.feetech.protocol import (
     StatusError,
     StatusPacket,
 )
-from hilbot.hal.feetech.register_names import FeetechRegister
 from hilbot.hal.feetech.tables import (
     MODELS,
     FeetechModel,
+    FeetechRegister,
     Series,
     WordOrder,
     model,

@@ -43,13 +43,14 @@ from hilbot.hal.errors import (
 from hilbot.hal.family import FAMILIES
 from hilbot.hal.feetech import protocol
 from hilbot.hal.feetech.bus import FeetechBus
-from hilbot.hal.feetech.register_names import FeetechRegister as N
 from hilbot.hal.feetech.tables import (
     POSITION_MODE,  # STS only: SCS servos have no mode
+    RETURN_DELAY_UNIT,
     TORQUE_FULL_SCALE,
+    FeetechUnits,
+    state_block,
 )
-from hilbot.hal.feetech.timing import RETURN_DELAY_UNIT
-from hilbot.hal.feetech.units import FeetechUnits, state_block
+from hilbot.hal.feetech.tables import FeetechRegister as N
 from hilbot.hal.mapping import ServoSpec
 from hilbot.hal.registers import Encoding, Register
 

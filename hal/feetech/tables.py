@@ -33,14 +33,16 @@ Firmware facts the tables carry as data, for the virtual bus and the backend:
 from __future__ import annotations
 
 import enum
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import cast
 
+from hilbot.hal.errors import CommandError, ConfigError
 from hilbot.hal.feetech.protocol import StatusError
-from hilbot.hal.feetech.register_names import FeetechRegister
+from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.hal.registers import (
     Access,
     Area,
@@ -50,6 +52,68 @@ from hilbot.hal.registers import (
     Register,
     named_table,
 )
+
+
+class FeetechRegister(enum.Enum):
+    """Memory-table items of the STS and SCS series."""
+
+    FIRMWARE_MAJOR_VERSION = "Firmware Major Version"
+    FIRMWARE_MINOR_VERSION = "Firmware Minor Version"
+    END = "END"  # byte order of the table: 0 little-endian (STS), 1 big-endian (SCS)
+    MODEL_NUMBER = "Model Number"  # "Servo Major/Minor Version", addresses 3 and 4
+    ID = "ID"
+    BAUD_RATE = "Baud Rate"
+    RETURN_DELAY_TIME = "Return Delay Time"
+    RESPONSE_STATUS_LEVEL = "Response Status Level"
+    MIN_ANGLE_LIMIT = "Min Angle Limit"
+    MAX_ANGLE_LIMIT = "Max Angle Limit"
+    MAX_TEMPERATURE_LIMIT = "Max Temperature Limit"
+    MAX_INPUT_VOLTAGE = "Max Input Voltage"
+    MIN_INPUT_VOLTAGE = "Min Input Voltage"
+    MAX_TORQUE = "Max Torque"
+    PHASE = "Phase"
+    UNLOADING_CONDITION = "Unloading Condition"
+    LED_ALARM_CONDITION = "LED Alarm Condition"
+    P_COEFFICIENT = "P Coefficient"
+    D_COEFFICIENT = "D Coefficient"
+    I_COEFFICIENT = "I Coefficient"
+    MINIMUM_STARTUP_FORCE = "Minimum Startup Force"
+    CW_DEAD_ZONE = "CW Dead Zone"
+    CCW_DEAD_ZONE = "CCW Dead Zone"
+    PROTECTION_CURRENT = "Protection Current"
+    ANGULAR_RESOLUTION = "Angular Resolution"
+    HOMING_OFFSET = "Homing Offset"  # the table's "Position Correction" / "Ofs"
+    OPERATING_MODE = "Operating Mode"
+    PROTECTIVE_TORQUE = "Protective Torque"
+    PROTECTION_TIME = "Protection Time"
+    OVERLOAD_TORQUE = "Overload Torque"
+    SPEED_P_COEFFICIENT = "Speed Closed Loop P Coefficient"
+    OVER_CURRENT_PROTECTION_TIME = "Over Current Protection Time"
+    SPEED_I_COEFFICIENT = "Speed Closed Loop I Coefficient"
+    TORQUE_ENABLE = "Torque Enable"  # the table's "Torque Switch"
+    ACCELERATION = "Acceleration"
+    GOAL_POSITION = "Goal Position"
+    GOAL_TIME = "Goal Time"  # "Running Time"; PWM duty in mode 2
+    GOAL_SPEED = "Goal Speed"  # "Running Speed"
+    TORQUE_LIMIT = "Torque Limit"
+    LOCK = "Lock"
+    PRESENT_POSITION = "Present Position"
+    PRESENT_SPEED = "Present Speed"
+    PRESENT_LOAD = "Present Load"
+    PRESENT_VOLTAGE = "Present Voltage"
+    PRESENT_TEMPERATURE = "Present Temperature"
+    ASYNC_WRITE_FLAG = "Async Write Flag"  # set by REG WRITE until ACTION
+    STATUS = "Status"
+    MOVING = "Moving"
+    PRESENT_CURRENT = "Present Current"
+    # The factory block (STS, 80 ~ 86; "出厂参数" in the memory table).
+    MOVING_SPEED_THRESHOLD = "Moving Speed Threshold"  # LeRobot: Moving_Velocity_Threshold
+    DTS = "DTs"  # [ms]
+    SPEED_UNIT_FACTOR = "Speed Unit Factor"  # LeRobot: Velocity_Unit_factor
+    MIN_SPEED_LIMIT = "Min Speed Limit"  # LeRobot: Hts (ns)
+    MAX_SPEED_LIMIT = "Max Speed Limit"  # LeRobot: Maximum_Velocity_Limit
+    ACCELERATION_LIMIT = "Acceleration Limit"  # LeRobot: Maximum_Acceleration
+    ACCELERATION_MULTIPLIER = "Acceleration Multiplier"
 
 
 class WordOrder(enum.Enum):
@@ -570,3 +634,160 @@ def model(name: str) -> FeetechModel:
 def models_with_number(number: int) -> tuple[FeetechModel, ...]:
     """Every model whose Model Number reads ``number`` (the STS3215 variants share 777)."""
     return tuple(m for m in MODELS.values() if m.model_number == number)
+
+
+LOAD_PERCENT_PER_UNIT = 0.1  # [%] of max torque per Present Load unit (STS/SCS tables)
+STATE_REGISTERS = (
+    N.PRESENT_POSITION,
+    N.PRESENT_SPEED,
+    N.PRESENT_LOAD,
+    N.PRESENT_VOLTAGE,
+    N.PRESENT_TEMPERATURE,
+)
+
+
+def state_block(spec: FeetechModel) -> tuple[int, int, tuple[Register, ...]]:
+    """Address, length and registers of the cycle's read block on ``spec``.
+
+    Raises:
+        ValueError: the registers are not contiguous on this model.
+    """
+    regs = tuple(spec.register(n) for n in STATE_REGISTERS)
+    for a, b in itertools.pairwise(regs):
+        if a.end != b.address:
+            raise ValueError(f"{spec.name}: {a.label} and {b.label} are not contiguous")
+    return regs[0].address, regs[-1].end - regs[0].address, regs
+
+
+@dataclass(frozen=True, slots=True)
+class FeetechUnits:
+    """Conversions for one configured Feetech servo."""
+
+    spec: ServoSpec
+    model: FeetechModel
+
+    @classmethod
+    def of(cls, spec: ServoSpec) -> FeetechUnits:
+        """Build from a spec, resolving its model name (``ConfigError`` if unknown)."""
+        try:
+            return cls(spec, model(spec.model))
+        except KeyError as exc:
+            raise ConfigError(str(exc.args[0]), servo_id=spec.id, field="model") from None
+
+    @property
+    def scale(self) -> float:
+        """Joint units per position tick, signed by direction."""
+        return self.spec.direction * self.model.radians_per_tick / self.spec.gear_ratio
+
+    def position(self, ticks: int) -> float:
+        """Joint position [rad or m] of a Present Position reading."""
+        return self.spec.offset + (ticks - self.model.center_tick) * self.scale
+
+    def exact_ticks(self, position: float) -> float:
+        """The (unrounded) tick of a joint position."""
+        return self.model.center_tick + (position - self.spec.offset) / self.scale
+
+    def ticks(self, position: float) -> int:
+        """Goal Position ticks for a joint position, rounded to the nearest tick.
+
+        Raises:
+            CommandError: the position is not finite or lies outside the servo's range.
+        """
+        exact = self.exact_ticks(position) if math.isfinite(position) else math.nan
+        raw = round(exact) if math.isfinite(exact) else None
+        if raw is None or not 0 <= raw <= self.model.position_max:
+            lo, hi = sorted(self.position(t) for t in (0, self.model.position_max))
+            raise CommandError(
+                f"joint {self.spec.joint!r}: {position!r} is outside servo {self.spec.id}'s "
+                f"range [{lo:.4f}, {hi:.4f}]",
+                joint=self.spec.joint,
+                value=position,
+            )
+        return int(raw)
+
+    def velocity(self, raw: int) -> float:
+        """Joint velocity [rad/s or m/s] of a Present Speed reading (steps/s)."""
+        return raw * self.scale
+
+    def effort(self, raw: int) -> float:
+        """Present Load in [%] of maximum torque, signed like the joint."""
+        return self.spec.direction * raw * LOAD_PERCENT_PER_UNIT
+
+
+BITS_PER_BYTE = 10
+RETURN_DELAY_UNIT = 2e-6  # [s] per Return Delay Time unit (memory table, address 7)
+GOAL_BYTES = 2  # Goal Position (42)
+
+
+@dataclass(frozen=True, slots=True)
+class FeetechBudget:
+    """The wire time of one read + write cycle on one Feetech bus."""
+
+    baudrate: int
+    servos: int
+    sync_read: bool
+    read_length: int  # [bytes] per servo
+    tx_bytes: int
+    rx_bytes: int
+    return_delay: float  # [s] summed over one cycle's replies
+    transactions: int  # round trips per cycle
+
+    @property
+    def wire_time(self) -> float:
+        """[s] tx + rx bytes at 10 bits each."""
+        return (self.tx_bytes + self.rx_bytes) * BITS_PER_BYTE / self.baudrate
+
+    @property
+    def cycle_time(self) -> float:
+        """[s] wire time plus return delays."""
+        return self.wire_time + self.return_delay
+
+    @property
+    def max_rate(self) -> float:
+        """Highest cycle rate [Hz] the wire can carry."""
+        return 1.0 / self.cycle_time
+
+    def describe(self) -> str:
+        """A few lines of arithmetic, for ``hilbot doctor``."""
+        us = 1e6
+        how = "sync read" if self.sync_read else "one read per servo"
+        return (
+            f"{self.servos} Feetech servos, {self.baudrate} bit/s, {how} of "
+            f"{self.read_length} B + sync write of {GOAL_BYTES} B\n"
+            f"  {self.tx_bytes} B out + {self.rx_bytes} B back = "
+            f"{self.tx_bytes + self.rx_bytes} B x {BITS_PER_BYTE} bit = "
+            f"{self.wire_time * us:.0f} µs, return delays {self.return_delay * us:.0f} µs\n"
+            f"  cycle {self.cycle_time * us:.0f} µs -> at most {self.max_rate:.0f} Hz"
+        )
+
+
+def feetech_budget(
+    bus: BusSpec, servos: Sequence[ServoSpec], *, return_delay_time: int = 0
+) -> FeetechBudget:
+    """The cycle budget of ``servos`` on ``bus`` (``KeyError`` for an unknown model)."""
+    models = [model(s.model) for s in servos]
+    length = max(state_block(m)[1] for m in models)
+    n = len(servos)
+    sync = all(m.has_sync_read for m in models)
+    read_tx = 8 + n if sync else 8 * n
+    tx = read_tx + 8 + n * (1 + GOAL_BYTES)
+    rx = n * (6 + length)
+    return FeetechBudget(
+        baudrate=bus.baudrate,
+        servos=n,
+        sync_read=sync,
+        read_length=length,
+        tx_bytes=tx,
+        rx_bytes=rx,
+        return_delay=n * return_delay_time * RETURN_DELAY_UNIT,
+        transactions=2 if sync else n + 1,
+    )
+
+
+def max_cycle_rate(
+    bus: BusSpec, servos: Sequence[ServoSpec], *, return_delay_time: int = 0
+) -> float:
+    """Highest cycle rate [Hz] the bus can carry for ``servos`` (wire limit)."""
+    if not servos:
+        return float("inf")
+    return feetech_budget(bus, servos, return_delay_time=return_delay_time).max_rate

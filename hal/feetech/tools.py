@@ -17,10 +17,14 @@ from hilbot.hal.dynamixel.tools import ChangeError, Finding, Level
 from hilbot.hal.errors import CommError, HalError, PortError
 from hilbot.hal.feetech import protocol
 from hilbot.hal.feetech.bus import FeetechBus
-from hilbot.hal.feetech.register_names import FeetechRegister as N
-from hilbot.hal.feetech.tables import BAUD_RATES, FeetechModel, models_with_number
-from hilbot.hal.feetech.timing import feetech_budget
-from hilbot.hal.feetech.units import FeetechUnits
+from hilbot.hal.feetech.tables import (
+    BAUD_RATES,
+    FeetechModel,
+    FeetechUnits,
+    feetech_budget,
+    models_with_number,
+)
+from hilbot.hal.feetech.tables import FeetechRegister as N
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
 __all__ = [

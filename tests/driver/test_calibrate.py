@@ -278,7 +278,7 @@ def test_a_required_calibration_refuses_to_run_without_one(tmp_path: Path) -> No
 @pytest.mark.parametrize("write", [False, True], ids=["file only", "write servos"])
 async def test_the_so101_on_a_feetech_bus_calibrates_the_same_way(write: bool) -> None:
     from hilbot.driver.calibration.feetech_access import feetech_access
-    from hilbot.hal.feetech.register_names import FeetechRegister
+    from hilbot.hal.feetech.tables import FeetechRegister
     from hilbot.sim.feetech_bus import running_feetech_bus
 
     config = load_config("so101_follower")

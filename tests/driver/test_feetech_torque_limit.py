@@ -16,8 +16,8 @@ from hilbot.driver.lead.leader import prepare_leader
 from hilbot.driver.lead.mapping import LeadMap
 from hilbot.driver.validation import check_config
 from hilbot.driver.virtual_margin import virtual_margin_ms
-from hilbot.hal.feetech.register_names import FeetechRegister as N
 from hilbot.hal.feetech.session import FEETECH_ONLY
+from hilbot.hal.feetech.tables import FeetechRegister as N
 from hilbot.sim.feetech_bus import running_feetech_bus
 from hilbot.sim.hand import Hand, move_to
 

@@ -26,7 +26,7 @@ from hilbot.driver.state import Command, FaultKind
 from hilbot.driver.validation import check_config
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.tables import RegisterName
-from hilbot.hal.feetech.register_names import FeetechRegister
+from hilbot.hal.feetech.tables import FeetechRegister
 from hilbot.sim import running_virtual_bus
 from hilbot.sim.feetech_bus import FeetechVirtualBus
 from tests.driver.conftest import VIRTUAL_RETRIES, config_data, cycles_until, virtual_margin_ms

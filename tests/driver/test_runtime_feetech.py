@@ -25,8 +25,7 @@ from hilbot.driver.safety import Mode
 from hilbot.driver.state import Command, FaultKind
 from hilbot.driver.targets import MAX_JOINT_VALUE
 from hilbot.hal.backend import HardwareErrorFlags
-from hilbot.hal.feetech.register_names import FeetechRegister
-from hilbot.hal.feetech.units import FeetechUnits
+from hilbot.hal.feetech.tables import FeetechRegister, FeetechUnits
 from hilbot.sim.feetech_bus import FeetechVirtualBus
 from tests.driver.conftest import (
     VIRTUAL_RETRIES,

@@ -59,7 +59,7 @@ async def test_cancelling_a_write_waiting_on_the_previous_goal_keeps_the_bus_thr
 async def test_the_feetech_backend_keeps_its_bus_thread_too():
     """The same case on a Feetech bus: one bus thread, one set of cancellation rules."""
     from hilbot.hal.feetech.backend import FeetechBackend
-    from hilbot.hal.feetech.register_names import FeetechRegister
+    from hilbot.hal.feetech.tables import FeetechRegister
     from hilbot.hal.mapping import BusSpec, ServoSpec
     from hilbot.sim.feetech_bus import FeetechVirtualBus
 

@@ -31,7 +31,7 @@ from hilbot.hal.dynamixel.timing import ReadMethod
 from hilbot.hal.errors import CommTimeout, ConfigError, PortError, ServoError
 from hilbot.hal.feetech.backend import FeetechBackend
 from hilbot.hal.feetech.bus import FeetechBus
-from hilbot.hal.feetech.register_names import FeetechRegister as F
+from hilbot.hal.feetech.tables import FeetechRegister as F
 from hilbot.hal.feetech.tables import model as feetech_model
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.sim.feetech_bus import FeetechVirtualBus

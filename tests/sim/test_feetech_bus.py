@@ -10,7 +10,7 @@ import serial
 
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.feetech import protocol as p
-from hilbot.hal.feetech.register_names import FeetechRegister as N
+from hilbot.hal.feetech.tables import FeetechRegister as N
 from hilbot.hal.mapping import ServoSpec
 from hilbot.sim.feetech_bus import running_feetech_bus
 

@@ -16,7 +16,7 @@ import rustypot
 import scservo_sdk as scs
 from scservo_sdk import port_handler
 
-from hilbot.hal.feetech.register_names import FeetechRegister as N
+from hilbot.hal.feetech.tables import FeetechRegister as N
 from hilbot.sim.feetech_bus import FeetechVirtualBus, running_feetech_bus
 
 #: rustypot's read timeout [s]: only a failing test waits it out, so it is generous.

@@ -19,7 +19,7 @@ from hilbot.hal.errors import (
     StartupProblem,
 )
 from hilbot.hal.feetech.backend import FeetechBackend
-from hilbot.hal.feetech.register_names import FeetechRegister as N
+from hilbot.hal.feetech.tables import FeetechRegister as N
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.sim.feetech_bus import FeetechVirtualBus
 

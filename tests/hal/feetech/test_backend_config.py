@@ -11,9 +11,13 @@ from hilbot.driver.errors import ConfigError
 from hilbot.driver.validation import check_config
 from hilbot.hal.errors import CommandError
 from hilbot.hal.feetech.session import DYNAMIXEL_ONLY
-from hilbot.hal.feetech.tables import model
-from hilbot.hal.feetech.timing import feetech_budget, max_cycle_rate
-from hilbot.hal.feetech.units import FeetechUnits, state_block
+from hilbot.hal.feetech.tables import (
+    FeetechUnits,
+    feetech_budget,
+    max_cycle_rate,
+    model,
+    state_block,
+)
 from hilbot.hal.mapping import BusSpec, ServoSpec
 
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")

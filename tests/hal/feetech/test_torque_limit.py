@@ -12,8 +12,8 @@ import pytest
 from hilbot.hal.backend import HardwareErrorFlags, JointState
 from hilbot.hal.errors import ConfigError, StartupError
 from hilbot.hal.feetech.backend import FeetechBackend
-from hilbot.hal.feetech.register_names import FeetechRegister as N
 from hilbot.hal.feetech.tables import FeetechModel, model
+from hilbot.hal.feetech.tables import FeetechRegister as N
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.hal.registers import Access
 from hilbot.sim.feetech_bus import FeetechVirtualBus
