@@ -99,3 +99,26 @@ def test_the_virtual_bus_runner_is_named_for_what_it_is(graph):
 def test_the_finder_sees_lazy_imports():
     # load_config imports validation inside the function: the graph must count it.
     assert "hilbot.driver.validation" in imported(modules("hilbot.driver")["hilbot.driver.config"])
+
+
+def test_teleop_is_a_few_modules_by_concept():
+    # Wire messages, the connection, worker isolation, the broker and the applications
+    # around them: at most 12 modules, none of them one that only re-exports others.
+    teleop = modules("hilbot.driver.teleop")
+    del teleop["hilbot.driver.teleop"]
+    assert len(teleop) <= 12, sorted(teleop)
+    for name, path in teleop.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defines = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        assert any(isinstance(node, defines) for node in tree.body), f"{name} only re-exports"
+
+
+def test_teleop_commands_are_not_imported_by_their_package(graph):
+    # ``python -m`` imports the package first: a module it already holds would run twice.
+    reached, pending = set(), ["hilbot.driver.teleop"]
+    while pending:
+        for nxt in graph[pending.pop()] - reached:
+            reached.add(nxt)
+            pending.append(nxt)
+    commands = {"passwd", "schema", "worker"}
+    assert not {f"hilbot.driver.teleop.{name}" for name in commands} & reached
