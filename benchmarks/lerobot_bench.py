@@ -64,8 +64,11 @@ MAX_DELAY_MS = 1000  # the delays searched, in 1 ms steps
 PATIENT_SDK = """
 import sys
 from importlib.metadata import entry_points
-import scservo_sdk.port_handler
-scservo_sdk.port_handler.LATENCY_TIMER = 250
+import lerobot.motors.feetech.feetech as feetech
+def patient(self, packet_length):  # LeRobot's own timeout, with 500 ms in place of 50 ms
+    self.packet_start_time = self.getCurrentTime()
+    self.packet_timeout = self.tx_time_per_byte * (packet_length + 3.0) + 500
+feetech.patch_setPacketTimeout = patient
 (script,) = entry_points(group="console_scripts", name=sys.argv[1])
 sys.argv = sys.argv[1:]
 sys.exit(script.load()())
@@ -140,8 +143,8 @@ def client_command(row: Row, leader: str, follower: str, tmp: Path, lerobot: str
         follow = hilbot_config("so101_follower", follower, tmp)
         return [sys.executable, "-m", "hilbot", "lead", str(lead), "--to", str(follow),
                 "--backend", "hardware", "--rate", str(row.rate), "--no-status"]  # fmt: skip
-    # LeRobot's entry point, with the vendor SDK waiting 0.5 s for a status packet instead
-    # of 34 ms: on a busy host the virtual bus answers late, and LeRobot's loop ends at the
+    # LeRobot's entry point, with its Feetech bus waiting 0.5 s for a status packet instead
+    # of 50 ms: on a busy host the virtual bus answers late, and LeRobot's loop ends at the
     # first read that gets no answer (it does not retry Present_Position).
     script = ["-c", PATIENT_SDK, "lerobot-teleoperate"]
     teleop = ["--teleop.type=so101_leader", f"--teleop.port={leader}", "--teleop.id=bench"]

@@ -12,10 +12,20 @@ import sys
 from importlib.metadata import entry_points
 
 import dynamixel_sdk.port_handler
+import lerobot.motors.feetech.feetech as feetech
 import scservo_sdk.port_handler
 
 dynamixel_sdk.port_handler.LATENCY_TIMER = 100
 scservo_sdk.port_handler.LATENCY_TIMER = 100
+
+
+def _patient_feetech_timeout(self, packet_length):  # type: ignore[no-untyped-def]
+    """LeRobot's Feetech packet timeout (feetech.patch_setPacketTimeout), 250 ms for 50 ms."""
+    self.packet_start_time = self.getCurrentTime()
+    self.packet_timeout = self.tx_time_per_byte * (packet_length + 3.0) + 250
+
+
+feetech.patch_setPacketTimeout = _patient_feetech_timeout
 
 if __name__ == "__main__":
     name, *args = sys.argv[1:]
