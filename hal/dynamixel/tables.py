@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from hilbot.hal import registers
-from hilbot.hal.backend import EffortUnit, HardwareErrorFlags
+from hilbot.hal.backend import EffortUnit, HardwareErrorFlags, flags_from_bits
 from hilbot.hal.registers import Access, Area, Bound, DependentRange, Encoding, check_layout
 
 
@@ -1032,11 +1032,7 @@ class ModelSpec:
         """The flags of a Hardware Error Status register value."""
         if self.error_bits is None:
             return HardwareErrorFlags(status & 0x3D)
-        out = HardwareErrorFlags.NONE
-        for bit, flag in self.error_bits.items():
-            if status & bit:
-                out |= flag
-        return out
+        return flags_from_bits(status, self.error_bits)
 
     def has(self, name: RegisterName) -> bool:
         """True when the model has register ``name``."""
