@@ -245,7 +245,7 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
 
     A subclass looks its servos' models up, calls this ``__init__`` (which builds the
     dynamics model and the servos), then sets ``handler``; it implements
-    :meth:`_new_decoder` and :meth:`_wire_size` and names its ``instruction_types``.
+    :meth:`_new_decoder` and :meth:`_wire_size` and :meth:`_is_instruction`.
 
     Args:
         pairs: ``(id, model name)`` of every servo on the bus, in joint order.
@@ -278,8 +278,6 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
     thread_name: ClassVar[str] = "virtual-bus"
     #: How the log names this bus (in the subclass's module logger).
     log_label: ClassVar[str] = "virtual bus"
-    #: What the decoder yields that is for the handler (instructions and bad frames).
-    instruction_types: ClassVar[tuple[type, ...]]
 
     model: ServoModel
     servos: list[ServoT]
@@ -356,9 +354,9 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
     def _new_decoder(self) -> PacketFeed:
         """A fresh decoder of the host's bytes."""
 
+    @abstractmethod
     def _is_instruction(self, item: object) -> TypeGuard[ItemT]:
         """Whether a decoded ``item`` is for the handler (an instruction or a bad frame)."""
-        return isinstance(item, self.instruction_types)
 
     @abstractmethod
     def _wire_size(self, item: ItemT) -> int:

@@ -390,7 +390,7 @@ def _feetech(bus: Any) -> _Family:
         return feetech_access(port, bus.baudrate, models, **options)
 
     def virtual_bus(servos: Sequence[Any], home: dict[str, float] | None) -> Any:
-        from hilbot.sim.feetech_bus import running_feetech_bus
+        from hilbot.sim.virtual_bus import running_feetech_bus
 
         return running_feetech_bus(
             servos, baudrate=bus.baudrate, initial_positions=home, return_delay_time=0

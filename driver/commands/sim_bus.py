@@ -464,9 +464,9 @@ def _dynamixel_bus(bus: _Bus, args: argparse.Namespace, eeprom_file: Path | None
 
 
 def _feetech_bus(bus: _Bus, args: argparse.Namespace, eeprom_file: Path | None = None) -> Any:
-    """A virtual Feetech bus (``hilbot.sim.feetech_bus``) for ``bus``, at its home pose."""
+    """A virtual Feetech bus (``hilbot.sim.virtual_bus``) for ``bus``, at its home pose."""
     from hilbot.hal.feetech.tables import FeetechUnits
-    from hilbot.sim.feetech_bus import FeetechVirtualBus
+    from hilbot.sim.virtual_bus import FeetechVirtualBus
 
     servos, ticks = bus.servos, {}
     physics = _physics(args, servos, bus.home)

@@ -279,7 +279,7 @@ def test_a_required_calibration_refuses_to_run_without_one(tmp_path: Path) -> No
 async def test_the_so101_on_a_feetech_bus_calibrates_the_same_way(write: bool) -> None:
     from hilbot.driver.calibration.feetech_access import feetech_access
     from hilbot.hal.feetech.tables import FeetechRegister
-    from hilbot.sim.feetech_bus import running_feetech_bus
+    from hilbot.sim.virtual_bus import running_feetech_bus
 
     config = load_config("so101_follower")
     true = mounted(config.servo_specs(), MOUNTS)

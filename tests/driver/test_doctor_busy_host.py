@@ -52,7 +52,7 @@ def test_doctor_under_two_cpu_hogs_blames_no_servo(two_hogs, capsys):
 
 
 def test_doctor_of_a_feetech_bus_under_two_cpu_hogs_blames_no_servo(two_hogs, capsys):
-    from hilbot.sim.feetech_bus import FeetechVirtualBus
+    from hilbot.sim.virtual_bus import FeetechVirtualBus
 
     servos = {i: "STS3215" for i in range(1, 6)}
     with FeetechVirtualBus(servos, 1_000_000, return_delay_time=0) as bus:

@@ -18,8 +18,8 @@ from hilbot.driver.validation import check_config
 from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.hal.feetech.session import FEETECH_ONLY
 from hilbot.hal.feetech.tables import FeetechRegister as N
-from hilbot.sim.feetech_bus import running_feetech_bus
 from hilbot.sim.hand import Hand, move_to
+from hilbot.sim.virtual_bus import running_feetech_bus
 
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
 

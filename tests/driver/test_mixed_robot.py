@@ -28,7 +28,7 @@ from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.feetech.tables import FeetechRegister
 from hilbot.sim import running_virtual_bus
-from hilbot.sim.feetech_bus import FeetechVirtualBus
+from hilbot.sim.virtual_bus import FeetechVirtualBus
 from tests.driver.conftest import VIRTUAL_RETRIES, config_data, cycles_until, virtual_margin_ms
 from tests.driver.test_runtime_feetech import home_ticks
 

@@ -1,7 +1,7 @@
 """The full loop through the real FeetechBackend, against the virtual Feetech bus on a pty.
 
 The SO-101 follower config (six STS3215), the runtime and its ticker run unchanged; the
-virtual bus (``hilbot.sim.feetech_bus``) serves real FT-SCS packets with the STS3215
+virtual bus (``hilbot.sim.virtual_bus``) serves real FT-SCS packets with the STS3215
 memory table, wire timing and the servo dynamics model behind it. The reply margin
 comes from the host's scheduling stalls measured just before each run, as for the
 Dynamixel tests.
@@ -26,7 +26,7 @@ from hilbot.driver.state import Command, FaultKind
 from hilbot.driver.targets import MAX_JOINT_VALUE
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.feetech.tables import FeetechRegister, FeetechUnits
-from hilbot.sim.feetech_bus import FeetechVirtualBus
+from hilbot.sim.virtual_bus import FeetechVirtualBus
 from tests.driver.conftest import (
     VIRTUAL_RETRIES,
     cycles_until,

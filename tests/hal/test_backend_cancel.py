@@ -61,7 +61,7 @@ async def test_the_feetech_backend_keeps_its_bus_thread_too():
     from hilbot.hal.feetech.backend import FeetechBackend
     from hilbot.hal.feetech.tables import FeetechRegister
     from hilbot.hal.mapping import BusSpec, ServoSpec
-    from hilbot.sim.feetech_bus import FeetechVirtualBus
+    from hilbot.sim.virtual_bus import FeetechVirtualBus
 
     servos = [ServoSpec(i, "STS3215", f"j{i}") for i in (1, 2, 3)]
     crashes: list[threading.ExceptHookArgs] = []

@@ -34,7 +34,7 @@ from hilbot.hal.feetech.bus import FeetechBus
 from hilbot.hal.feetech.tables import FeetechRegister as F
 from hilbot.hal.feetech.tables import model as feetech_model
 from hilbot.hal.mapping import BusSpec, ServoSpec
-from hilbot.sim.feetech_bus import FeetechVirtualBus
+from hilbot.sim.virtual_bus import FeetechVirtualBus
 
 #: [ms] the reply slack of the timeout tests: long enough to tell a wait that ends at
 #: the deadline from one that returns at once, short enough for a quick test.

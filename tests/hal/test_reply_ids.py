@@ -17,7 +17,7 @@ from hilbot.hal.dynamixel.timing import ReadMethod
 from hilbot.hal.errors import CrcError, WrongReplyId
 from hilbot.hal.feetech.bus import FeetechBus
 from hilbot.sim import running_virtual_bus
-from hilbot.sim.feetech_bus import running_feetech_bus
+from hilbot.sim.virtual_bus import running_feetech_bus
 
 MARGIN_MS = 300.0  # a busy machine: late replies are not lost ones
 POSITIONS = {1: 1000, 2: 2000, 3: 3000}  # each servo's reading tells whose it is

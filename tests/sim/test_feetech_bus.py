@@ -12,7 +12,7 @@ from hilbot.hal.errors import ConfigError
 from hilbot.hal.feetech import protocol as p
 from hilbot.hal.feetech.tables import FeetechRegister as N
 from hilbot.hal.mapping import ServoSpec
-from hilbot.sim.feetech_bus import running_feetech_bus
+from hilbot.sim.virtual_bus import running_feetech_bus
 
 
 def _exchange(link: serial.Serial, request: bytes, reply_size: int) -> bytes:

@@ -17,7 +17,7 @@ import scservo_sdk as scs
 from scservo_sdk import port_handler
 
 from hilbot.hal.feetech.tables import FeetechRegister as N
-from hilbot.sim.feetech_bus import FeetechVirtualBus, running_feetech_bus
+from hilbot.sim.virtual_bus import FeetechVirtualBus, running_feetech_bus
 
 #: rustypot's read timeout [s]: only a failing test waits it out, so it is generous.
 TIMEOUT = 1.0

@@ -1,6 +1,6 @@
 """The virtual Feetech firmware: memory rules, Lock, goal clamping, status, faults.
 
-Drives ``FeetechInstructionHandler`` with encoded packets (no pty): what goes in is
+Drives the instruction handler of a Feetech bus with encoded packets (no pty): what goes in is
 what the host would send, what comes out is decoded with the HAL codec.
 """
 
@@ -14,7 +14,7 @@ from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.feetech import protocol as p
 from hilbot.hal.feetech.tables import FeetechRegister as N
 from hilbot.hal.feetech.tables import model
-from hilbot.sim.feetech_bus import FeetechVirtualBus
+from hilbot.sim.virtual_bus import FeetechVirtualBus
 
 
 class Host:

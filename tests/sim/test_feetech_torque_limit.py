@@ -12,8 +12,8 @@ from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.feetech import protocol as p
 from hilbot.hal.feetech.tables import FeetechRegister as N
 from hilbot.hal.mapping import ServoSpec
-from hilbot.sim.feetech_bus import FeetechVirtualBus
 from hilbot.sim.hand import Hand
+from hilbot.sim.virtual_bus import FeetechVirtualBus
 
 OBJECT = 0.3  # [rad] where an obstacle blocks the shaft
 STEP = 2 * 3.141592653589793 / 4096  # [rad] per position step

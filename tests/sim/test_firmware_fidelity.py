@@ -23,7 +23,7 @@ from scservo_sdk import port_handler as scs_port_handler
 from hilbot.hal.dynamixel.tables import RegisterName as D
 from hilbot.hal.feetech.tables import FeetechRegister as F
 from hilbot.sim import running_virtual_bus
-from hilbot.sim.feetech_bus import FeetechVirtualBus, running_feetech_bus
+from hilbot.sim.virtual_bus import FeetechVirtualBus, running_feetech_bus
 from tests.sim.conftest import open_sdk
 
 TIMEOUT = 1.0  # rustypot's read timeout [s]

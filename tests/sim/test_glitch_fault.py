@@ -21,8 +21,8 @@ from hilbot.hal.feetech.backend import FeetechBackend
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.sim import running_virtual_bus
 from hilbot.sim.faults import ServoFaults
-from hilbot.sim.feetech_bus import running_feetech_bus
 from hilbot.sim.sim_backend import SimBackend
+from hilbot.sim.virtual_bus import running_feetech_bus
 
 Ins = dxl.Instruction
 

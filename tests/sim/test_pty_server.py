@@ -6,8 +6,7 @@ import pytest
 
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.mapping import ServoSpec
-from hilbot.sim.feetech_bus import FeetechVirtualBus
-from hilbot.sim.virtual_bus import VirtualBus
+from hilbot.sim.virtual_bus import FeetechVirtualBus, VirtualBus
 
 
 def test_both_buses_refuse_power_up_positions_of_servos_not_on_the_bus():

@@ -21,7 +21,7 @@ from hilbot.hal.errors import (
 from hilbot.hal.feetech.backend import FeetechBackend
 from hilbot.hal.feetech.tables import FeetechRegister as N
 from hilbot.hal.mapping import BusSpec, ServoSpec
-from hilbot.sim.feetech_bus import FeetechVirtualBus
+from hilbot.sim.virtual_bus import FeetechVirtualBus
 
 MARGIN_MS = 30.0  # the loaded test machine: generous reply slack
 SERVOS = [ServoSpec(1, "STS3215", "a"), ServoSpec(2, "STS3215", "b", direction=-1, offset=0.2)]

@@ -11,7 +11,7 @@ import yaml
 from hilbot.configs import config_path
 from hilbot.driver.cli import main
 from hilbot.hal.feetech.tables import FeetechRegister as N
-from hilbot.sim.feetech_bus import FeetechVirtualBus
+from hilbot.sim.virtual_bus import FeetechVirtualBus
 
 MARGIN = ["--margin-ms", "50"]  # the loaded test machine: generous reply slack
 

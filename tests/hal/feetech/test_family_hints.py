@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from hilbot.driver.cli import main
-from hilbot.sim.feetech_bus import FeetechVirtualBus
+from hilbot.sim.virtual_bus import FeetechVirtualBus
 
 MARGIN = ["--margin-ms", "50"]  # the loaded test machine: generous reply slack
 

@@ -16,7 +16,7 @@ from hilbot.hal.feetech.tables import FeetechModel, model
 from hilbot.hal.feetech.tables import FeetechRegister as N
 from hilbot.hal.mapping import BusSpec, ServoSpec
 from hilbot.hal.registers import Access
-from hilbot.sim.feetech_bus import FeetechVirtualBus
+from hilbot.sim.virtual_bus import FeetechVirtualBus
 
 MARGIN_MS = 30.0  # the loaded test machine: generous reply slack
 GRIPPER = ServoSpec(2, "STS3215", "gripper", torque_limit=0.5)
