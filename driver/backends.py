@@ -201,7 +201,7 @@ def sim_backend(config: RobotConfig, **options: Any) -> Backend:
 
 
 def mujoco_backend(config: RobotConfig, *, scene: Sequence[Any] = (), **options: Any) -> Backend:
-    """One :class:`~hilbot.sim.mujoco_backend.MujocoBackend` for every servo of the config.
+    """One :class:`~hilbot.sim.mujoco_body.MujocoBackend` for every servo of the config.
 
     All buses share one body, so a robot with several buses is one backend; servo ids
     that repeat across buses are renumbered (they name the simulated servos' fault
@@ -213,7 +213,7 @@ def mujoco_backend(config: RobotConfig, *, scene: Sequence[Any] = (), **options:
     import dataclasses
 
     try:
-        from hilbot.sim.mujoco_backend import MujocoBackend
+        from hilbot.sim.mujoco_body import MujocoBackend
     except ImportError:
         raise BackendError(
             "--backend mujoco needs the mujoco package, the mujoco extra: pip install '.[mujoco]' "

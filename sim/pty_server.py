@@ -263,7 +263,7 @@ class PtyBusServer(BackgroundService, Generic[ServoT, ItemT]):
         wire_timing: delay replies like a real bus; ``False`` answers at once.
         seed: seed of the injected random faults.
         model_factory: builds the dynamics model from ``(physics, initial_positions=...)``;
-            a :class:`~hilbot.sim.mujoco_servos.BodyServoModel` puts the robot's body
+            a :class:`~hilbot.sim.mujoco_body.BodyServoModel` puts the robot's body
             behind the servos (``hilbot sim-bus --physics mujoco``).
         eeprom_file: keep the servos' EEPROM in this file (``hilbot.sim.pty_server``):
             loaded when the bus starts, saved when a write changed it and when it stops,

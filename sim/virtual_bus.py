@@ -44,7 +44,6 @@ from hilbot.hal.dynamixel.layout import ServoUnits
 from hilbot.hal.errors import ConfigError
 from hilbot.hal.feetech import tables as feetech_tables
 from hilbot.hal.mapping import BusSpec, ServoSpec
-from hilbot.sim.feetech_servo import FeetechServo
 from hilbot.sim.instruction_handler import (
     DYNAMIXEL_1,
     DYNAMIXEL_2,
@@ -54,8 +53,8 @@ from hilbot.sim.instruction_handler import (
     InstructionHandler,
 )
 from hilbot.sim.pty_server import BusOptions, PtyBusServer, bus_model, check_unique_ids
+from hilbot.sim.servo_firmware import FeetechServo, VirtualServo
 from hilbot.sim.servo_physics import ServoPhysics, feetech_physics, physics_for
-from hilbot.sim.virtual_servo import VirtualServo
 
 ServoList = Sequence[ServoSpec] | Mapping[int, str]
 FeetechServoList = Sequence[tuple[int, str]] | Mapping[int, str]

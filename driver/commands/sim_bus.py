@@ -432,7 +432,7 @@ def _physics(
     if isinstance(servos, dict) or args.config is None:
         raise ConfigError("--physics mujoco needs a robot config (its URDF), not --servo")
     try:
-        from hilbot.sim.mujoco_bus import body_model_factory
+        from hilbot.sim.mujoco_body import body_model_factory
     except ImportError:
         raise ConfigError(
             "--physics mujoco needs the mujoco package, the mujoco extra: pip install '.[mujoco]' "

@@ -6,9 +6,9 @@ from hilbot.hal.dynamixel.protocol import ALERT_BIT, Protocol1Error, StatusError
 from hilbot.hal.dynamixel.tables import RegisterName as N
 from hilbot.hal.dynamixel.tables import model
 from hilbot.sim.control_table_memory import ControlTableMemory, WriteFault, WriteRefused
+from hilbot.sim.servo_firmware import VirtualServo
 from hilbot.sim.servo_model import ServoModel
 from hilbot.sim.servo_physics import physics_for
-from hilbot.sim.virtual_servo import VirtualServo
 
 XM = model("XM430-W350")
 AX = model("AX-12A")

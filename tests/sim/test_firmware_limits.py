@@ -6,9 +6,9 @@ import pytest
 from hilbot.hal.dynamixel.protocol import Protocol1Error, StatusErrorCode
 from hilbot.hal.dynamixel.tables import RegisterName as N
 from hilbot.hal.dynamixel.tables import model
+from hilbot.sim.servo_firmware import VirtualServo
 from hilbot.sim.servo_model import ServoModel
 from hilbot.sim.servo_physics import physics_for
-from hilbot.sim.virtual_servo import VirtualServo
 
 LIMIT = StatusErrorCode.DATA_LIMIT_ERROR  # 0x06 (e-manual, Protocol 2.0 status packet)
 RANGE = StatusErrorCode.DATA_RANGE_ERROR  # 0x04

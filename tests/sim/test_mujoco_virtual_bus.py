@@ -18,7 +18,7 @@ from hilbot.driver.validation import load_robot
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.mapping import BusSpec
 from hilbot.sim import running_virtual_bus
-from hilbot.sim.mujoco_bus import body_model_factory
+from hilbot.sim.mujoco_body import body_model_factory
 
 # The machine running the tests is shared and busy: replies may be late by this much.
 MARGIN_MS = 100.0
