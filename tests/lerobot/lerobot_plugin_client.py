@@ -170,10 +170,10 @@ def goals(port: str) -> dict[str, object]:
     scservo_sdk.port_handler.LATENCY_TIMER = 100  # a busy machine, a pty (lerobot_client.py)
     motors = {n: Motor(i + 1, "sts3215", MotorNormMode.RANGE_M100_100) for i, n in enumerate(SO101)}
     bus = FeetechMotorsBus(port, motors)
-    bus.connect()
+    bus.connect(handshake=False)  # its one-shot ping of every id loses one on a busy host
     try:
-        goal = bus.sync_read("Goal_Position", normalize=False)
-        present = bus.sync_read("Present_Position", normalize=False)
+        goal = bus.sync_read("Goal_Position", normalize=False, num_retry=5)
+        present = bus.sync_read("Present_Position", normalize=False, num_retry=5)
     finally:
         bus.disconnect(disable_torque=False)
     return {"goal": goal, "present": present}
