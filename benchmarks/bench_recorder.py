@@ -36,7 +36,7 @@ from hilbot.driver.bench.recorder import Recorder
 from hilbot.driver.bench.replay import replay
 from hilbot.driver.bench.runner import RunOptions, run_bench
 from hilbot.driver.bench.scenario import load_scenario
-from hilbot.driver.config import load_config
+from hilbot.driver.runtime.config import load_config
 
 
 def _timed_recorder() -> tuple[list[float], list[float]]:
@@ -89,7 +89,7 @@ def main() -> None:
 
     class _Runtime:
         def __init__(self) -> None:
-            from hilbot.driver.validation import load_robot
+            from hilbot.driver.runtime.validation import load_robot
 
             self.config = config
             self.robot = load_robot(config.urdf)

@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _broker import free_port, mosquitto
 from _report import git_rev, load_note, write_section
 
-from hilbot.driver.config import load_config
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command
+from hilbot.driver.runtime.config import load_config
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command
 from hilbot.driver.teleop import TeleopSettings, serve
 from hilbot.sim.sim_backend import SimBackend
 

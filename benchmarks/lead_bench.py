@@ -35,13 +35,13 @@ import aiomqtt
 import numpy as np
 from _report import load_note  # benchmarks/ is on sys.path when this script runs
 
-from hilbot.driver.backends import VIRTUAL_MARGIN_MS, build_backend
 from hilbot.driver.commands.calibrate import demo_ranges
 from hilbot.driver.commands.sim_bus import joint_ranges
-from hilbot.driver.config import load_config
 from hilbot.driver.lead.leader import lead, prepare_leader
 from hilbot.driver.lead.mapping import LeadMap
 from hilbot.driver.lead.session import follower
+from hilbot.driver.runtime.backends import VIRTUAL_MARGIN_MS, build_backend
+from hilbot.driver.runtime.config import load_config
 from hilbot.driver.teleop.publisher import TeleopPublisher
 from hilbot.hal.backend import Backend, JointState
 from hilbot.hal.dynamixel.backend import DynamixelBackend

@@ -50,7 +50,7 @@ import psutil
 import yaml
 from _report import load_note, write_section  # benchmarks/ is on sys.path when this runs
 
-from hilbot.driver.config import load_config
+from hilbot.driver.runtime.config import load_config
 
 SO101 = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 RAD_PER_TICK = 2 * math.pi / 4096

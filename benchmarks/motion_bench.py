@@ -48,11 +48,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _broker import free_port, mosquitto
 from _report import load_note, write_section
 
-from hilbot.driver.backends import sim_backend
-from hilbot.driver.config import load_config
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command
+from hilbot.driver.runtime.backends import sim_backend
+from hilbot.driver.runtime.config import load_config
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command
 from hilbot.driver.teleop import TeleopSettings, serve
 
 ROBOT = "omx"
@@ -88,7 +88,7 @@ async def publish(port: int, source: str, seconds: float) -> None:
     chain = None
     if kind == "pose":
         config = load_config("openmanipulator_x")
-        from hilbot.driver.validation import load_robot
+        from hilbot.driver.runtime.validation import load_robot
 
         robot = load_robot(config.urdf)
         chain = robot.path_between("link1", "end_effector_link")
@@ -212,7 +212,7 @@ def measure(
 
 
 def tool_path(t: np.ndarray, q: np.ndarray) -> dict[str, float]:
-    from hilbot.driver.validation import load_robot
+    from hilbot.driver.runtime.validation import load_robot
 
     robot = load_robot(load_config("openmanipulator_x").urdf)
     chain = robot.path_between("link1", "end_effector_link")
@@ -242,7 +242,7 @@ def cycle_cost(samples: int = 20000) -> dict[str, float]:
     """Median process CPU per cycle [µs]: the motion layer's step vs a Ruckig step."""
     import ruckig
 
-    from hilbot.driver.motion import MotionLayer, MotionLimits, Reference, StreamReference
+    from hilbot.driver.runtime.motion import MotionLayer, MotionLimits, Reference, StreamReference
 
     n = 5
     lim = MotionLimits(

@@ -20,10 +20,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from motion_bench import planner_config
 
-from hilbot.driver.backends import sim_backend
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.state import Command
-from hilbot.driver.ticker import ManualClock
+from hilbot.driver.runtime.backends import sim_backend
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.state import Command
+from hilbot.driver.runtime.ticker import ManualClock
 
 RATE = 500.0
 

@@ -27,13 +27,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import load_note, write_section
 
-from hilbot.driver.backends import (
+from hilbot.driver.runtime.backends import (
     dynamixel_backend,
     mujoco_backend,
     sim_backend,
     virtual_buses,
 )
-from hilbot.driver.config import load_config
+from hilbot.driver.runtime.config import load_config
 from hilbot.hal.errors import HalError
 
 

@@ -37,8 +37,8 @@ VIRTUAL_ROBOT = "koch_v1_1_follower"
 
 def circle_trajectory(path: Path, robot: str) -> None:
     """A 3 cm circle around the arm's home pose, 2 s per turn, position-only, looping."""
-    from hilbot.driver.config import load_config
-    from hilbot.driver.validation import load_robot
+    from hilbot.driver.runtime.config import load_config
+    from hilbot.driver.runtime.validation import load_robot
 
     config = load_config(robot)
     model = load_robot(config.urdf)
@@ -95,7 +95,7 @@ class SleepTicker:
         self._next = time.perf_counter() + self.period
 
     async def wait(self):
-        from hilbot.driver.ticker import Tick
+        from hilbot.driver.runtime.ticker import Tick
 
         skipped = 0
         now = time.perf_counter()
@@ -112,11 +112,11 @@ class SleepTicker:
 
 
 async def sleep_peer(rate: float, duration: float, trajectory: Path) -> dict:
-    from hilbot.driver.backends import sim_backend
-    from hilbot.driver.config import load_config
-    from hilbot.driver.runtime import Runtime
-    from hilbot.driver.state import Command
-    from hilbot.driver.trajectory import load_trajectory, play
+    from hilbot.driver.runtime.backends import sim_backend
+    from hilbot.driver.runtime.config import load_config
+    from hilbot.driver.runtime.loop import Runtime
+    from hilbot.driver.runtime.state import Command
+    from hilbot.driver.runtime.trajectory import load_trajectory, play
 
     config = load_config(SIM_ROBOT).model_copy(update={"rate_hz": rate})
     runtime = Runtime(config, sim_backend(config), ticker=SleepTicker(1.0 / rate))
@@ -209,8 +209,8 @@ def main() -> None:
     args = parser.parse_args()
     d = args.duration
 
-    from hilbot.driver.config import load_config
-    from hilbot.driver.validation import load_robot  # noqa: F401  (warms the import)
+    from hilbot.driver.runtime.config import load_config
+    from hilbot.driver.runtime.validation import load_robot  # noqa: F401  (warms the import)
     from hilbot.hal.dynamixel.timing import max_cycle_rate
 
     load_start = os.getloadavg()[0]
@@ -224,7 +224,7 @@ def main() -> None:
                 r = hilbot_run(SIM_ROBOT, "sim", rate, d, *extra)
                 rows.append((rate, realtime, r))
                 print(rate, realtime, json.dumps(r)[:300], flush=True)
-        from hilbot.driver.ticker import enable_realtime
+        from hilbot.driver.runtime.ticker import enable_realtime
 
         peer_rt = enable_realtime()  # compare like with like: the 500 Hz realtime row
         peer = asyncio.run(sleep_peer(500.0, min(d, 20.0), traj))

@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _broker import free_port, mosquitto
 from _report import load_note, write_section
 
-from hilbot.driver.backends import build_backend
-from hilbot.driver.config import load_config
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
+from hilbot.driver.runtime.backends import build_backend
+from hilbot.driver.runtime.config import load_config
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher, TeleopSettings, serve
 from hilbot.driver.teleop.bridge import NO_DELAY
 

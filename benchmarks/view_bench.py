@@ -34,9 +34,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import load_note, write_section
 
-from hilbot.driver.config import load_config
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.state import Command
+from hilbot.driver.runtime.config import load_config
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.state import Command
 from hilbot.driver.view import LiveView
 from hilbot.sim.sim_backend import SimBackend
 
@@ -113,9 +113,9 @@ async def one_row(view_open: bool, seconds: float, use_browser: bool) -> dict[st
 
 def listener_cost() -> float:
     """[µs] one call of ``LiveView.listener`` on a real cycle record."""
-    from hilbot.driver.safety import Mode
-    from hilbot.driver.state import CycleRecord
-    from hilbot.driver.validation import load_robot
+    from hilbot.driver.runtime.safety import Mode
+    from hilbot.driver.runtime.state import CycleRecord
+    from hilbot.driver.runtime.validation import load_robot
     from hilbot.hal.backend import JointState
 
     config = load_config("openmanipulator_x")

@@ -9,8 +9,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hilbot.driver.config import RobotConfig, load_config
-    from hilbot.driver.errors import (
+    from hilbot.driver.runtime.config import RobotConfig, load_config
+    from hilbot.driver.runtime.errors import (
         ConfigError,
         DriverError,
         InvalidTarget,
@@ -19,30 +19,30 @@ if TYPE_CHECKING:
         UnknownChain,
         UnknownJoint,
     )
-    from hilbot.driver.runtime import Runtime
-    from hilbot.driver.safety import ClampEvent, ClampKind, Mode
-    from hilbot.driver.state import Command, CycleRecord, Fault, RuntimeState
-    from hilbot.driver.stats import LoopStats
+    from hilbot.driver.runtime.loop import Runtime
+    from hilbot.driver.runtime.safety import ClampEvent, ClampKind, Mode
+    from hilbot.driver.runtime.state import Command, CycleRecord, Fault, RuntimeState
+    from hilbot.driver.runtime.stats import LoopStats
 
 _EXPORTS = {
-    "RobotConfig": "hilbot.driver.config",
-    "load_config": "hilbot.driver.config",
-    "ConfigError": "hilbot.driver.errors",
-    "DriverError": "hilbot.driver.errors",
-    "InvalidTarget": "hilbot.driver.errors",
-    "LimitViolation": "hilbot.driver.errors",
-    "RuntimeStateError": "hilbot.driver.errors",
-    "UnknownChain": "hilbot.driver.errors",
-    "UnknownJoint": "hilbot.driver.errors",
-    "Runtime": "hilbot.driver.runtime",
-    "ClampEvent": "hilbot.driver.safety",
-    "ClampKind": "hilbot.driver.safety",
-    "Mode": "hilbot.driver.safety",
-    "Command": "hilbot.driver.state",
-    "CycleRecord": "hilbot.driver.state",
-    "Fault": "hilbot.driver.state",
-    "RuntimeState": "hilbot.driver.state",
-    "LoopStats": "hilbot.driver.stats",
+    "RobotConfig": "hilbot.driver.runtime.config",
+    "load_config": "hilbot.driver.runtime.config",
+    "ConfigError": "hilbot.driver.runtime.errors",
+    "DriverError": "hilbot.driver.runtime.errors",
+    "InvalidTarget": "hilbot.driver.runtime.errors",
+    "LimitViolation": "hilbot.driver.runtime.errors",
+    "RuntimeStateError": "hilbot.driver.runtime.errors",
+    "UnknownChain": "hilbot.driver.runtime.errors",
+    "UnknownJoint": "hilbot.driver.runtime.errors",
+    "Runtime": "hilbot.driver.runtime.loop",
+    "ClampEvent": "hilbot.driver.runtime.safety",
+    "ClampKind": "hilbot.driver.runtime.safety",
+    "Mode": "hilbot.driver.runtime.safety",
+    "Command": "hilbot.driver.runtime.state",
+    "CycleRecord": "hilbot.driver.runtime.state",
+    "Fault": "hilbot.driver.runtime.state",
+    "RuntimeState": "hilbot.driver.runtime.state",
+    "LoopStats": "hilbot.driver.runtime.stats",
 }
 
 __all__ = [

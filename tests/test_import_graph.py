@@ -86,9 +86,11 @@ def test_the_driver_and_sim_modules_import_each_other_one_way(graph):
 
 
 def test_config_validation_and_chains_are_untied(graph):
-    assert "hilbot.driver.validation" in graph["hilbot.driver.config"]  # load_config checks
-    assert "hilbot.driver.config" not in graph["hilbot.driver.validation"]
-    assert "hilbot.driver.config" not in graph["hilbot.driver.chains"]
+    assert (
+        "hilbot.driver.runtime.validation" in graph["hilbot.driver.runtime.config"]
+    )  # load_config checks
+    assert "hilbot.driver.runtime.config" not in graph["hilbot.driver.runtime.validation"]
+    assert "hilbot.driver.runtime.config" not in graph["hilbot.driver.runtime.chains"]
 
 
 def test_the_virtual_bus_runner_is_named_for_what_it_is(graph):
@@ -98,7 +100,9 @@ def test_the_virtual_bus_runner_is_named_for_what_it_is(graph):
 
 def test_the_finder_sees_lazy_imports():
     # load_config imports validation inside the function: the graph must count it.
-    assert "hilbot.driver.validation" in imported(modules("hilbot.driver")["hilbot.driver.config"])
+    assert "hilbot.driver.runtime.validation" in imported(
+        modules("hilbot.driver")["hilbot.driver.runtime.config"]
+    )
 
 
 def test_teleop_is_a_few_modules_by_concept():

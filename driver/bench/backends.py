@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hilbot._compat import StrEnum
-from hilbot.driver.backend_names import backend_name
-from hilbot.driver.config import RobotConfig
-from hilbot.driver.ticker import ManualClock
+from hilbot.driver.runtime.backends import backend_name
+from hilbot.driver.runtime.config import RobotConfig
+from hilbot.driver.runtime.ticker import ManualClock
 from hilbot.hal.backend import Backend
 
 
@@ -77,7 +77,7 @@ def make_sim_backend(
 
     By default the simulated arm rests at the config's home pose.
     """
-    from hilbot.driver.backends import sim_backend
+    from hilbot.driver.runtime.backends import sim_backend
 
     start = dict(config.home if initial_positions is None else initial_positions)
     backend = sim_backend(config, initial_positions=start, clock=clock, seed=seed)
@@ -99,7 +99,7 @@ def make_mujoco_backend(
     seed: int = 0,
 ) -> BenchBackend:
     """The MuJoCo body of ``config`` with ``scene`` (objects as in a scenario), at home."""
-    from hilbot.driver.backends import mujoco_backend
+    from hilbot.driver.runtime.backends import mujoco_backend
     from hilbot.sim.mujoco_scene import scene_from_data
 
     start = dict(config.home if initial_positions is None else initial_positions)
@@ -149,15 +149,14 @@ async def open_backend(
         async with _virtual(config, clock, seed) as bench:
             yield bench
     elif kind is BackendKind.VIRTUAL:
-        from hilbot.driver.backends import dynamixel_backend, virtual_buses
-        from hilbot.driver.virtual_margin import virtual_options
+        from hilbot.driver.runtime.backends import dynamixel_backend, virtual_buses, virtual_options
 
         async with virtual_buses(config) as ports:
             options = await virtual_options(config.safety.bus_watchdog)
             backend = dynamixel_backend(config, ports, **options)
             yield BenchBackend(BackendKind.VIRTUAL, backend, clock)
     else:
-        from hilbot.driver.backends import dynamixel_backend
+        from hilbot.driver.runtime.backends import dynamixel_backend
 
         yield BenchBackend(BackendKind.HARDWARE, dynamixel_backend(config), clock)
 
@@ -167,8 +166,7 @@ async def _virtual(
     config: RobotConfig, clock: Callable[[], float], seed: int
 ) -> AsyncIterator[BenchBackend]:
     """One virtual bus per config bus, driven by the real Dynamixel backend."""
-    from hilbot.driver.backends import dynamixel_backend
-    from hilbot.driver.virtual_margin import virtual_options
+    from hilbot.driver.runtime.backends import dynamixel_backend, virtual_options
     from hilbot.sim.virtual_bus import running_virtual_bus
 
     async with AsyncExitStack() as stack:

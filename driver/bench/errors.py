@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hilbot._bounded import clip
-from hilbot.driver.errors import DriverError
+from hilbot.driver.runtime.errors import DriverError
 
 
 class BenchError(DriverError):

@@ -28,11 +28,11 @@ from hilbot.driver.bench.buffer import CycleBuffer
 from hilbot.driver.bench.pose_targets import split_pose_target
 from hilbot.driver.bench.recording import ClampKind, Recording, RecordingHeader
 from hilbot.driver.bench.stream import Chunk, RecordingStream, header_copy
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import ClampKind as SafetyClampKind
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import CycleRecord
-from hilbot.driver.targets import JOINTS
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import ClampKind as SafetyClampKind
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import CycleRecord
+from hilbot.driver.runtime.targets import JOINTS
 
 MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 _MODE_INDEX = {m: i for i, m in enumerate(Mode)}

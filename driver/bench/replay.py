@@ -27,11 +27,11 @@ from hilbot.driver.bench.recorder import Recorder
 from hilbot.driver.bench.recording import Recording, RecordingHeader
 from hilbot.driver.bench.runner import apply_fault
 from hilbot.driver.bench.scenario import FaultAction
-from hilbot.driver.config import RobotConfig
 from hilbot.driver.progress import Progress
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.state import Command
-from hilbot.driver.ticker import ManualClock, ScheduledTicker
+from hilbot.driver.runtime.config import RobotConfig
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.state import Command
+from hilbot.driver.runtime.ticker import ManualClock, ScheduledTicker
 from hilbot.hal.backend import Backend, JointState
 
 _log = logging.getLogger(__name__)

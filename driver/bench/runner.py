@@ -35,10 +35,10 @@ from hilbot.driver.bench.scenario import (
 from hilbot.driver.bench.segments import StepContext, Target, build_segment
 from hilbot.driver.bench.stream import RecordingStream
 from hilbot.driver.bench.trace import check_traces
-from hilbot.driver.config import RobotConfig
 from hilbot.driver.progress import Progress
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.state import Command
+from hilbot.driver.runtime.config import RobotConfig
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.state import Command
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.errors import HalError
 

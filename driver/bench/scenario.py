@@ -35,7 +35,7 @@ from pydantic import (
 from hilbot._bounded import load_yaml, yaml_problem
 from hilbot._compat import StrEnum
 from hilbot.driver.bench.errors import ScenarioError
-from hilbot.driver.safety import Mode
+from hilbot.driver.runtime.safety import Mode
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 

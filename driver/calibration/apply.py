@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from hilbot.driver.calibration import files
-from hilbot.driver.config import RobotConfig
-from hilbot.driver.errors import DriverError
+from hilbot.driver.runtime.config import RobotConfig
+from hilbot.driver.runtime.errors import DriverError
 from hilbot.hal.backend import JointState
 from hilbot.hal.calibration import Calibration
 

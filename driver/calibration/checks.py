@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from hilbot.driver.config import RobotConfig
+from hilbot.driver.runtime.config import RobotConfig
 from hilbot.hal.calibration import Calibration
 
 #: How far past its URDF limit a measured end may reach [rad or m] (a few ticks' rounding
@@ -48,7 +48,7 @@ class RangeProblem(NamedTuple):
 
 def urdf_limits(config: RobotConfig) -> dict[str, Limits]:
     """The finite URDF limits of a config's joints, with their kind."""
-    from hilbot.driver.validation import load_robot
+    from hilbot.driver.runtime.validation import load_robot
 
     robot = load_robot(config.urdf)
     out = {}

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import yaml
 
 from hilbot._bounded import load_yaml, yaml_problem
-from hilbot.driver.errors import DriverError
+from hilbot.driver.runtime.errors import DriverError
 from hilbot.hal.calibration import Calibration, CalibrationDataError
 
 BY_ID = Path("/dev/serial/by-id")

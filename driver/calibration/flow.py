@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from hilbot.driver.config import RobotConfig
-from hilbot.driver.errors import DriverError
+from hilbot.driver.runtime.config import RobotConfig
+from hilbot.driver.runtime.errors import DriverError
 from hilbot.hal.calibration import Calibration, Geometry, JointCalibration, ServoAccess
 from hilbot.hal.errors import CommError
 from hilbot.hal.mapping import ServoSpec

@@ -38,7 +38,7 @@ from hilbot.driver.calibration.files import CalibrationFileError
 from hilbot.hal.calibration import Calibration, JointCalibration
 
 if TYPE_CHECKING:
-    from hilbot.driver.config import RobotConfig
+    from hilbot.driver.runtime.config import RobotConfig
 
 FIELDS = ("id", "drive_mode", "homing_offset", "range_min", "range_max")
 

@@ -22,7 +22,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hilbot.driver.backend_names import HARDWARE, backend_name, hardware_help
 from hilbot.driver.commands.failures import (
     add_view_port,
     positive_hz,
@@ -30,12 +29,13 @@ from hilbot.driver.commands.failures import (
     view_port,
     view_port_problem,
 )
+from hilbot.driver.runtime.backends import HARDWARE, backend_name, hardware_help
 
 if TYPE_CHECKING:
     from hilbot.driver.bench.compare import BackendComparison
     from hilbot.driver.bench.metrics import ErrorStats
     from hilbot.driver.bench.scenario import Scenario
-    from hilbot.driver.config import RobotConfig
+    from hilbot.driver.runtime.config import RobotConfig
 
 EXIT_MISSED = 1
 EXIT_BAD_INPUT = 2
@@ -113,7 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the bench; 0 passed, 1 thresholds missed, 2 bad input, 3 the run failed."""
     from hilbot.driver.bench.errors import BenchError, RunFailed, ScenarioError, UnsupportedStep
-    from hilbot.driver.errors import DriverError
+    from hilbot.driver.runtime.errors import DriverError
     from hilbot.hal.errors import HalError, PortError
 
     problem = _option_problem(args)
@@ -217,7 +217,7 @@ def _load_inputs(args: argparse.Namespace) -> tuple[RobotConfig, Scenario, Path]
     from hilbot.driver.bench.errors import ScenarioError
     from hilbot.driver.bench.scenario import check_names, load_scenario, resolve_scenario
     from hilbot.driver.bench.trace import check_traces
-    from hilbot.driver.config import load_config
+    from hilbot.driver.runtime.config import load_config
 
     config = load_config(args.config)
     if args.port is not None:
@@ -237,7 +237,7 @@ def _load_inputs(args: argparse.Namespace) -> tuple[RobotConfig, Scenario, Path]
 
 
 def _with_port(config: RobotConfig, port: str) -> RobotConfig:
-    from hilbot.driver.errors import ConfigError
+    from hilbot.driver.runtime.errors import ConfigError
 
     if len(config.buses) != 1:
         raise ConfigError(None, ("buses",), "--port needs a single-bus robot; edit the config")
@@ -334,7 +334,7 @@ def _comparison_line(comparison: BackendComparison, out: Path) -> str:
 @contextlib.contextmanager
 def _realtime(enabled: bool) -> Iterator[None]:
     """SCHED_FIFO for the duration of the run only (plotting must not starve the machine)."""
-    from hilbot.driver.ticker import enable_realtime
+    from hilbot.driver.runtime.ticker import enable_realtime
 
     if not enabled:
         yield

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from hilbot.driver.backend_names import HARDWARE, backend_name
 from hilbot.driver.commands.failures import EXIT_BAD_INPUT, message_of
+from hilbot.driver.runtime.backends import HARDWARE, backend_name
 
 #: The assembly errors of ``--demo`` when no ``--mount`` is given, on the arm's second
 #: and third servos (a Koch's or SO-101's shoulder and elbow, ids 2 and 3): a horn one
@@ -124,8 +124,8 @@ def _problem(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     """Run the guided calibration; returns the exit code."""
     from hilbot.driver.calibration.flow import plan
-    from hilbot.driver.config import load_config
-    from hilbot.driver.errors import DriverError
+    from hilbot.driver.runtime.config import load_config
+    from hilbot.driver.runtime.errors import DriverError
     from hilbot.hal.errors import HalError
 
     if args.from_lerobot is not None or args.to_lerobot is not None:
@@ -182,8 +182,8 @@ def _lerobot_file(args: argparse.Namespace) -> int:
     from hilbot.driver.calibration import files
     from hilbot.driver.calibration import lerobot as lerobot_files
     from hilbot.driver.calibration.flow import summary
-    from hilbot.driver.config import load_config
-    from hilbot.driver.errors import DriverError
+    from hilbot.driver.runtime.config import load_config
+    from hilbot.driver.runtime.errors import DriverError
 
     problem = _lerobot_problem(args)
     if problem is not None:
@@ -349,7 +349,7 @@ def _family(bus: Any) -> _Family:
     Raises:
         DriverError: a family calibrate does not handle.
     """
-    from hilbot.driver.errors import DriverError
+    from hilbot.driver.runtime.errors import DriverError
 
     family = getattr(bus, "family", "dynamixel")
     make = _FAMILIES.get(family)
@@ -407,7 +407,7 @@ _FAMILIES: dict[str, Callable[[Any], _Family]] = {"dynamixel": _dynamixel, "feet
 def _demo(config: Any, mounts: list[str]) -> Iterator[tuple[Any, Any]]:
     from hilbot.driver.calibration.guides import HandGuide
     from hilbot.driver.commands.sim_bus import joint_ranges
-    from hilbot.driver.virtual_margin import virtual_margin_ms
+    from hilbot.driver.runtime.backends import virtual_margin_ms
     from hilbot.sim.hand import Hand, mounted_servos
 
     family = _family(config.buses[0])

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from hilbot.driver.commands import virtual_rehearsal as virtual
-from hilbot.driver.virtual_margin import ROUND_TRIP_WAKEUPS, VIRTUAL_MARGIN_MS, StallMonitor
+from hilbot.driver.runtime.backends import ROUND_TRIP_WAKEUPS, VIRTUAL_MARGIN_MS, StallMonitor
 from hilbot.hal.dynamixel.tools import Finding, Level
 from hilbot.hal.errors import HalError
 from hilbot.hal.family import family
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def buses_from_args(args: argparse.Namespace) -> list[tuple[BusSpec, Sequence[ServoSpec]]]:
     """The buses to check: from the config file, or from --port and --servo."""
     if args.config:
-        from hilbot.driver.config import load_config
+        from hilbot.driver.runtime.config import load_config
 
         ignored = [
             f"--{name}" for name in ("baud", "protocol", "servo", "family") if getattr(args, name)

@@ -37,7 +37,12 @@ def describe(exc: BaseException) -> Failure | None:
         if not leaves or any(leaf is None for leaf in leaves):
             return None
         return leaves[0]
-    from hilbot.driver.errors import ConfigError, DriverError, InvalidTarget, TrajectoryError
+    from hilbot.driver.runtime.errors import (
+        ConfigError,
+        DriverError,
+        InvalidTarget,
+        TrajectoryError,
+    )
     from hilbot.hal.errors import ConfigError as HalConfigError
     from hilbot.hal.errors import HalError, PortError
 

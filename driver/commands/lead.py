@@ -22,7 +22,6 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from hilbot.driver.backend_names import HARDWARE, backend_name
 from hilbot.driver.commands.failures import (
     EXIT_BAD_INPUT,
     message_of,
@@ -33,11 +32,12 @@ from hilbot.driver.commands.failures import (
 )
 from hilbot.driver.dataset import options as dataset_options
 from hilbot.driver.progress import Progress
+from hilbot.driver.runtime.backends import HARDWARE, backend_name
 
 if TYPE_CHECKING:
     from hilbot.driver.calibration.apply import Calibrated
-    from hilbot.driver.config import RobotConfig
     from hilbot.driver.lead.rejections import FollowerRejections, Rejected
+    from hilbot.driver.runtime.config import RobotConfig
 
 STATUS_PERIOD = 0.25  # [s]
 
@@ -128,7 +128,7 @@ def with_port(config: RobotConfig, port: str | None, option: str) -> RobotConfig
     Raises:
         DriverError: a robot of several buses (which one would it be?).
     """
-    from hilbot.driver.errors import DriverError
+    from hilbot.driver.runtime.errors import DriverError
 
     if port is None:
         return config
@@ -141,9 +141,9 @@ def with_port(config: RobotConfig, port: str | None, option: str) -> RobotConfig
 def run(args: argparse.Namespace) -> int:
     """Lead until Ctrl+C or ``--duration``; returns the exit code."""
     from hilbot.driver.calibration.apply import load_calibrated
-    from hilbot.driver.config import load_config
-    from hilbot.driver.errors import DriverError
     from hilbot.driver.lead.mapping import LeadMap
+    from hilbot.driver.runtime.config import load_config
+    from hilbot.driver.runtime.errors import DriverError
     from hilbot.hal.errors import HalError, PortError
 
     problem = _problem(args)
@@ -227,12 +227,12 @@ class _Arms(NamedTuple):
 
 
 async def _lead(args: argparse.Namespace, arms: _Arms, mapping: Any, recording: Any = None) -> int:
-    from hilbot.driver.backends import build_backend
     from hilbot.driver.calibration.apply import CalibrationMismatch
     from hilbot.driver.lead.latency import LeadLatency
     from hilbot.driver.lead.leader import lead, prepare_leader
     from hilbot.driver.lead.rejections import FollowerRejections
     from hilbot.driver.lead.session import follower as follower_session
+    from hilbot.driver.runtime.backends import build_backend
     from hilbot.driver.teleop.publisher import TeleopPublisher
 
     leader, follower = arms.leader.bus_config, arms.follower

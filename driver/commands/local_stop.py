@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, Protocol, TextIO
 
 from hilbot._compat import Self
-from hilbot.driver.state import Command
+from hilbot.driver.runtime.state import Command
 
 #: Keys of the local e-stop and what they send.
 KEYS: dict[str, Command] = {" ": Command.ESTOP, "e": Command.ESTOP, "c": Command.RESET}

@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from hilbot.driver.bench.compare import compare_commands
     from hilbot.driver.bench.recording import Recording
     from hilbot.driver.bench.replay import replay
-    from hilbot.driver.config import load_config
-    from hilbot.driver.errors import DriverError
+    from hilbot.driver.runtime.config import load_config
+    from hilbot.driver.runtime.errors import DriverError
 
     if not args.atol >= 0:
         print(f"hilbot replay: --atol must be >= 0, got {args.atol}", file=sys.stderr)
@@ -109,7 +109,7 @@ def _view(args: argparse.Namespace, recording: Any, config: Any) -> None:
     """``--view``: serve the recording with a time slider until Ctrl+C."""
     import threading
 
-    from hilbot.driver.validation import load_robot
+    from hilbot.driver.runtime.validation import load_robot
     from hilbot.driver.view.replay_view import ReplayView
     from hilbot.driver.view.scene import ChainView
 

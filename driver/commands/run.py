@@ -31,7 +31,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hilbot.driver.backend_names import HARDWARE, backend_name, hardware_help
 from hilbot.driver.commands.failures import (
     EXIT_BAD_INPUT,
     add_view_port,
@@ -44,8 +43,9 @@ from hilbot.driver.commands.failures import (
 )
 from hilbot.driver.commands.local_stop import HINT, LocalStop
 from hilbot.driver.commands.shutdown_report import TorqueWatch, shutdown_text, torque_left_on
-from hilbot.driver.errors import DriverError
 from hilbot.driver.progress import Progress
+from hilbot.driver.runtime.backends import HARDWARE, backend_name, hardware_help
+from hilbot.driver.runtime.errors import DriverError
 
 DEFAULT_CONFIG = "openmanipulator_x"
 EXIT_INTERRUPTED = 130  # Ctrl+C (SIGINT), as the shell reports it and lead and bench exit
@@ -172,10 +172,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run until the duration ends, the trajectory finishes (with --duration), or a signal."""
-    from hilbot.driver.backends import BackendError, build_backend
-    from hilbot.driver.config import load_config
-    from hilbot.driver.errors import ConfigError
-    from hilbot.driver.ticker import enable_realtime
+    from hilbot.driver.runtime.backends import BackendError, build_backend
+    from hilbot.driver.runtime.config import load_config
+    from hilbot.driver.runtime.errors import ConfigError
+    from hilbot.driver.runtime.ticker import enable_realtime
     from hilbot.hal.errors import HalError
 
     problem = option_problem(args)
@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
             config = teleop_config(config, args, log)
         trajectory = None
         if args.trajectory is not None:
-            from hilbot.driver.trajectory import load_trajectory
+            from hilbot.driver.runtime.trajectory import load_trajectory
 
             trajectory = load_trajectory(trajectory_file(args.trajectory))
         if getattr(args, "dataset", None) is not None:  # the episodes of what drives it
@@ -246,7 +246,7 @@ def trajectory_file(path: Path) -> Path:
         TrajectoryError: neither exists; the message names the shipped ones.
     """
     from hilbot.configs import trajectory_names, trajectory_path
-    from hilbot.driver.errors import TrajectoryError
+    from hilbot.driver.runtime.errors import TrajectoryError
 
     if path.exists():
         return path
@@ -352,9 +352,9 @@ def port_origin(args: argparse.Namespace, config: Any, port: str) -> str:
 def _with_rate(config: Any, rate: float, *, check_bus: bool) -> Any:
     from pydantic import TypeAdapter, ValidationError
 
-    from hilbot.driver.config import RateHz, check_watchdog
-    from hilbot.driver.errors import ConfigError
-    from hilbot.driver.validation import check_rate
+    from hilbot.driver.runtime.config import RateHz, check_watchdog
+    from hilbot.driver.runtime.errors import ConfigError
+    from hilbot.driver.runtime.validation import check_rate
 
     try:
         TypeAdapter(RateHz).validate_python(rate)
@@ -369,7 +369,7 @@ def _with_rate(config: Any, rate: float, *, check_bus: bool) -> Any:
 
 
 def _with_port(config: Any, port: str) -> Any:
-    from hilbot.driver.errors import ConfigError
+    from hilbot.driver.runtime.errors import ConfigError
 
     if len(config.buses) != 1:
         raise ConfigError(None, ("buses",), "--port needs a single-bus robot; edit the config")
@@ -408,8 +408,8 @@ async def _main(
 async def _run_robot(
     args: argparse.Namespace, config: Any, trajectory: Any, build: Callable[..., Any]
 ) -> int:
-    from hilbot.driver.runtime import Runtime
-    from hilbot.driver.state import Command
+    from hilbot.driver.runtime.loop import Runtime
+    from hilbot.driver.runtime.state import Command
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -463,7 +463,7 @@ async def _run_robot(
         if args.duration is not None:
             ending.append(asyncio.create_task(asyncio.sleep(args.duration), name="duration"))
         if trajectory is not None:
-            from hilbot.driver.trajectory import play
+            from hilbot.driver.runtime.trajectory import play
 
             player = asyncio.create_task(play(trajectory, runtime), name="trajectory")
             # Without --duration the run ends with the trajectory; with it, the robot holds.
@@ -615,7 +615,7 @@ def final_state(state: Any, watch: TorqueWatch) -> Any:
     """
     import dataclasses
 
-    from hilbot.driver.safety import Mode
+    from hilbot.driver.runtime.safety import Mode
 
     if watch.torque is False and state.mode is Mode.ARMED:
         return dataclasses.replace(state, mode=Mode.DISARMED)

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_virtual(args: argparse.Namespace) -> int:
     """``--backend virtual``: scan each bus of a virtual copy of the robot; 0 if any answered."""
-    from hilbot.driver.errors import DriverError
+    from hilbot.driver.runtime.errors import DriverError
 
     try:
         config = virtual.load_robot(args.robot)

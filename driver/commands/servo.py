@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_virtual(args: argparse.Namespace) -> int:
     """``--backend virtual``: the change on a virtual bus of the robot, ended after."""
-    from hilbot.driver.errors import DriverError
+    from hilbot.driver.runtime.errors import DriverError
 
     try:
         config = virtual.load_robot(args.robot)

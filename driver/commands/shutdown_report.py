@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from hilbot._compat import Self
-from hilbot.driver.config import RobotConfig
+from hilbot.driver.runtime.config import RobotConfig
 
 
 class TorqueWatch:

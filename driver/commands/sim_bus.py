@@ -155,7 +155,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl+C, SIGTERM or ``--duration``; returns the exit code."""
-    from hilbot.driver.errors import DriverError
+    from hilbot.driver.runtime.errors import DriverError
 
     try:
         buses = _buses(args)
@@ -219,7 +219,7 @@ def _buses(args: argparse.Namespace) -> list[_Bus]:
         return [_Bus("main", servos, protocol or 2, baud or 1_000_000, {}, family=family)]
     if args.config is None:
         raise ValueError("give a robot config or at least one --servo ID:MODEL")
-    from hilbot.driver.config import load_config
+    from hilbot.driver.runtime.config import load_config
     from hilbot.sim.hand import check_mount_ids, mounted_servos
 
     config = load_config(args.config)
@@ -252,7 +252,7 @@ def _family(family: str, args: argparse.Namespace) -> str:
 
 def joint_ranges(config: Any) -> dict[str, tuple[float, float]]:
     """The finite URDF limits of the config's joints: where the hand may move them."""
-    from hilbot.driver.validation import load_robot
+    from hilbot.driver.runtime.validation import load_robot
 
     robot = load_robot(config.urdf)
     out = {}
@@ -438,8 +438,8 @@ def _physics(
             "--physics mujoco needs the mujoco package, the mujoco extra: pip install '.[mujoco]' "
             "in the hilbot clone"
         ) from None
-    from hilbot.driver.config import load_config
-    from hilbot.driver.validation import load_robot
+    from hilbot.driver.runtime.config import load_config
+    from hilbot.driver.runtime.validation import load_robot
     from hilbot.sim.mujoco_scene import load_scene
 
     robot = load_robot(load_config(args.config).urdf)

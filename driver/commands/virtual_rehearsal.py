@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from hilbot.driver.backend_names import HARDWARE, backend_name
+from hilbot.driver.runtime.backends import HARDWARE, backend_name
 
 #: The backends of the bus tools: the adapter on ``--port``, or a virtual bus of a robot.
 BACKENDS = (HARDWARE, "virtual")
@@ -53,14 +53,14 @@ def virtual_problem(args: argparse.Namespace, robot: str | None) -> str | None:
 
 def load_robot(name: str | None) -> Any:
     """The config of the robot ``--backend virtual`` serves (a YAML file or a shipped name)."""
-    from hilbot.driver.config import load_config
+    from hilbot.driver.runtime.config import load_config
 
     return load_config(name or DEFAULT_ROBOT)
 
 
 def virtual_margin(margin_ms: float) -> float:
     """Reply margin [ms] on a virtual bus: ``margin_ms``, or more if this host stalls now."""
-    from hilbot.driver.virtual_margin import virtual_margin_ms
+    from hilbot.driver.runtime.backends import virtual_margin_ms
 
     return max(margin_ms, virtual_margin_ms(None))
 
@@ -71,7 +71,7 @@ def on_virtual_buses(config: Any, command: Callable[[dict[str, str]], int]) -> i
     Returns what ``command`` returns. The buses' servos answer at once (Return Delay
     Time 0), as on an arm set up per docs/hardware.md.
     """
-    from hilbot.driver.backends import virtual_buses
+    from hilbot.driver.runtime.backends import virtual_buses
 
     async def serve() -> int:
         async with virtual_buses(config, return_delay_time=0) as ports:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hilbot.driver.config import RobotConfig
+    from hilbot.driver.runtime.config import RobotConfig
     from hilbot.hal.calibration import Calibration
 
 DEGREES = "degrees"
@@ -155,7 +155,7 @@ def features_for(
 
 def _limits(config: RobotConfig) -> dict[str, tuple[float, float]]:
     """The URDF's finite joint limits of ``config``."""
-    from hilbot.driver.validation import load_robot
+    from hilbot.driver.runtime.validation import load_robot
 
     robot = load_robot(config.urdf)
     out = {}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hilbot.driver.commands.failures import positive_hz, positive_seconds
 
 if TYPE_CHECKING:
-    from hilbot.driver.config import RobotConfig
+    from hilbot.driver.runtime.config import RobotConfig
     from hilbot.hal.calibration import Calibration
 
 

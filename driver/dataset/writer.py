@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.driver.errors import DriverError
+from hilbot.driver.runtime.errors import DriverError
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000  # files per chunk folder, as LeRobot

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hilbot.driver.config import RobotConfig
-from hilbot.driver.errors import ConfigError
 from hilbot.driver.lead.settings import JointLead, LeadSettings
+from hilbot.driver.runtime.config import RobotConfig
+from hilbot.driver.runtime.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,10 +7,10 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from hilbot.driver.config import RobotConfig
 from hilbot.driver.lead.latency import LeadLatency, TimedWrites
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.state import Command
+from hilbot.driver.runtime.config import RobotConfig
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.state import Command
 from hilbot.driver.teleop import serve
 from hilbot.driver.teleop.client import BrokerUrl
 from hilbot.hal.backend import JointState

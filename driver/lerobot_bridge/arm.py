@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from hilbot.driver.calibration.apply import Calibrated
-from hilbot.driver.errors import DriverError
 from hilbot.driver.lerobot_bridge.background import BackgroundRuntime, RuntimeFault
 from hilbot.driver.lerobot_bridge.units import LeRobotUnits
+from hilbot.driver.runtime.errors import DriverError
 
 BACKENDS = ("sim", "mujoco", "virtual", "hardware")
 
@@ -63,7 +63,7 @@ class HilbotArm:
         rate_hz: float | None = None,
         hand: str | None = None,
     ) -> None:
-        from hilbot.driver.backend_names import backend_name
+        from hilbot.driver.runtime.backends import backend_name
 
         try:
             backend = backend_name(backend)
@@ -198,7 +198,7 @@ class HilbotArm:
     def _load(self) -> Calibrated:
         """The config as it is driven: the options applied, and its calibration."""
         from hilbot.driver.calibration.apply import load_calibrated
-        from hilbot.driver.config import load_config
+        from hilbot.driver.runtime.config import load_config
 
         config = load_config(self.source)
         update: dict[str, Any] = {}

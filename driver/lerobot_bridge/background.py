@@ -9,7 +9,7 @@
     arm.stop()                           # controlled stop, then the runtime's shutdown
 
 The thread runs its own asyncio event loop: the backend (and, on ``virtual``, the
-``hilbot sim-bus`` child), the :class:`~hilbot.driver.runtime.Runtime` with its motion
+``hilbot sim-bus`` child), the :class:`~hilbot.driver.runtime.loop.Runtime` with its motion
 layer, safety layer and watchdog, and optionally MQTT teleop into it. The caller's
 thread only hands targets over (``call_soon_threadsafe``) and reads a snapshot the
 control loop publishes at the end of every cycle; it never waits for bus I/O.
@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot.driver.calibration.apply import Calibrated
-from hilbot.driver.errors import DriverError
+from hilbot.driver.runtime.errors import DriverError
 
 #: [s] how long ``start`` waits for the backend, the first reading and the enable.
 START_TIMEOUT = 60.0
@@ -218,8 +218,8 @@ class BackgroundRuntime:
             self._started.set()
 
     async def _run(self) -> None:
-        from hilbot.driver.runtime import Runtime
-        from hilbot.driver.state import Command
+        from hilbot.driver.runtime.loop import Runtime
+        from hilbot.driver.runtime.state import Command
 
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
@@ -262,8 +262,7 @@ class BackgroundRuntime:
     @contextlib.asynccontextmanager
     async def _backend(self, options: dict[str, Any]) -> AsyncIterator[Any]:
         """The backend: built as ``hilbot run`` builds it, or on a running virtual bus."""
-        from hilbot.driver.backends import build_backend, dynamixel_backend
-        from hilbot.driver.virtual_margin import virtual_options
+        from hilbot.driver.runtime.backends import build_backend, dynamixel_backend, virtual_options
 
         if self.backend == "virtual" and self._port is not None:
             margins = await virtual_options(self.config.safety.bus_watchdog)
@@ -286,8 +285,8 @@ class BackgroundRuntime:
 
     async def _controlled_stop(self, runtime: Any) -> None:
         """E-stop (the motion layer's controlled stop, then per ``estop_action``); at rest."""
-        from hilbot.driver.safety import Mode
-        from hilbot.driver.state import Command
+        from hilbot.driver.runtime.safety import Mode
+        from hilbot.driver.runtime.state import Command
 
         self._stopping = True
         if runtime.mode is not Mode.ARMED:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hilbot.driver.errors import DriverError
 from hilbot.driver.lerobot_bridge.background import BackgroundRuntime, RuntimeFault
 from hilbot.driver.lerobot_bridge.units import LeRobotUnits
+from hilbot.driver.runtime.errors import DriverError
 
 SOURCES = ("arm", "mqtt")
 
@@ -58,8 +58,8 @@ class HilbotLeader:
         broker: str | None = None,
         hand: str | None = None,
     ) -> None:
-        from hilbot.driver.config import load_config
         from hilbot.driver.lerobot_bridge.arm import HilbotArm
+        from hilbot.driver.runtime.config import load_config
 
         if source not in SOURCES:
             raise DriverError(f"source {source!r}: expected {' or '.join(SOURCES)}")

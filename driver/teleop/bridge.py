@@ -34,8 +34,8 @@ from aiomqtt import Message as RawMessage
 from hilbot import _compat_asyncio as aio
 from hilbot._compat import BaseExceptionGroup, split_group
 from hilbot.driver.commands.failures import describe
-from hilbot.driver.errors import DriverError
-from hilbot.driver.state import Command
+from hilbot.driver.runtime.errors import DriverError
+from hilbot.driver.runtime.state import Command
 from hilbot.driver.teleop.client import Backoff, BrokerUrl, MqttClient, parse_broker_url
 from hilbot.driver.teleop.errors import (
     BrokerUnreachable,
@@ -484,7 +484,7 @@ NO_DELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 
 
 class TeleopRuntime(Protocol):
-    """The part of ``hilbot.driver.runtime.Runtime`` the bridge uses."""
+    """The part of ``hilbot.driver.runtime.loop.Runtime`` the bridge uses."""
 
     @property
     def chains(self) -> Iterable[str]:

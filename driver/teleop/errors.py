@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from hilbot._compat import BaseExceptionGroup
-from hilbot.driver.errors import DriverError
+from hilbot.driver.runtime.errors import DriverError
 
 
 def first_teleop_error(error: BaseException) -> TeleopError | None:

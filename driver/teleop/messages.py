@@ -43,7 +43,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from hilbot._compat import StrEnum
-from hilbot.driver.targets import MAX_COORDINATE_M, MAX_DIRECTION_COMPONENT, MAX_JOINT_VALUE
+from hilbot.driver.runtime.targets import MAX_COORDINATE_M, MAX_DIRECTION_COMPONENT, MAX_JOINT_VALUE
 from hilbot.kinematics.spatial import matrix_to_quat, rpy_to_matrix
 from hilbot.kinematics.tolerances import MIN_DIRECTION_NORM
 
@@ -120,7 +120,7 @@ def refusal_reason(exc: BaseException) -> RejectReason:
     have given (``invalid``, ``non_finite``, ``unknown_chain``, ``unknown_joint``); anything
     else the runtime refuses is ``refused``.
     """
-    from hilbot.driver.errors import InvalidTarget, UnknownChain, UnknownJoint
+    from hilbot.driver.runtime.errors import InvalidTarget, UnknownChain, UnknownJoint
 
     if isinstance(exc, InvalidTarget):
         return RejectReason(exc.reason.value)
@@ -972,7 +972,7 @@ def state_body(state: Any) -> dict[str, Any]:
     """The ``state`` topic payload without ``stamp`` and ``teleop`` (see ``docs/teleop.md``).
 
     Args:
-        state: ``runtime.state()``, a ``hilbot.driver.state.RuntimeState``; a
+        state: ``runtime.state()``, a ``hilbot.driver.runtime.state.RuntimeState``; a
             mapping is taken to be a body already (from the teleop worker's parent).
     """
     if isinstance(state, Mapping):

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 
-from hilbot.driver.safety import Mode
+from hilbot.driver.runtime.safety import Mode
 from hilbot.driver.teleop.messages import (
     CommandPayload,
     JointTargetPayload,

@@ -23,8 +23,8 @@ from typing import Any
 from hilbot import _compat_asyncio as aio
 from hilbot._compat import BaseExceptionGroup
 from hilbot.driver.child_python import python_command, wrong_package
-from hilbot.driver.errors import DriverError
-from hilbot.driver.state import Command
+from hilbot.driver.runtime.errors import DriverError
+from hilbot.driver.runtime.state import Command
 from hilbot.driver.teleop.bridge import (
     DEFAULT_TIMEOUT_S,
     Instance,

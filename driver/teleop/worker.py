@@ -30,7 +30,7 @@ from typing import Any
 from hilbot import _compat_asyncio as aio
 from hilbot._compat import BaseExceptionGroup
 from hilbot.driver.child_python import package_file
-from hilbot.driver.errors import DriverError
+from hilbot.driver.runtime.errors import DriverError
 from hilbot.driver.teleop.bridge import TeleopBridge
 from hilbot.driver.teleop.errors import first_teleop_error
 from hilbot.driver.teleop.messages import CommandName, Rejection, RejectReason

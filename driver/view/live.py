@@ -26,7 +26,7 @@ class LiveView:
     """A viser page showing ``runtime``'s robot live.
 
     Args:
-        runtime: the running :class:`~hilbot.driver.runtime.Runtime`.
+        runtime: the running :class:`~hilbot.driver.runtime.loop.Runtime`.
         host: address to bind (loopback by default).
         port: TCP port; 0 picks a free one.
         rate_hz: view update rate.

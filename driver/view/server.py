@@ -6,7 +6,7 @@ import errno
 import socket
 from typing import Any
 
-from hilbot.driver.errors import DriverError
+from hilbot.driver.runtime.errors import DriverError
 
 
 class ViewError(DriverError):

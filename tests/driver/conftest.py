@@ -32,12 +32,12 @@ import pytest
 import yaml
 
 from hilbot.configs import config_path
-from hilbot.driver import virtual_margin
-from hilbot.driver.backends import dynamixel_backend
-from hilbot.driver.config import RobotConfig, parse_config
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.ticker import ManualClock
+from hilbot.driver.runtime import backends as virtual_margin
+from hilbot.driver.runtime.backends import dynamixel_backend
+from hilbot.driver.runtime.config import RobotConfig, parse_config
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.ticker import ManualClock
 from hilbot.hal.backend import JointState
 from hilbot.sim import running_virtual_bus
 from hilbot.sim.sim_backend import SimBackend

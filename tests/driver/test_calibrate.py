@@ -31,8 +31,8 @@ from hilbot.driver.calibration.flow import write_servos as write_to_servos
 from hilbot.driver.calibration.guides import HandGuide
 from hilbot.driver.commands.calibrate import demo_ranges
 from hilbot.driver.commands.sim_bus import joint_ranges
-from hilbot.driver.config import RobotConfig, load_config
-from hilbot.driver.virtual_margin import virtual_margin_ms
+from hilbot.driver.runtime.backends import virtual_margin_ms
+from hilbot.driver.runtime.config import RobotConfig, load_config
 from hilbot.hal.calibration import Calibration
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.tables import RegisterName

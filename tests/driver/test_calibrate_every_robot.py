@@ -20,7 +20,7 @@ import yaml
 from hilbot.configs import robot_names
 from hilbot.driver.calibration import files
 from hilbot.driver.calibration.checks import Limits, range_problems
-from hilbot.driver.config import load_config
+from hilbot.driver.runtime.config import load_config
 from hilbot.hal.calibration import Calibration, JointCalibration
 from tests.driver.conftest import DemoCalibration
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hilbot.driver.commands.calibrate import _family, _real_access
-from hilbot.driver.config import load_config
-from hilbot.driver.virtual_margin import virtual_margin_ms
+from hilbot.driver.runtime.backends import virtual_margin_ms
+from hilbot.driver.runtime.config import load_config
 
 
 @pytest.mark.parametrize("robot", ["koch_v1_1_follower", "so101_follower"], ids=["dxl", "sts"])

@@ -25,8 +25,8 @@ from hilbot.configs import config_path
 from hilbot.driver.calibration import files
 from hilbot.driver.commands.calibrate import demo_ranges
 from hilbot.driver.commands.sim_bus import joint_ranges
-from hilbot.driver.config import RobotConfig, load_config
-from hilbot.driver.virtual_margin import virtual_margin_ms
+from hilbot.driver.runtime.backends import virtual_margin_ms
+from hilbot.driver.runtime.config import RobotConfig, load_config
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.mapping import ServoSpec
 from hilbot.sim import running_virtual_bus

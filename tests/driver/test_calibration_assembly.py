@@ -19,7 +19,7 @@ import yaml
 from hilbot.configs import config_path
 from hilbot.driver.bench.recording import Recording
 from hilbot.driver.calibration import files
-from hilbot.driver.config import load_config
+from hilbot.driver.runtime.config import load_config
 from tests.driver.conftest import DemoCalibration
 
 

@@ -15,7 +15,7 @@ import pytest
 from hilbot.driver.calibration import files
 from hilbot.driver.calibration.files import CalibrationFileError
 from hilbot.driver.calibration.lerobot import from_lerobot, read_file, to_lerobot
-from hilbot.driver.config import load_config
+from hilbot.driver.runtime.config import load_config
 from tests.driver.conftest import DemoCalibration
 
 MOTORS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]

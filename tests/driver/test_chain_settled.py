@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hilbot.driver.chains import ChainRunner
-from hilbot.driver.config import ChainConfig
+from hilbot.driver.runtime.chains import ChainRunner
+from hilbot.driver.runtime.config import ChainConfig
 from hilbot.kinematics import load_urdf, spatial
 
 ROBOTS = Path(__file__).resolve().parents[2] / "configs" / "robots"

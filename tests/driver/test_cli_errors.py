@@ -15,7 +15,7 @@ import pytest
 
 from hilbot._compat import ExceptionGroup
 from hilbot.driver.commands.failures import describe, port_problem
-from hilbot.driver.config import load_config
+from hilbot.driver.runtime.config import load_config
 from hilbot.sim import running_virtual_bus
 from tests.driver.conftest import CliResult
 
@@ -146,7 +146,7 @@ def test_doctor_port_on_a_multi_bus_robot_is_refused(tmp_path, hilbot_main):
 
 
 def test_expected_errors_inside_a_task_group_are_described_by_their_first_leaf():
-    from hilbot.driver.errors import ConfigError
+    from hilbot.driver.runtime.errors import ConfigError
     from hilbot.hal.errors import PortError
 
     group = ExceptionGroup("tasks", [PortError("cannot open /dev/x", port="/dev/x")])

@@ -7,8 +7,8 @@ import copy
 import pytest
 
 from hilbot.configs import config_path, robot_names
-from hilbot.driver.config import EstopAction, load_config, parse_config
-from hilbot.driver.errors import ConfigError
+from hilbot.driver.runtime.config import EstopAction, load_config, parse_config
+from hilbot.driver.runtime.errors import ConfigError
 
 SHIPPED = (
     "openmanipulator_x",
@@ -393,7 +393,7 @@ def test_unlimited_joint_without_soft_limits_fails_at_load(config_data_of, write
 
 def test_a_margin_that_leaves_too_little_is_refused_by_the_safety_layer_too():
     # A config built in Python skips load_config; the safety layer must not skip the margin.
-    from hilbot.driver.safety import effective_limits
+    from hilbot.driver.runtime.safety import effective_limits
 
     urdf = {"a": (-1.0, 1.0, 2.0)}
     limits = effective_limits(["a"], urdf, soft_limits={}, margin=0.9, velocity=1.0)
@@ -424,15 +424,15 @@ def test_servo_specs_built_in_python_refuse_non_finite_numbers(field):
 
 
 def test_the_virtual_margin_knows_the_default_bus_watchdog():
-    from hilbot.driver.config import RobotConfig
-    from hilbot.driver.virtual_margin import DEFAULT_BUS_WATCHDOG
+    from hilbot.driver.runtime.backends import DEFAULT_BUS_WATCHDOG
+    from hilbot.driver.runtime.config import RobotConfig
 
     safety = RobotConfig.model_fields["safety"].annotation
     assert safety().bus_watchdog == DEFAULT_BUS_WATCHDOG
 
 
 def test_a_bus_reply_margin_reaches_the_backend_and_is_bounded(config_data_of):
-    from hilbot.driver.backends import dynamixel_backend
+    from hilbot.driver.runtime.backends import dynamixel_backend
 
     data = config_data_of("openmanipulator_x")
     data["buses"][0]["reply_margin_ms"] = 40.0

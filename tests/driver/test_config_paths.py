@@ -13,9 +13,8 @@ import pytest
 import yaml
 
 from hilbot.configs import ROBOTS_DIR, config_path
-from hilbot.driver.config import load_config
-from hilbot.driver.config_source import merge
-from hilbot.driver.errors import ConfigError
+from hilbot.driver.runtime.config import load_config, merge
+from hilbot.driver.runtime.errors import ConfigError
 from tests.driver.conftest import CliResult
 
 RUN = ["--backend", "virtual", "--no-mqtt", "--no-status", "--duration", "1"]

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hilbot.driver.config import load_config
 from hilbot.driver.dataset.episodes import NEXT, RERECORD, STOP, key_event, record_episodes
 from hilbot.driver.dataset.features import JointUnit, features_for
 from hilbot.driver.dataset.writer import DatasetError, DatasetWriter
+from hilbot.driver.runtime.config import load_config
 from tests.driver.conftest import CliResult
 
 pa = pytest.importorskip("pyarrow")

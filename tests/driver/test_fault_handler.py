@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hilbot.driver.config import EstopAction, RobotConfig
-from hilbot.driver.fault_handling import FaultHandler
-from hilbot.driver.safety import JointLimits, Mode, ModeMachine
-from hilbot.driver.stats import StatsRecorder
-from hilbot.driver.ticker import ManualClock
+from hilbot.driver.runtime.config import EstopAction, RobotConfig
+from hilbot.driver.runtime.faults import FaultHandler
+from hilbot.driver.runtime.safety import JointLimits, Mode, ModeMachine
+from hilbot.driver.runtime.stats import StatsRecorder
+from hilbot.driver.runtime.ticker import ManualClock
 from hilbot.sim.sim_backend import SimBackend
 
 

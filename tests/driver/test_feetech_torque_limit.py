@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
-from hilbot.driver.backends import dynamixel_backend
-from hilbot.driver.config import load_config, parse_config
-from hilbot.driver.errors import ConfigError
 from hilbot.driver.lead.leader import prepare_leader
 from hilbot.driver.lead.mapping import LeadMap
-from hilbot.driver.validation import check_config
-from hilbot.driver.virtual_margin import virtual_margin_ms
+from hilbot.driver.runtime.backends import dynamixel_backend, virtual_margin_ms
+from hilbot.driver.runtime.config import load_config, parse_config
+from hilbot.driver.runtime.errors import ConfigError
+from hilbot.driver.runtime.validation import check_config
 from hilbot.hal.feetech.session import FEETECH_ONLY
 from hilbot.hal.feetech.tables import FeetechRegister as N
 from hilbot.sim.hand import Hand, move_to

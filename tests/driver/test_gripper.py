@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from hilbot.driver.virtual_margin import virtual_margin_ms
+from hilbot.driver.runtime.backends import virtual_margin_ms
 from hilbot.hal.backend import HardwareErrorFlags, JointState
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.tables import RegisterName
@@ -108,8 +108,8 @@ async def test_a_current_limit_on_a_model_without_the_register_is_refused_naming
 
 @pytest.mark.parametrize("field", ["mode", "current_limit", "profile_velocity"])
 def test_a_dynamixel_setting_on_a_feetech_servo_is_refused_at_load(field: str) -> None:
-    from hilbot.driver.config import load_config, parse_config
-    from hilbot.driver.errors import ConfigError
+    from hilbot.driver.runtime.config import load_config, parse_config
+    from hilbot.driver.runtime.errors import ConfigError
 
     data = load_config("so101_follower").model_dump(mode="json")
     data["servos"][5][field] = "current_position" if field == "mode" else 0.3
@@ -118,7 +118,7 @@ def test_a_dynamixel_setting_on_a_feetech_servo_is_refused_at_load(field: str) -
 
 
 def test_the_koch_follower_gripper_is_configured_to_hold() -> None:
-    from hilbot.driver.config import load_config
+    from hilbot.driver.runtime.config import load_config
 
     gripper = load_config("koch_v1_1_follower").servo_specs()[5]
     assert (gripper.mode, gripper.current_limit) == ("current_position", 0.35)

@@ -12,16 +12,20 @@ import numpy as np
 import pytest
 import yaml
 
-from hilbot.driver import targets
 from hilbot.driver.cli import main
-from hilbot.driver.errors import InvalidTarget, TargetProblem, TrajectoryError, UnknownJoint
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command
-from hilbot.driver.targets import normalize_joint_targets, normalize_pose_target, robust_norm
+from hilbot.driver.runtime import targets
+from hilbot.driver.runtime.errors import InvalidTarget, TargetProblem, TrajectoryError, UnknownJoint
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command
+from hilbot.driver.runtime.targets import (
+    normalize_joint_targets,
+    normalize_pose_target,
+    robust_norm,
+)
+from hilbot.driver.runtime.trajectory import from_mapping, load_trajectory
 from hilbot.driver.teleop import messages
 from hilbot.driver.teleop.messages import RejectReason
-from hilbot.driver.trajectory import from_mapping, load_trajectory
 from hilbot.kinematics.ik import OrientationKind, Target
 
 INVALID, NON_FINITE = TargetProblem.INVALID, TargetProblem.NON_FINITE

@@ -28,14 +28,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hilbot.driver.backends import dynamixel_backend
-from hilbot.driver.errors import InvalidTarget, LimitViolation, TrajectoryError
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode, SafetyLayer
-from hilbot.driver.state import Command, CycleRecord
-from hilbot.driver.ticker import Tick
-from hilbot.driver.trajectory import from_mapping, play
-from hilbot.driver.virtual_margin import virtual_margin_ms
+from hilbot.driver.runtime.backends import dynamixel_backend, virtual_margin_ms
+from hilbot.driver.runtime.errors import InvalidTarget, LimitViolation, TrajectoryError
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode, SafetyLayer
+from hilbot.driver.runtime.state import Command, CycleRecord
+from hilbot.driver.runtime.ticker import Tick
+from hilbot.driver.runtime.trajectory import from_mapping, play
 from hilbot.sim import running_virtual_bus
 
 SIM_CYCLES = 100_000

@@ -14,15 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from hilbot.driver.backends import build_backend
-from hilbot.driver.config import RobotConfig, load_config, parse_config
-from hilbot.driver.errors import ConfigError
 from hilbot.driver.lead.leader import lead, prepare_leader
 from hilbot.driver.lead.mapping import LeadMap
 from hilbot.driver.lead.session import follower
-from hilbot.driver.runtime import Runtime
+from hilbot.driver.runtime.backends import build_backend, virtual_margin_ms
+from hilbot.driver.runtime.config import RobotConfig, load_config, parse_config
+from hilbot.driver.runtime.errors import ConfigError
+from hilbot.driver.runtime.loop import Runtime
 from hilbot.driver.teleop.publisher import TeleopPublisher
-from hilbot.driver.virtual_margin import virtual_margin_ms
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.mapping import BusSpec
 from hilbot.sim import running_virtual_bus

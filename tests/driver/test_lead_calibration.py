@@ -20,8 +20,8 @@ import yaml
 
 from hilbot.driver.calibration import files
 from hilbot.driver.commands.sim_bus import joint_ranges
-from hilbot.driver.config import RobotConfig, load_config
-from hilbot.driver.virtual_margin import virtual_margin_ms
+from hilbot.driver.runtime.backends import virtual_margin_ms
+from hilbot.driver.runtime.config import RobotConfig, load_config
 from hilbot.hal.calibration import Calibration
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.sim import running_virtual_bus

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hilbot.driver.virtual_margin import virtual_margin_ms
+from hilbot.driver.runtime.backends import virtual_margin_ms
 from tests.driver.conftest import CliResult
 
 WAIT = 120.0  # [s] start-up on a busy host

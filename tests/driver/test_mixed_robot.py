@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 import yaml
 
-from hilbot.driver.backends import MultiBackend, dynamixel_backend
-from hilbot.driver.config import RobotConfig, parse_config
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command, FaultKind
-from hilbot.driver.validation import check_config
+from hilbot.driver.runtime.backends import MultiBackend, dynamixel_backend
+from hilbot.driver.runtime.config import RobotConfig, parse_config
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command, FaultKind
+from hilbot.driver.runtime.validation import check_config
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.feetech.tables import FeetechRegister

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hilbot.driver.motion import MotionLayer, MotionLimits, Reference, StreamReference
-from hilbot.driver.readings import ReadingGuard
+from hilbot.driver.runtime.motion import MotionLayer, MotionLimits, Reference, StreamReference
+from hilbot.driver.runtime.readings import ReadingGuard
 
 DT = 0.002  # [s] 500 Hz
 V, A, J = 3.6, 34.0, 850.0
@@ -159,9 +159,9 @@ def test_the_reading_guard_trusts_a_move_two_readings_confirm() -> None:
 async def test_the_planners_measured_against_stay_inside_the_safety_layer(
     planner: str, make_config, clock
 ) -> None:
-    from hilbot.driver.backends import sim_backend
-    from hilbot.driver.runtime import Runtime
-    from hilbot.driver.state import Command
+    from hilbot.driver.runtime.backends import sim_backend
+    from hilbot.driver.runtime.loop import Runtime
+    from hilbot.driver.runtime.state import Command
 
     base = make_config("openmanipulator_x", chains=[])
     config = base.model_copy(update={"motion": base.motion.model_copy(update={"planner": planner})})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hilbot.driver.backends import MultiBackend
+from hilbot.driver.runtime.backends import MultiBackend
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.mapping import BusSpec, ServoSpec

@@ -12,9 +12,9 @@ import yaml
 
 from hilbot.driver.cli import main
 from hilbot.driver.commands.run import status_text
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Fault, FaultKind, RuntimeState
-from hilbot.driver.stats import LoopStats
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Fault, FaultKind, RuntimeState
+from hilbot.driver.runtime.stats import LoopStats
 
 
 def test_run_sim_with_a_trajectory_writes_stats(tmp_path, capsys):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hilbot.driver.virtual_margin import virtual_margin_ms
+from hilbot.driver.runtime.backends import virtual_margin_ms
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.sim import running_virtual_bus
 

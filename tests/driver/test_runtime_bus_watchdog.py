@@ -13,11 +13,10 @@ import time
 
 import pytest
 
-from hilbot.driver.backends import dynamixel_backend
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command, CycleRecord, FaultKind
-from hilbot.driver.virtual_margin import virtual_margin_ms
+from hilbot.driver.runtime.backends import dynamixel_backend, virtual_margin_ms
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command, CycleRecord, FaultKind
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.sim import running_virtual_bus
 

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hilbot.driver.backends import sim_backend
-from hilbot.driver.errors import InvalidTarget, UnknownChain, UnknownJoint
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.state import Command, CycleRecord
-from hilbot.driver.ticker import ManualClock
+from hilbot.driver.runtime.backends import sim_backend
+from hilbot.driver.runtime.errors import InvalidTarget, UnknownChain, UnknownJoint
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.state import Command, CycleRecord
+from hilbot.driver.runtime.ticker import ManualClock
 
 
 class Recorder:

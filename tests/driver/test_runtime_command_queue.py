@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 
-from hilbot.driver.runtime import COMMANDS_PER_CYCLE, Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command
+from hilbot.driver.runtime.loop import COMMANDS_PER_CYCLE, Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command
 
 FLOOD = 400
 

@@ -15,10 +15,10 @@ import logging
 import numpy as np
 import pytest
 
-from hilbot.driver.errors import InvalidTarget, TargetProblem
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode, SafetyLayer
-from hilbot.driver.state import Command, FaultKind
+from hilbot.driver.runtime.errors import InvalidTarget, TargetProblem
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode, SafetyLayer
+from hilbot.driver.runtime.state import Command, FaultKind
 from hilbot.kinematics.ik import OrientationKind, Target
 
 RATE = 200.0

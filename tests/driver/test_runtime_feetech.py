@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hilbot.driver.config import RobotConfig
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command, FaultKind
-from hilbot.driver.targets import MAX_JOINT_VALUE
+from hilbot.driver.runtime.config import RobotConfig
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command, FaultKind
+from hilbot.driver.runtime.targets import MAX_JOINT_VALUE
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.feetech.tables import FeetechRegister, FeetechUnits
 from hilbot.sim.virtual_bus import FeetechVirtualBus
@@ -235,7 +235,7 @@ async def test_the_so101_scenarios_pass_their_thresholds_on_the_simulator(name, 
     from hilbot.driver.bench.report import write_outputs
     from hilbot.driver.bench.runner import RunOptions, run_bench
     from hilbot.driver.bench.scenario import load_scenario, resolve_scenario
-    from hilbot.driver.config import load_config
+    from hilbot.driver.runtime.config import load_config
 
     config = load_config("so101_follower")  # the SimBackend takes Feetech models too
     path = resolve_scenario(name)

@@ -1,13 +1,13 @@
-"""Garbage collection paced by the control loop (hilbot.driver.gc_pacer)."""
+"""Garbage collection paced by the control loop (hilbot.driver.runtime.ticker)."""
 
 from __future__ import annotations
 
 import gc
 
-from hilbot.driver.backends import sim_backend
-from hilbot.driver.gc_pacer import GcPacer
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.state import Command
+from hilbot.driver.runtime.backends import sim_backend
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.state import Command
+from hilbot.driver.runtime.ticker import GcPacer
 
 
 def _garbage(n: int) -> None:

@@ -7,11 +7,11 @@ import itertools
 import numpy as np
 import pytest
 
-from hilbot.driver.backends import sim_backend
-from hilbot.driver.config import load_config
-from hilbot.driver.errors import InvalidTarget
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.state import Command
+from hilbot.driver.runtime.backends import sim_backend
+from hilbot.driver.runtime.config import load_config
+from hilbot.driver.runtime.errors import InvalidTarget
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.state import Command
 
 
 def _position(state, chain):

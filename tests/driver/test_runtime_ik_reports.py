@@ -11,10 +11,10 @@ import re
 
 import numpy as np
 
-from hilbot.driver.backends import sim_backend
-from hilbot.driver.config import load_config
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.state import Command, FaultKind
+from hilbot.driver.runtime.backends import sim_backend
+from hilbot.driver.runtime.config import load_config
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.state import Command, FaultKind
 
 TARGETS = 300  # unreachable targets, one per cycle
 
@@ -24,7 +24,7 @@ def ik_lines(caplog) -> list[str]:
 
 
 async def test_a_stream_of_unreachable_targets_is_one_report_then_a_count(clock, caplog):
-    caplog.set_level(logging.INFO, logger="hilbot.driver.runtime")
+    caplog.set_level(logging.INFO, logger="hilbot.driver.runtime.loop")
     config = load_config("openmanipulator_x")
     async with Runtime(config, sim_backend(config, clock=clock), clock=clock) as rt:
         await rt.command(Command.ENABLE)

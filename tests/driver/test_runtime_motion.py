@@ -11,10 +11,10 @@ import asyncio
 import numpy as np
 import pytest
 
-from hilbot.driver.backends import sim_backend
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command, CycleRecord, FaultKind
+from hilbot.driver.runtime.backends import sim_backend
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command, CycleRecord, FaultKind
 from hilbot.hal.dynamixel.tables import RegisterName
 from tests.driver.conftest import wait_at_rest
 

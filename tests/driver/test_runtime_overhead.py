@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.state import Command
-from hilbot.driver.stats import STAGES
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.state import Command
+from hilbot.driver.runtime.stats import STAGES
 from hilbot.sim.sim_backend import SimBackend
 
 RATE = 100.0

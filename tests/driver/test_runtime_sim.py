@@ -11,18 +11,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hilbot.driver.errors import (
+from hilbot.driver.runtime.errors import (
     InvalidTarget,
     LimitViolation,
     RuntimeStateError,
     UnknownChain,
     UnknownJoint,
 )
-from hilbot.driver.runtime import SHUTDOWN_TORQUE_TRIES, Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command, CycleRecord, FaultKind
-from hilbot.driver.targets import MAX_JOINT_VALUE
-from hilbot.driver.ticker import ManualClock
+from hilbot.driver.runtime.loop import SHUTDOWN_TORQUE_TRIES, Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command, CycleRecord, FaultKind
+from hilbot.driver.runtime.targets import MAX_JOINT_VALUE
+from hilbot.driver.runtime.ticker import ManualClock
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.sim.sim_backend import SimBackend
 

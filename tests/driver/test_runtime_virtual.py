@@ -14,10 +14,10 @@ import itertools
 import numpy as np
 import pytest
 
-from hilbot.driver.errors import RuntimeStateError
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command, FaultKind
-from hilbot.driver.targets import MAX_JOINT_VALUE
+from hilbot.driver.runtime.errors import RuntimeStateError
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command, FaultKind
+from hilbot.driver.runtime.targets import MAX_JOINT_VALUE
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.tables import RegisterName
 from tests.driver.conftest import cycles_until, wait_at_rest

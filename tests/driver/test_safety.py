@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from hilbot.driver.errors import RuntimeStateError
-from hilbot.driver.safety import (
+from hilbot.driver.runtime.errors import RuntimeStateError
+from hilbot.driver.runtime.safety import (
     ClampKind,
     JointLimits,
     Mode,

@@ -10,9 +10,9 @@ import yaml
 
 from hilbot.configs import trajectory_names, trajectory_path
 from hilbot.driver.cli import main
-from hilbot.driver.config import load_config
-from hilbot.driver.trajectory import load_trajectory
-from hilbot.driver.validation import load_robot
+from hilbot.driver.runtime.config import load_config
+from hilbot.driver.runtime.trajectory import load_trajectory
+from hilbot.driver.runtime.validation import load_robot
 
 
 def test_wave_is_shipped_and_found_with_or_without_its_suffix():

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hilbot.driver.backends import dynamixel_backend
 from hilbot.driver.commands.shutdown_report import TorqueWatch, shutdown_text
-from hilbot.driver.virtual_margin import virtual_margin_ms
+from hilbot.driver.runtime.backends import dynamixel_backend, virtual_margin_ms
 from hilbot.hal.dynamixel.tables import RegisterName
 from hilbot.hal.errors import BusError
 from hilbot.sim import running_virtual_bus

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hilbot.driver.backends import sim_backend
-from hilbot.driver.config import RobotConfig
-from hilbot.driver.ticker import ManualClock
+from hilbot.driver.runtime.backends import sim_backend
+from hilbot.driver.runtime.config import RobotConfig
+from hilbot.driver.runtime.ticker import ManualClock
 from hilbot.hal.dynamixel.startup import ACCELERATION_UNIT
 from hilbot.hal.dynamixel.tables import model
 from hilbot.hal.errors import ConfigError

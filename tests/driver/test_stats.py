@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hilbot.driver.stats import STAGES, WINDOW, Percentiles, StatsRecorder, _Window
+from hilbot.driver.runtime.stats import STAGES, WINDOW, Percentiles, StatsRecorder, _Window
 
 
 @pytest.mark.parametrize(

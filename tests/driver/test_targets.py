@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hilbot.driver.errors import InvalidTarget, TargetProblem
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command
-from hilbot.driver.targets import parse_pose_target
+from hilbot.driver.runtime.errors import InvalidTarget, TargetProblem
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command
+from hilbot.driver.runtime.targets import parse_pose_target
 from hilbot.kinematics import tolerances
 from hilbot.kinematics.ik import DLSSolver, OrientationKind, Target, parse_target
 from hilbot.kinematics.ik import InvalidTarget as Unparsable
@@ -134,7 +134,7 @@ async def test_accepted_at_the_door_never_refused_by_the_solver(
 
 
 def test_the_solver_takes_the_door_s_target_as_given():
-    from hilbot.driver.config import load_config
+    from hilbot.driver.runtime.config import load_config
     from hilbot.kinematics import load_urdf
 
     config = load_config("openmanipulator_x")

@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from hilbot.driver.stats import StatsRecorder
-from hilbot.driver.ticker import (
+from hilbot.driver.runtime.stats import StatsRecorder
+from hilbot.driver.runtime.ticker import (
     ADAPT_WINDOW,
     TIMER_EARLY_MIN,
     TIMER_SLACK,

@@ -5,12 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hilbot.driver.backends import sim_backend
-from hilbot.driver.config import load_config
-from hilbot.driver.errors import TrajectoryError
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.state import Command
-from hilbot.driver.trajectory import TrajectoryKind, from_mapping, load_trajectory, play, slerp
+from hilbot.driver.runtime.backends import sim_backend
+from hilbot.driver.runtime.config import load_config
+from hilbot.driver.runtime.errors import TrajectoryError
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.state import Command
+from hilbot.driver.runtime.trajectory import (
+    TrajectoryKind,
+    from_mapping,
+    load_trajectory,
+    play,
+    slerp,
+)
 
 
 def test_joint_waypoints_interpolate_linearly_and_hold_at_the_end():

@@ -14,9 +14,9 @@ import pytest
 
 pytest.importorskip("viser", reason="the view extra is not installed")
 
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command, CycleRecord
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command, CycleRecord
 from hilbot.driver.view import LiveView, ViewError
 from hilbot.driver.view.geometry import segment_pose, target_point
 from hilbot.sim.sim_backend import SimBackend
@@ -69,7 +69,7 @@ def test_the_listener_keeps_a_copy_of_the_cycle(make_config):
 
     class FakeRuntime:  # only what LiveView reads from a runtime
         def __init__(self) -> None:
-            from hilbot.driver.validation import load_robot
+            from hilbot.driver.runtime.validation import load_robot
 
             self.config = config
             self.robot = load_robot(config.urdf)
@@ -152,7 +152,7 @@ def test_a_taken_port_is_one_line_and_nothing_runs():
 
 
 def test_scene_objects_are_drawn_where_declared(make_config):
-    from hilbot.driver.validation import load_robot
+    from hilbot.driver.runtime.validation import load_robot
     from hilbot.sim.mujoco_scene import scene_from_data
 
     config = make_config("openmanipulator_x")
@@ -180,7 +180,7 @@ def test_scene_objects_are_drawn_where_declared(make_config):
 
 async def test_a_pushed_box_moves_in_the_view(make_config):
     pytest.importorskip("mujoco", reason="the mujoco extra is not installed")
-    from hilbot.driver.backends import mujoco_backend
+    from hilbot.driver.runtime.backends import mujoco_backend
     from hilbot.sim.mujoco_scene import load_scene
 
     config = make_config("openmanipulator_x")

@@ -152,8 +152,8 @@ def blue(pixels: np.ndarray) -> int:
 @pytest.fixture
 def empty_page():
     """A viser page with the view's empty stage (grid, camera) for the same robot."""
-    from hilbot.driver.config import load_config
-    from hilbot.driver.validation import load_robot
+    from hilbot.driver.runtime.config import load_config
+    from hilbot.driver.runtime.validation import load_robot
     from hilbot.driver.view.scene import stage
     from hilbot.driver.view.server import open_server
 

@@ -10,8 +10,8 @@ pytest.importorskip("viser", reason="the view extra is not installed")
 from hilbot.driver.bench.backends import BackendKind, ClockKind
 from hilbot.driver.bench.runner import RunOptions, run_bench
 from hilbot.driver.bench.scenario import load_scenario, resolve_scenario
-from hilbot.driver.config import load_config
-from hilbot.driver.validation import load_robot
+from hilbot.driver.runtime.config import load_config
+from hilbot.driver.runtime.validation import load_robot
 from hilbot.driver.view.geometry import segment_pose
 from hilbot.driver.view.replay_view import ReplayView
 from hilbot.driver.view.scene import ChainView

@@ -144,7 +144,7 @@ def test_doctor_reads_a_robot_config(open_bus, tmp_path, capsys):
     import shutil
     from pathlib import Path
 
-    from hilbot.driver.config import load_config
+    from hilbot.driver.runtime.config import load_config
 
     robots = Path(__file__).resolve().parents[2] / "configs" / "robots"
     servos = load_config(robots / "widowx_250s.yaml").servo_specs("main")

@@ -15,12 +15,11 @@ import pytest
 import yaml
 
 from hilbot.configs import config_path
-from hilbot.driver.backends import dynamixel_backend
-from hilbot.driver.config import parse_config
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command, FaultKind
-from hilbot.driver.virtual_margin import virtual_margin_ms
+from hilbot.driver.runtime.backends import dynamixel_backend, virtual_margin_ms
+from hilbot.driver.runtime.config import parse_config
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command, FaultKind
 from hilbot.hal.dynamixel.tables import RegisterName as N
 from hilbot.hal.dynamixel.tables import model
 from hilbot.hal.errors import DataLimitError

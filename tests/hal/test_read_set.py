@@ -7,9 +7,8 @@ import pytest
 import yaml
 
 from hilbot.configs import config_path
-from hilbot.driver.backends import dynamixel_backend
-from hilbot.driver.config import parse_config
-from hilbot.driver.virtual_margin import virtual_margin_ms
+from hilbot.driver.runtime.backends import dynamixel_backend, virtual_margin_ms
+from hilbot.driver.runtime.config import parse_config
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.timing import ReadMethod, ReadSet, max_cycle_rate
 from hilbot.hal.mapping import BusSpec
@@ -83,7 +82,7 @@ async def test_the_config_read_option_reaches_the_backend_and_the_rate_check():
 
 
 def test_an_unknown_read_set_in_the_config_is_refused_with_its_path():
-    from hilbot.driver.errors import ConfigError
+    from hilbot.driver.runtime.errors import ConfigError
 
     with pytest.raises(ConfigError, match="read"):
         _config("positions")

@@ -83,8 +83,8 @@ def test_dataset_values_equal_lerobots_for_the_same_servo_readings(
     import math
 
     from hilbot.driver.calibration.apply import calibrated_config
-    from hilbot.driver.config import load_config
     from hilbot.driver.dataset.features import features_for
+    from hilbot.driver.runtime.config import load_config
 
     home = tmp_path / "home"
     mounts = ["--mount", "2:-12"] if kind == "koch" else []  # SO-101: the default, one reversed

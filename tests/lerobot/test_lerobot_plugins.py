@@ -153,7 +153,7 @@ def follower_bus(home: Path) -> Iterator[list[str]]:
     """
     from hilbot.driver.calibration import lerobot as lerobot_files
     from hilbot.driver.calibration.checks import urdf_limits
-    from hilbot.driver.config import load_config
+    from hilbot.driver.runtime.config import load_config
     from hilbot.hal.calibration import Calibration, JointCalibration
 
     config = load_config("so101_follower")

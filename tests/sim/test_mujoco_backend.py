@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("mujoco", reason="the mujoco extra is not installed")
 
-from hilbot.driver.backends import mujoco_backend, sim_backend
-from hilbot.driver.config import load_config
+from hilbot.driver.runtime.backends import mujoco_backend, sim_backend
+from hilbot.driver.runtime.config import load_config
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.errors import ConfigError
 from hilbot.sim.mujoco_scene import SceneObject, scene_from_data

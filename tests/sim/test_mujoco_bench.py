@@ -13,7 +13,7 @@ from hilbot.driver.bench.replay import replay
 from hilbot.driver.bench.runner import RunOptions, run_bench
 from hilbot.driver.bench.scenario import Scenario, load_scenario, resolve_scenario
 from hilbot.driver.cli import main
-from hilbot.driver.config import load_config
+from hilbot.driver.runtime.config import load_config
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,13 @@ import pytest
 
 pytest.importorskip("mujoco", reason="the mujoco extra is not installed")
 
-from hilbot.driver.backends import (
+from hilbot.driver.runtime.backends import (
     dynamixel_backend,
     mujoco_backend,
     virtual_buses,
 )
-from hilbot.driver.config import load_config
-from hilbot.driver.validation import load_robot
+from hilbot.driver.runtime.config import load_config
+from hilbot.driver.runtime.validation import load_robot
 from hilbot.hal.dynamixel.backend import DynamixelBackend
 from hilbot.hal.mapping import BusSpec
 from hilbot.sim import running_virtual_bus

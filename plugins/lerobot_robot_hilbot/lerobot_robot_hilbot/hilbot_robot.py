@@ -52,8 +52,8 @@ class HilbotRobot(Robot):
     name = "hilbot"
 
     def __init__(self, config: HilbotRobotConfig) -> None:
-        from hilbot.driver.config import load_config
         from hilbot.driver.dataset.features import LEROBOT_ARMS
+        from hilbot.driver.runtime.config import load_config
 
         hilbot_name = load_config(config.config).name
         arm = LEROBOT_ARMS.get(hilbot_name)

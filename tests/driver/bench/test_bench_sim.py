@@ -10,7 +10,7 @@ from hilbot.driver.bench.report import write_outputs
 from hilbot.driver.bench.runner import RunOptions, run_bench
 from hilbot.driver.bench.scenario import load_scenario, resolve_scenario, shipped_scenarios
 from hilbot.driver.cli import main
-from hilbot.driver.config import load_config
+from hilbot.driver.runtime.config import load_config
 
 SCALE = 0.1  # shortened runs: the scenario's shape, a fraction of its duration
 
@@ -39,7 +39,7 @@ async def test_shipped_scenario_runs_on_the_simulator(config, name, tmp_path):
     # Commands never leave the joint limits, whatever the scenario does.
     commands = recording["q_command"]
     names = recording.header.joint_names
-    from hilbot.driver.validation import load_robot
+    from hilbot.driver.runtime.validation import load_robot
 
     robot = load_robot(config.urdf)
     for j, joint in enumerate(names):
@@ -213,9 +213,9 @@ class _CrashingBackend:
 async def test_a_crash_below_the_runtime_mid_scenario_faults_and_the_run_goes_on(config):
     from hilbot.driver.bench.backends import make_clock, make_sim_backend
     from hilbot.driver.bench.runner import ScenarioRunner
-    from hilbot.driver.runtime import Runtime
-    from hilbot.driver.safety import Mode
-    from hilbot.driver.state import FaultKind
+    from hilbot.driver.runtime.loop import Runtime
+    from hilbot.driver.runtime.safety import Mode
+    from hilbot.driver.runtime.state import FaultKind
 
     clock = make_clock(ClockKind.FAKE)
     bench = make_sim_backend(config, clock)

@@ -23,7 +23,7 @@ from hilbot.driver.bench.scenario import (
     shipped_scenarios,
 )
 from hilbot.driver.cli import main
-from hilbot.driver.config import load_config
+from hilbot.driver.runtime.config import load_config
 from hilbot.hal.errors import HalError
 
 SCALE = 0.1

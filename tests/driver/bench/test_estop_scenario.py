@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from hilbot.driver.backends import sim_backend
 from hilbot.driver.bench.backends import BackendKind, ClockKind
 from hilbot.driver.bench.report import write_outputs
 from hilbot.driver.bench.runner import RunOptions, run_bench
 from hilbot.driver.bench.scenario import load_scenario, resolve_scenario
-from hilbot.driver.config import load_config
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.ticker import ManualClock
+from hilbot.driver.runtime.backends import sim_backend
+from hilbot.driver.runtime.config import load_config
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.ticker import ManualClock
 
 NAME = "openmanipulator_estop"
 

@@ -9,7 +9,7 @@ from hilbot.driver.bench.backends import BackendKind, ClockKind
 from hilbot.driver.bench.errors import ScenarioError
 from hilbot.driver.bench.runner import RunOptions, apply_fault, run_bench
 from hilbot.driver.bench.scenario import FaultAction, parse_scenario
-from hilbot.driver.config import load_config
+from hilbot.driver.runtime.config import load_config
 from hilbot.sim.faults import ServoFaults
 
 OFFSET = 0.3  # [rad]

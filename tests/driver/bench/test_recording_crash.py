@@ -237,7 +237,7 @@ async def test_the_streamed_chunks_hold_exactly_the_cycles_the_recording_holds(t
     from hilbot.driver.bench.recording import CHANNELS
     from hilbot.driver.bench.runner import RunOptions, run_bench
     from hilbot.driver.bench.scenario import load_scenario, resolve_scenario
-    from hilbot.driver.config import load_config
+    from hilbot.driver.runtime.config import load_config
 
     scenario = load_scenario(resolve_scenario("openmanipulator_faults")).scaled(0.5)
     record = tmp_path / "recording.npz"

@@ -11,7 +11,7 @@ from hilbot.driver.bench.replay import inferred_commands, replay
 from hilbot.driver.bench.runner import RunOptions, run_bench
 from hilbot.driver.bench.scenario import load_scenario, resolve_scenario
 from hilbot.driver.cli import main
-from hilbot.driver.config import load_config
+from hilbot.driver.runtime.config import load_config
 
 
 @pytest.fixture(scope="module")

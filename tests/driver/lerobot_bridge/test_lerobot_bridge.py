@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from hilbot.driver.config import load_config
 from hilbot.driver.dataset.features import features_for
 from hilbot.driver.lerobot_bridge import HilbotArm, HilbotLeader, LeRobotUnits, RuntimeFault
+from hilbot.driver.runtime.config import load_config
 
 MOSQUITTO = (
     os.environ.get("HILBOT_TEST_MOSQUITTO") or shutil.which("mosquitto") or ("/usr/sbin/mosquitto")
@@ -78,7 +78,7 @@ def test_send_action_goes_through_the_motion_layer_and_returns_the_command() -> 
 
 
 def test_a_fault_of_the_runtime_is_raised_by_the_next_call() -> None:
-    from hilbot.driver.state import Command
+    from hilbot.driver.runtime.state import Command
 
     arm = HilbotArm("so101_follower", "sim")
     arm.connect()
@@ -99,7 +99,7 @@ def test_a_fault_of_the_runtime_is_raised_by_the_next_call() -> None:
 
 
 def test_bad_options_are_one_line_errors() -> None:
-    from hilbot.driver.errors import DriverError
+    from hilbot.driver.runtime.errors import DriverError
 
     with pytest.raises(DriverError, match="backend 'usb'"):
         HilbotArm("so101_follower", "usb")

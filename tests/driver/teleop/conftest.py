@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 import hilbot.configs
-from hilbot.driver.backends import build_backend
-from hilbot.driver.config import parse_config
-from hilbot.driver.runtime import Runtime
+from hilbot.driver.runtime.backends import build_backend
+from hilbot.driver.runtime.config import parse_config
+from hilbot.driver.runtime.loop import Runtime
 from hilbot.driver.teleop import TeleopSettings, serve
 from hilbot.sim.sim_backend import SimBackend
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from hilbot import _compat_asyncio as aio
-from hilbot.driver.safety import Mode
+from hilbot.driver.runtime.backends import run_queue_wait
+from hilbot.driver.runtime.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher
 from hilbot.driver.teleop.schema import load_schema
-from hilbot.driver.virtual_margin import run_queue_wait
 
 PREFIX = "hilbot/omx"
 

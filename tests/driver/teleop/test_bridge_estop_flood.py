@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command
 
 #: The raw-socket flood publisher (a script beside this test).
 FLOOD = str(Path(__file__).with_name("flood.py"))

@@ -10,7 +10,7 @@ import json
 
 import aiomqtt
 
-from hilbot.driver.safety import Mode
+from hilbot.driver.runtime.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher
 
 NAMES = ("omx1", "omx2", "omx3")

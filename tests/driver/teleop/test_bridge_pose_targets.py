@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from hilbot.driver.safety import Mode
+from hilbot.driver.runtime.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher
 
 PREFIX = "hilbot/omx"

@@ -14,9 +14,9 @@ import aiomqtt
 import pytest
 
 from hilbot import _compat_asyncio as aio
-from hilbot.driver.safety import Mode
+from hilbot.driver.runtime.backends import run_queue_wait
+from hilbot.driver.runtime.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher
-from hilbot.driver.virtual_margin import run_queue_wait
 
 #: The raw-socket flood publisher (a script beside this test).
 FLOOD = str(Path(__file__).with_name("flood.py"))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hilbot.driver.errors import InvalidTarget, TargetProblem, UnknownChain, UnknownJoint
+from hilbot.driver.runtime.errors import InvalidTarget, TargetProblem, UnknownChain, UnknownJoint
 from hilbot.driver.teleop.messages import RejectReason, refusal_reason
 
 

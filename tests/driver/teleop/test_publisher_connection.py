@@ -15,10 +15,10 @@ import sys
 import aiomqtt
 import pytest
 
-from hilbot.driver.config import load_config
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
-from hilbot.driver.state import Command
+from hilbot.driver.runtime.config import load_config
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
+from hilbot.driver.runtime.state import Command
 from hilbot.driver.teleop import TeleopPublisher
 from hilbot.driver.teleop.errors import NotConnected
 from hilbot.driver.teleop.publisher import JOG_COMMANDS

@@ -9,7 +9,7 @@ import time
 import aiomqtt
 import pytest
 
-from hilbot.driver.safety import Mode
+from hilbot.driver.runtime.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher
 from hilbot.driver.teleop.broker import EmbeddedBroker
 from hilbot.driver.teleop.errors import BrokerUnreachable, InsecureBroker

@@ -6,7 +6,7 @@ import numpy as np
 
 from hilbot.driver.cli import build_parser
 from hilbot.driver.commands import teleop as command
-from hilbot.driver.safety import Mode
+from hilbot.driver.runtime.safety import Mode
 
 
 def parse(*argv):

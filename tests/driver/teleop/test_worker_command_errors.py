@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hilbot.driver.backends import build_backend
-from hilbot.driver.config import parse_config
-from hilbot.driver.runtime import Runtime
-from hilbot.driver.safety import Mode
+from hilbot.driver.runtime.backends import build_backend
+from hilbot.driver.runtime.config import parse_config
+from hilbot.driver.runtime.loop import Runtime
+from hilbot.driver.runtime.safety import Mode
 from hilbot.driver.teleop import TeleopPublisher
 from hilbot.driver.teleop.serve import receive
 from hilbot.driver.teleop.worker import CommandRefused, RemoteRuntime

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from hilbot.driver.config import load_config, parse_config
-from hilbot.driver.errors import ConfigError
-from hilbot.driver.validation import check_config
+from hilbot.driver.runtime.config import load_config, parse_config
+from hilbot.driver.runtime.errors import ConfigError
+from hilbot.driver.runtime.validation import check_config
 from hilbot.hal.errors import CommandError
 from hilbot.hal.feetech.session import DYNAMIXEL_ONLY
 from hilbot.hal.feetech.tables import (
@@ -41,7 +41,7 @@ def test_so101_leader_reads_the_same_joints_and_cuts_torque_on_estop():
 
 def test_urdf_numbers_are_the_published_ones():
     # TheRobotStudio SO-ARM100, Simulation/SO101/so101_new_calib.urdf: joint limits
-    from hilbot.driver.validation import load_robot
+    from hilbot.driver.runtime.validation import load_robot
 
     robot = load_robot(load_config("so101_follower").urdf)
     limits = {j: robot.joints[j].bounds() for j in JOINTS}

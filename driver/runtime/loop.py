@@ -17,7 +17,7 @@ safety layer, the backend, a cycle listener or a command is reported as an
 hold = goal := present, or torque off), and the runtime keeps answering ``estop``,
 ``reset``, ``disable`` and shutdown (see ``docs/runtime.md``). Only shutdown or
 cancellation ends the loop. Faults, their reports and the safe state they call for are
-kept by :class:`~hilbot.driver.fault_handling.FaultHandler`.
+kept by :class:`~hilbot.driver.runtime.faults.FaultHandler`.
 """
 
 from __future__ import annotations
@@ -36,22 +36,25 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot._compat import Self
-from hilbot.driver.chains import ChainRunner, limited_robot
-from hilbot.driver.config import RobotConfig
-from hilbot.driver.errors import DriverError, LimitViolation, RuntimeStateError, UnknownChain
-from hilbot.driver.fault_handling import BUS_ERRORS as BUS_ERRORS  # re-exported
-from hilbot.driver.fault_handling import BUS_FAULT_TIME as BUS_FAULT_TIME  # re-exported
-from hilbot.driver.fault_handling import DISARMING_ERRORS as DISARMING_ERRORS  # re-exported
-from hilbot.driver.fault_handling import FaultHandler
-from hilbot.driver.gc_pacer import GcPacer
-from hilbot.driver.motion import MotionLayer, MotionLimits, Reference, StreamReference
-from hilbot.driver.pose_stream import PoseForm, flatten_pose, rebuild_pose
-from hilbot.driver.readings import PRISMATIC_TOLERANCE, REVOLUTE_TOLERANCE, ReadingGuard
-from hilbot.driver.safety import Mode, ModeMachine, SafetyLayer, effective_limits
-from hilbot.driver.state import Command, CycleRecord, FaultKind, RuntimeState
-from hilbot.driver.stats import STAGES, StatsRecorder
-from hilbot.driver.targets import JOINTS, TargetSlots
-from hilbot.driver.ticker import ManualClock, SteppedTicker, Ticker, precise_ticker
+from hilbot.driver.runtime.chains import ChainRunner, limited_robot
+from hilbot.driver.runtime.config import RobotConfig
+from hilbot.driver.runtime.errors import (
+    DriverError,
+    LimitViolation,
+    RuntimeStateError,
+    UnknownChain,
+)
+from hilbot.driver.runtime.faults import BUS_ERRORS as BUS_ERRORS  # re-exported
+from hilbot.driver.runtime.faults import BUS_FAULT_TIME as BUS_FAULT_TIME  # re-exported
+from hilbot.driver.runtime.faults import DISARMING_ERRORS as DISARMING_ERRORS  # re-exported
+from hilbot.driver.runtime.faults import FaultHandler
+from hilbot.driver.runtime.motion import MotionLayer, MotionLimits, Reference, StreamReference
+from hilbot.driver.runtime.readings import PRISMATIC_TOLERANCE, REVOLUTE_TOLERANCE, ReadingGuard
+from hilbot.driver.runtime.safety import Mode, ModeMachine, SafetyLayer, effective_limits
+from hilbot.driver.runtime.state import Command, CycleRecord, FaultKind, RuntimeState
+from hilbot.driver.runtime.stats import STAGES, StatsRecorder
+from hilbot.driver.runtime.targets import JOINTS, PoseForm, TargetSlots, flatten_pose, rebuild_pose
+from hilbot.driver.runtime.ticker import GcPacer, ManualClock, SteppedTicker, Ticker, precise_ticker
 from hilbot.hal.backend import Backend, JointState, enable_holding
 from hilbot.hal.errors import DataLimitError
 
@@ -157,16 +160,16 @@ class Runtime:
     """Runs one robot: the control loop, the safety layer and the lifecycle.
 
     Args:
-        config: the robot config (see :func:`hilbot.driver.config.load_config`).
+        config: the robot config (see :func:`hilbot.driver.runtime.config.load_config`).
         backend: the joints to drive (``SimBackend``, ``DynamixelBackend``, ...).
         robot: the kinematic model; loaded from ``config.urdf`` when omitted.
         clock: monotonic clock [s]. A :class:`ManualClock` makes the loop run as fast
             as it can on simulated time (tests, simulations).
         ticker: the tick source; by default a precise one (:func:`precise_ticker`) at
             ``config.rate_hz`` (or a :class:`SteppedTicker` on a ``ManualClock``).
-        logger: where to log; ``hilbot.driver.runtime`` by default.
+        logger: where to log; ``hilbot.driver.runtime.loop`` by default.
         pace_gc: run the garbage collector only in the idle time between cycles (see
-            :mod:`hilbot.driver.gc_pacer`); by default on real time, off on a ``ManualClock``.
+            :mod:`hilbot.driver.runtime.ticker`); by default on real time, off on a ``ManualClock``.
     """
 
     def __init__(
@@ -181,7 +184,7 @@ class Runtime:
         pace_gc: bool | None = None,
     ) -> None:
         if robot is None:
-            from hilbot.driver.validation import load_robot
+            from hilbot.driver.runtime.validation import load_robot
 
             robot = load_robot(config.urdf)
         self.config = config
@@ -791,7 +794,7 @@ class Runtime:
         return np.asarray(self._baseline.step(desired, self._motion_time()), dtype=np.float64)
 
     def _new_baseline(self, start: NDArray[np.float64]) -> Any:
-        from hilbot.driver.motion_baselines import LinearPlanner, RuckigPlanner
+        from hilbot.driver.runtime.planners import LinearPlanner, RuckigPlanner
 
         planner = self.config.motion.planner
         if planner == "linear":

@@ -8,6 +8,7 @@ new target from the one it already solved.
 
 from __future__ import annotations
 
+import enum
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.driver.errors import InvalidTarget, TargetProblem, UnknownChain, UnknownJoint
+from hilbot.driver.runtime.errors import InvalidTarget, TargetProblem, UnknownChain, UnknownJoint
+from hilbot.kinematics.spatial import matrix_to_quat
 from hilbot.kinematics.tolerances import MIN_DIRECTION_NORM as MIN_DIRECTION_NORM  # re-exported
 
 if TYPE_CHECKING:  # the IK package is imported on the first pose target, not at start
@@ -318,3 +320,60 @@ class TargetSlots:
         """Forget every target (after an e-stop, a reset or enabling)."""
         for name in self._slots:
             self._slots[name] = None
+
+
+# --- Pose targets as vectors, so a stream of them can be interpolated like joint targets.
+class PoseForm(enum.Enum):
+    """What a pose target asks for, and so the layout of its vector."""
+
+    POSITION = "position"  # (3,): the point
+    AXIS = "axis"  # (6,): the point, the unit tool axis
+    ROTATION = "rotation"  # (7,): the point, the unit quaternion (w, x, y, z)
+
+
+def flatten_pose(
+    target: Any, previous: NDArray[np.float64] | None = None
+) -> tuple[PoseForm, NDArray[np.float64]]:
+    """``(form, vector)`` of a parsed pose target (a ``Target``).
+
+    ``previous``: the last vector of the same form; a quaternion is flipped to its
+    hemisphere (q and -q are one rotation), so the path between them is the short one.
+    """
+    point = target.point
+    kind = target.kind.value
+    if kind == "none":
+        return PoseForm.POSITION, np.array(point, dtype=np.float64)
+    if kind == "axis":
+        return PoseForm.AXIS, np.array((*point, *target.orientation), dtype=np.float64)
+    quat = matrix_to_quat(np.array(target.orientation).reshape(3, 3))
+    if previous is not None and previous.shape == (7,) and np.dot(previous[3:], quat) < 0:
+        quat = -quat
+    return PoseForm.ROTATION, np.concatenate([point, quat])
+
+
+def rebuild_pose(form: PoseForm, vector: NDArray[np.float64]) -> Any:
+    """The ``Target`` of ``form`` that ``vector`` (an interpolated one) stands for.
+
+    A vector that is not finite, or a direction the interpolation shrank to (almost)
+    nothing, stands for no target: it comes back as raw arrays, which the solver refuses
+    (an IK failure: the chain holds) instead of being given a made-up pose.
+    """
+    from hilbot.kinematics.ik.core.target import OrientationKind, Target
+
+    values = vector.tolist()
+    point = (values[0], values[1], values[2])
+    direction = values[3:]
+    norm = math.hypot(*direction) if direction else 1.0
+    if not (math.isfinite(math.fsum(values)) and norm >= MIN_DIRECTION_NORM):
+        return (vector[:3].copy(), vector[3:].copy()) if direction else vector.copy()
+    if form is PoseForm.POSITION:
+        return Target(point)
+    if form is PoseForm.AXIS:
+        return Target(point, OrientationKind.AXIS, tuple(v / norm for v in direction))
+    w, x, y, z = (v / norm for v in direction)
+    rotation = (
+        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+    )  # fmt: skip
+    return Target(point, OrientationKind.FULL, rotation)

@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import ctypes
 import ctypes.util
+import gc
 import os
 import sys
 import threading
@@ -527,3 +528,65 @@ def precise_ticker(period: float, clock: Callable[[], float] = time.perf_counter
         except OSError:
             pass
     return ThreadTicker(period, clock)
+
+
+# --- Garbage collection in the control loop's idle time, not in the middle of a cycle.
+#: [s] least time left before the next deadline for a collection in the idle time.
+MIN_IDLE = 400e-6
+#: collect even without idle time once gen-0 allocations pass this many thresholds.
+FORCE_FACTOR = 8
+
+
+class GcPacer:
+    """Takes over automatic garbage collection while a control loop runs."""
+
+    _users = 0
+    _was_enabled = True
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._active = False
+        self.collections = [0, 0, 0]  # per generation, run by this pacer
+
+    def start(self) -> None:
+        """Collect, freeze the survivors, and switch automatic collection off."""
+        if self._active:
+            return
+        with GcPacer._lock:
+            if GcPacer._users == 0:
+                GcPacer._was_enabled = gc.isenabled()
+                gc.collect()
+                gc.freeze()
+                gc.disable()
+            GcPacer._users += 1
+        self._active = True
+
+    def stop(self) -> None:
+        """Give the heap back to CPython's collector (the last user unfreezes it)."""
+        if not self._active:
+            return
+        self._active = False
+        with GcPacer._lock:
+            GcPacer._users -= 1
+            if GcPacer._users == 0:
+                gc.unfreeze()
+                if GcPacer._was_enabled:
+                    gc.enable()
+
+    def idle(self, time_left: float) -> int:
+        """Run a due collection if ``time_left`` [s] before the next deadline allows.
+
+        Returns the generation collected, or -1 when none ran.
+        """
+        if not self._active:
+            return -1
+        count0, count1, count2 = gc.get_count()
+        t0, t1, t2 = gc.get_threshold()
+        if t0 <= 0 or count0 < t0:
+            return -1
+        if time_left < MIN_IDLE and count0 < FORCE_FACTOR * t0:
+            return -1
+        generation = 2 if count2 >= t2 else 1 if count1 >= t1 else 0
+        gc.collect(generation)
+        self.collections[generation] += 1
+        return generation

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.driver.motion import MotionLimits
+from hilbot.driver.runtime.motion import MotionLimits
 
 
 class LinearPlanner:

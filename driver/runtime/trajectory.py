@@ -44,8 +44,8 @@ from numpy.typing import NDArray
 
 from hilbot._bounded import load_yaml, yaml_problem
 from hilbot._compat import StrEnum
-from hilbot.driver.errors import TrajectoryError
-from hilbot.driver.targets import (
+from hilbot.driver.runtime.errors import TrajectoryError
+from hilbot.driver.runtime.targets import (
     MAX_COORDINATE_M,
     MAX_DIRECTION_COMPONENT,
     MAX_JOINT_VALUE,

@@ -1,6 +1,6 @@
 """Faults of the runtime: reported, remembered, and the safe state they put the robot in.
 
-:class:`FaultHandler` is the part of :class:`~hilbot.driver.runtime.Runtime` that deals
+:class:`FaultHandler` is the part of :class:`~hilbot.driver.runtime.loop.Runtime` that deals
 with what went wrong: it reports each fault (the fault log, the active faults, one log
 line each), tells bus errors that pass from a bus that is down, reads the hardware and
 Bus Watchdog errors of every joint state, and puts the robot in its safe state:
@@ -8,7 +8,7 @@ Bus Watchdog errors of every joint state, and puts the robot in its safe state:
 - a fault that disarms (bus down, a disarming hardware error, a tripped Bus Watchdog)
   turns torque off at the next cycle;
 - an unexpected exception (an ``internal`` fault, reported once each: see
-  :mod:`hilbot.driver.internal_errors`) or a goal a servo's limit register refuses
+  :mod:`hilbot.driver.runtime.faults`) or a goal a servo's limit register refuses
   takes ``safety.estop_action``'s safe state: ``stop`` (or ``hold``) and
   ``stop_then_torque_off`` begin a controlled stop from the commanded state (the motion
   layer brakes every joint to rest; never toward a reading), ``torque_off`` turns torque
@@ -31,11 +31,10 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.driver.config import EstopAction, SafetyConfig
-from hilbot.driver.internal_errors import InternalErrors, describe
-from hilbot.driver.safety import JointLimits, Mode, ModeMachine
-from hilbot.driver.state import Fault, FaultKind
-from hilbot.driver.stats import StatsRecorder
+from hilbot.driver.runtime.config import EstopAction, SafetyConfig
+from hilbot.driver.runtime.safety import JointLimits, Mode, ModeMachine
+from hilbot.driver.runtime.state import Fault, FaultKind
+from hilbot.driver.runtime.stats import StatsRecorder
 from hilbot.hal.backend import Backend, HardwareErrorFlags, JointState
 from hilbot.hal.errors import DataLimitError, HalError, TorqueNotConfirmed
 
@@ -372,3 +371,45 @@ class FaultHandler:
         self._torque_off_pending = False
         self._torque_off_failing = False
         self._log.info("fault: torque off")
+
+
+# --- Unexpected exceptions caught by the control loop: described, and reported once each.
+MAX_DISTINCT = 16  # distinct problems reported between two resets; later ones are counted
+MAX_DETAIL = 300  # characters of an exception message kept in a report
+
+
+def describe(stage: str, err: BaseException) -> str:
+    """``"<stage>: <ExceptionType>: <message>"``, the message cut to ``MAX_DETAIL``."""
+    message = str(err)
+    if len(message) > MAX_DETAIL:
+        message = message[:MAX_DETAIL] + "..."
+    return (
+        f"{stage}: {type(err).__name__}: {message}" if message else f"{stage}: {type(err).__name__}"
+    )
+
+
+class InternalErrors:
+    """The distinct internal problems reported since the last clear."""
+
+    def __init__(self, limit: int = MAX_DISTINCT) -> None:
+        self.limit = limit
+        self._seen: set[str] = set()
+        self.suppressed = False  # the limit was reached; later problems are only counted
+
+    def is_new(self, detail: str) -> bool:
+        """Whether ``detail`` should be reported (and remember it if so)."""
+        if detail in self._seen:
+            return False
+        if len(self._seen) >= self.limit:
+            return False
+        self._seen.add(detail)
+        return True
+
+    def at_limit(self) -> bool:
+        """Whether new problems are no longer reported (say so once: see ``suppressed``)."""
+        return len(self._seen) >= self.limit
+
+    def clear(self) -> None:
+        """Forget the reported problems (after a ``reset``): each is reported again once."""
+        self._seen.clear()
+        self.suppressed = False

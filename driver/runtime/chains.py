@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hilbot.driver.safety import JointLimits
-from hilbot.driver.solver_kind import SOLVE_OPTIONS, SolverKind
+from hilbot._compat import StrEnum
+from hilbot.driver.runtime.safety import JointLimits
 
 if TYPE_CHECKING:  # the config models import this module (through validation)
-    from hilbot.driver.config import ChainConfig
+    from hilbot.driver.runtime.config import ChainConfig
 
 
 def limited_robot(robot: Any, limits: JointLimits) -> Any:
@@ -176,3 +176,26 @@ class ChainRunner:
         """Forward kinematics: the 4 x 4 pose of the target link in the source link."""
         pose: NDArray[np.float64] = self.chain.fk(self.chain.q_from(positions))
         return pose
+
+
+# --- Which IK solver a chain uses, and which of its options go to ``solver.solve``.
+class SolverKind(StrEnum):
+    """The IK solver a chain uses (``hilbot.kinematics.ik``)."""
+
+    DLS = "dls"
+    QP = "qp"
+    FABRIK = "fabrik"
+    MULTITASK = "multitask"
+
+
+#: Options a chain may pass to ``solver.solve``; any other option goes to the solver's constructor.
+SOLVE_OPTIONS = frozenset(
+    {
+        "max_iterations",
+        "tolerance",
+        "orientation_tolerance",
+        "strict_orientation",
+        "respect_limits",
+        "max_delta",
+    }
+)

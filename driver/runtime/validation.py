@@ -1,6 +1,6 @@
 """Cross-checks of a robot config against its URDF, the servo tables and the bus budget.
 
-Each check raises :class:`~hilbot.driver.errors.ConfigError` with the path of the
+Each check raises :class:`~hilbot.driver.runtime.errors.ConfigError` with the path of the
 field at fault; all of them run at load, before any port is opened.
 """
 
@@ -11,13 +11,12 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hilbot.driver.bounds import margin_problem
-from hilbot.driver.chains import make_solver, split_options
-from hilbot.driver.errors import ConfigError
-from hilbot.driver.solver_kind import SolverKind
+from hilbot.driver.runtime.chains import SolverKind, make_solver, split_options
+from hilbot.driver.runtime.errors import ConfigError
+from hilbot.driver.runtime.safety import margin_problem
 
 if TYPE_CHECKING:  # load_config calls check_config: at run time this module needs no config
-    from hilbot.driver.config import RobotConfig
+    from hilbot.driver.runtime.config import RobotConfig
     from hilbot.hal.family import Family
 
 LIMIT_SLACK = 1e-6  # [rad] rounding allowed when comparing limits with a servo's range
@@ -245,7 +244,7 @@ def _check_family_settings(fam: Family, config: RobotConfig, i: int, source: Pat
 
 def _effective(config: RobotConfig, robot: Any, joint: str) -> tuple[float, float]:
     """The limits the safety layer will enforce (see ``effective_limits``)."""
-    from hilbot.driver.safety import effective_limits
+    from hilbot.driver.runtime.safety import effective_limits
 
     lower, upper = robot.joints[joint].bounds()
     limits = effective_limits(

@@ -9,8 +9,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hilbot._compat import StrEnum
-from hilbot.driver.safety import ClampEvent, ClampKind, Mode
-from hilbot.driver.stats import LoopStats
+from hilbot.driver.runtime.safety import ClampEvent, ClampKind, Mode
+from hilbot.driver.runtime.stats import LoopStats
 from hilbot.hal.backend import JointState
 
 
