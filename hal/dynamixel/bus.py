@@ -1,12 +1,15 @@
 """Synchronous bus transactions on one serial port: the backend's worker thread calls these.
 
-Single-servo instructions (ping, read, write, reboot) go through dynamixel-sdk's
-``PacketHandler`` on a :class:`~hilbot.hal.bus.port.BlockingPortHandler`.
-Group reads (sync read, fast sync read, bulk read, one read per servo) are
-framed with our own codec (:mod:`hilbot.hal.dynamixel.protocol`), because the
-SDK's group classes drop each servo's ERR byte (so a hardware-error alert would
-go unseen), stop at the first missing servo, and cannot salvage the slices of a
-fast-read reply that came before a missing servo.
+Every instruction is framed with our own codec (:mod:`hilbot.hal.dynamixel.protocol`)
+on the engine's port (:class:`~hilbot.hal.bus.port.BlockingPortHandler`), whose reply
+deadlines run on the wire clock: from when the instruction left the adapter, the
+reply's wire time, the return delay, the adapter's latency and a margin. A single-servo
+instruction (ping, read, write, reboot) takes the first valid status packet, which must
+come from the id addressed and carry the bytes asked for. Group reads (sync read, fast
+sync read, bulk read, one read per servo) keep each servo's ERR byte (a hardware-error
+alert is never lost), go on past a missing servo, and salvage the slices of a fast-read
+reply that came before one. (dynamixel-sdk is only the independent client the tests
+check the virtual buses with.)
 
 Every transaction is counted in :attr:`DynamixelBus.counters`; failures raise
 the typed errors of :mod:`hilbot.hal.errors` and are retried a bounded number
@@ -19,9 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
-
-import dynamixel_sdk as sdk
+from typing import NamedTuple
 
 from hilbot.hal.backend import BusCounters
 from hilbot.hal.bus.port import DEFAULT_MARGIN_MS, BlockingPortHandler
@@ -42,16 +43,6 @@ from hilbot.hal.errors import (
 
 log = logging.getLogger(__name__)
 
-_RESULTS = {
-    sdk.COMM_PORT_BUSY: CommResult.PORT_BUSY,
-    sdk.COMM_TX_FAIL: CommResult.TX_FAIL,
-    sdk.COMM_RX_FAIL: CommResult.RX_FAIL,
-    sdk.COMM_TX_ERROR: CommResult.TX_ERROR,
-    sdk.COMM_RX_TIMEOUT: CommResult.RX_TIMEOUT,
-    sdk.COMM_RX_CORRUPT: CommResult.RX_CORRUPT,
-    sdk.COMM_NOT_AVAILABLE: CommResult.NOT_AVAILABLE,
-}
-
 
 class DynamixelBus:
     """Transactions on one Dynamixel bus. Not thread-safe: use from one thread.
@@ -63,8 +54,6 @@ class DynamixelBus:
         retries: extra attempts after a timeout or corrupt reply.
         margin_ms: reply deadline slack beyond wire time (see ``BlockingPortHandler``).
         latency_ms: USB adapter latency; read from sysfs when ``None``.
-        port_handler: a ``PortHandler`` to use instead of ours (the benchmark passes the
-            stock SDK one to compare; group reads need ``BlockingPortHandler``).
     """
 
     def __init__(
@@ -76,7 +65,6 @@ class DynamixelBus:
         retries: int = 1,
         margin_ms: float = DEFAULT_MARGIN_MS,
         latency_ms: float | None = None,
-        port_handler: BlockingPortHandler | None = None,
     ) -> None:
         if protocol not in (1, 2):
             raise ValueError(f"protocol must be 1 or 2, got {protocol!r}")
@@ -86,10 +74,7 @@ class DynamixelBus:
         self.baudrate = baudrate
         self.protocol = protocol
         self.retries = retries
-        self.port = port_handler or BlockingPortHandler(
-            port, margin_ms=margin_ms, latency_ms=latency_ms
-        )
-        self.packets = sdk.PacketHandler(float(protocol))
+        self.port = BlockingPortHandler(port, margin_ms=margin_ms, latency_ms=latency_ms)
         self.counters = BusCounters()
         self.return_delay = 0.0  # [s] the slowest servo's return delay time
         self.byte_time = 10.0 / baudrate
@@ -139,20 +124,7 @@ class DynamixelBus:
         self.return_delay = register_value * RETURN_DELAY_UNIT
         self.port.reply_delay_ms = self.return_delay * 1000.0
 
-    # --- single-servo instructions (SDK) ------------------------------------------------
-
-    def _check(self, servo_id: int | None, instruction: str, result: int) -> None:
-        if result == sdk.COMM_SUCCESS:
-            return
-        kind = _RESULTS.get(result, CommResult.RX_FAIL)
-        self.port.is_using = False
-        if kind is CommResult.RX_TIMEOUT:
-            self.counters.timeouts += 1
-            raise CommTimeout(servo_id, instruction)
-        if kind is CommResult.RX_CORRUPT:
-            self.counters.crc_errors += 1
-            raise CrcError(servo_id, instruction)
-        raise CommError(servo_id, instruction, kind)
+    # --- single-servo instructions --------------------------------------------------
 
     def _servo_error(
         self, servo_id: int, instruction: str, error: int, address: int | None = None
@@ -167,49 +139,92 @@ class DynamixelBus:
     def _retrying(
         self,
         servo_id: int,
-        instruction: str,
-        call: Callable[[], tuple[Any, int, int]],
+        instruction: P.Instruction,
+        params: bytes = b"",
+        length: int | None = 0,
         address: int | None = None,
-    ) -> tuple[Any, int]:
-        """Run ``call() -> (value, result, error)`` with bounded retries on timeouts/CRC."""
+        name: str = "",
+    ) -> tuple[bytes, int]:
+        """One instruction to one servo with bounded retries on timeouts and corrupt replies.
+
+        Returns the status packet's ``(params, ERR)``; ``length``: the parameters it must
+        carry (``None``: any); ``name``: the instruction errors name (its own by default).
+        """
+        name = name or instruction.name
+        packet = P.encode_instruction(
+            P.InstructionPacket(self.protocol, servo_id, instruction, params)
+        )
         for attempt in range(self.retries + 1):
             self.counters.transactions += 1
             if attempt:
                 self.counters.retries += 1
-            # the SDK refuses to transmit while this flag is set; an exception raised
-            # inside an earlier SDK call (a port error) would leave it set for good
-            self.port.is_using = False
             try:
-                # a short or garbled (CRC-valid) reply, which the SDK would index blindly
-                value, result, error = sdk_guarded(servo_id, instruction, call)
+                reply = self._status(servo_id, name, packet, length or 0)
             except MalformedReply:
-                self.port.is_using = False
                 self.counters.crc_errors += 1
                 if attempt == self.retries:
                     raise
                 continue
-            try:
-                self._check(servo_id, instruction, result)
             except (CommTimeout, CrcError):
                 if attempt == self.retries:
                     raise
                 continue
-            self._servo_error(servo_id, instruction, error, address)
-            return value, error
+            if length is not None and len(reply.params) != length:
+                self.counters.crc_errors += 1
+                if attempt == self.retries:
+                    raise MalformedReply(
+                        servo_id, name, f"{len(reply.params)} data bytes, expected {length}"
+                    )
+                continue
+            self._servo_error(servo_id, name, reply.error, address)
+            return reply.params, reply.error
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _status(self, servo_id: int, name: str, wire: bytes, length: int) -> P.StatusPacket:
+        """Send ``wire`` and wait, until the wire-clock deadline, for ``servo_id``'s status."""
+        self.port.clearPort()
+        if self.port.writePort(wire) != len(wire):
+            raise CommError(servo_id, name, CommResult.TX_FAIL)
+        size = (6 if self.protocol == 1 else 11) + length
+        wait = (
+            size * self.byte_time
+            + self.return_delay
+            + (self.port.latency_ms + self.port.margin_ms) / 1000.0
+        )
+        deadline = max(time.monotonic(), self.port.tx_until) + wait
+        decoder = P.PacketDecoder(self.protocol, P.PacketKind.STATUS)
+        received = False
+        while chunk := self.port.read_available(deadline - time.monotonic()):
+            received = True
+            for item in decoder.feed(chunk):
+                if not isinstance(item, P.StatusPacket):  # a corrupt frame
+                    self.counters.crc_errors += 1
+                    raise CrcError(servo_id, name)
+                if item.id != servo_id:  # valid, but from another servo: never its data
+                    raise WrongReplyId(servo_id, item.id, name)
+                return item
+        if received:  # a reply cut short
+            self.counters.crc_errors += 1
+            raise CrcError(servo_id, name)
+        self.counters.timeouts += 1
+        raise CommTimeout(servo_id, name)
 
     def ping(self, servo_id: int) -> int:
         """Ping one servo; return its model number.
+
+        Protocol 1.0 has no model number in its ping reply: it is read (address 0, 2 bytes).
 
         Raises:
             CommTimeout: no answer (after retries).
             MalformedReply: a reply without the model number (after retries).
         """
-        value, _ = self._retrying(
-            servo_id, "PING", lambda: sdk_ping(self.packets, self.port, self.protocol, servo_id)
-        )
-        assert isinstance(value, int)
-        return value
+        if self.protocol == 1:
+            self._retrying(servo_id, P.Instruction.PING)
+            read = P.read_params(1, 0, 2)
+            data, _ = self._retrying(servo_id, P.Instruction.READ, read, 2, name="PING")
+        else:
+            data, _ = self._retrying(servo_id, P.Instruction.PING, length=_PING_PARAMS)
+        return data[0] | data[1] << 8
 
     def try_ping(self, servo_id: int) -> int | None:
         """Ping once without retries; the model number, or ``None`` when nothing answers."""
@@ -229,14 +244,8 @@ class DynamixelBus:
                 reply with another number of bytes than asked).
             ServoError: the servo rejected the read.
         """
-        value, error = self._retrying(
-            servo_id,
-            "READ",
-            # checked: the SDK's readTxRx slices past a short reply's data into its CRC
-            lambda: sdk_read(self.packets, self.port, self.protocol, servo_id, address, length),
-        )
-        assert isinstance(value, bytes)
-        return value, error
+        params = P.read_params(self.protocol, address, length)
+        return self._retrying(servo_id, P.Instruction.READ, params, length)
 
     def write(self, servo_id: int, address: int, data: bytes) -> int:
         """Write ``data`` at ``address`` and wait for the status; return the ERR byte.
@@ -246,16 +255,8 @@ class DynamixelBus:
             DataLimitError: the value is outside the servo's limit registers.
             ServoError: the servo rejected the write (range, access, EEPROM locked, ...).
         """
-        _, error = self._retrying(
-            servo_id,
-            "WRITE",
-            lambda: (
-                None,
-                *self.packets.writeTxRx(self.port, servo_id, address, len(data), list(data)),
-            ),
-            address,
-        )
-        return error
+        params = P.write_params(self.protocol, address, data)
+        return self._retrying(servo_id, P.Instruction.WRITE, params, None, address)[1]
 
     def reboot(self, servo_id: int) -> None:
         """Send REBOOT (Protocol 2.0); the servo answers, then restarts.
@@ -265,25 +266,27 @@ class DynamixelBus:
         """
         if self.protocol == 1:
             raise CommError(servo_id, "REBOOT", CommResult.NOT_AVAILABLE)
-        self._retrying(
-            servo_id, "REBOOT", lambda: (None, *self.packets.reboot(self.port, servo_id))
-        )
+        self._retrying(servo_id, P.Instruction.REBOOT, length=None)
 
     def broadcast_ping(self) -> dict[int, tuple[int, int]]:
-        """Protocol 2.0 broadcast ping: ``{id: (model number, firmware)}`` of every servo."""
+        """Protocol 2.0 broadcast ping: ``{id: (model number, firmware)}`` of every servo.
+
+        Every id may answer after its own return delay (up to 3 ms each, as the SDK waits).
+        """
         if self.protocol == 1:
             raise CommError(None, "PING", CommResult.NOT_AVAILABLE)
         self.counters.transactions += 1
-        try:
-            found, result = sdk_guarded(None, "PING", lambda: self.packets.broadcastPing(self.port))
-        except MalformedReply:
-            self.port.is_using = False
-            self.counters.crc_errors += 1
-            raise
-        self.port.is_using = False
-        if result not in (sdk.COMM_SUCCESS, sdk.COMM_RX_TIMEOUT):
-            self._check(None, "PING", result)
-        return {int(k): (int(v[0]), int(v[1])) for k, v in found.items()}
+        ping = P.InstructionPacket(2, P.BROADCAST_ID, P.Instruction.PING)
+        self._send_bytes(P.encode_instruction(ping), "PING", count=False)
+        ids = P.MAX_ID + 1
+        deadline = time.monotonic() + (14 * ids * self.byte_time + 0.003 * ids + 0.016)
+        decoder = P.PacketDecoder(2, P.PacketKind.STATUS)
+        found: dict[int, tuple[int, int]] = {}
+        while (left := deadline - time.monotonic()) > 0:
+            for item in decoder.feed(self.port.read_available(left)):
+                if isinstance(item, P.StatusPacket) and len(item.params) == _PING_PARAMS:
+                    found[item.id] = (item.params[0] | item.params[1] << 8, item.params[2])
+        return found
 
     # --- group instructions (own codec) ------------------------------------------------
 
@@ -350,10 +353,12 @@ class DynamixelBus:
         # write goes out without a flush in front of it (it is on the cycle's critical path).
         self._send_bytes(wire, "SYNC_WRITE", flush=False)
 
-    def _send_bytes(self, wire: bytes, instruction: str, *, flush: bool = True) -> None:
+    def _send_bytes(
+        self, wire: bytes, instruction: str, *, flush: bool = True, count: bool = True
+    ) -> None:
         if flush:
             self.port.clearPort()
-        self.counters.transactions += 1
+        self.counters.transactions += count
         if self.port.writePort(wire) != len(wire):
             raise CommError(None, instruction, CommResult.TX_FAIL)
 
@@ -533,124 +538,8 @@ _NO_HEAD: _WriteHead = (b"", 0, ())
 _STUFF = b"\xff\xff\xfd"  # a payload holding this needs byte stuffing
 
 
-T = TypeVar("T")
-#: What the SDK raises when it indexes a reply that is shorter than it assumes.
-SDK_DECODE_ERRORS = (IndexError, KeyError, TypeError, ValueError)
-_PING, _READ = 0x01, 0x02
 #: Protocol 2.0 ping reply: model number (2 bytes) and firmware version.
 _PING_PARAMS = 3
-
-
-def sdk_guarded(servo_id: int | None, instruction: str, call: Callable[[], T]) -> T:
-    """Run an SDK call; an exception it raises decoding a reply becomes ``MalformedReply``."""
-    try:
-        return call()
-    except SDK_DECODE_ERRORS as exc:
-        raise MalformedReply(servo_id, instruction, f"{type(exc).__name__}: {exc}") from exc
-
-
-def sdk_txrx(
-    packets: Any, port: Any, protocol: int, tx: list[int], instruction: str
-) -> tuple[list[int], int, int]:
-    """Send ``tx`` and receive its status packet: ``(rx, result, ERR)``, as ``txRxPacket``.
-
-    The SDK's own loop with its reply timeouts (the data length + the status frame),
-    except that the first valid status packet must come from the id addressed.
-
-    Raises:
-        WrongReplyId: it came from another id (its data is never used).
-    """
-    result = packets.txPacket(port, tx)
-    if result != sdk.COMM_SUCCESS:
-        return [], result, 0
-    if protocol == 1:  # FF FF ID LEN INST params.. CHK; READ's length is tx[6]
-        port.setPacketTimeout((tx[6] if tx[4] == _READ else 0) + 6)
-        rx, result = packets.rxPacket(port)
-        at_id, at_error = 2, 4
-    else:  # FF FF FD 00 ID LEN_L LEN_H INST params.. CRC; READ's length is tx[10:12]
-        port.setPacketTimeout((tx[10] | tx[11] << 8 if tx[7] == _READ else 0) + 11)
-        rx, result = packets.rxPacket(port, False)
-        at_id, at_error = 4, 8
-    if result != sdk.COMM_SUCCESS:
-        return rx, result, 0
-    if rx[at_id] != tx[at_id]:
-        raise WrongReplyId(tx[at_id], rx[at_id], instruction)
-    return rx, result, rx[at_error]
-
-
-def sdk_status_params(protocol: int, rx: list[int]) -> bytes:
-    """The parameters of a status packet the SDK received, as many as its LEN announces."""
-    if protocol == 1:  # FF FF ID LEN ERR params.. CHK; LEN = params + 2
-        start, count = 5, rx[3] - 2
-    else:  # FF FF FD 00 ID LEN_L LEN_H 0x55 ERR params.. CRC_L CRC_H; LEN = params + 4
-        start, count = 9, (rx[5] | rx[6] << 8) - 4
-    if count < 0 or len(rx) < start + count:
-        raise MalformedReply(rx[2 if protocol == 1 else 4], "status", "LEN beyond the packet")
-    return bytes(rx[start : start + count])
-
-
-def sdk_read(
-    packets: Any, port: Any, protocol: int, servo_id: int, address: int, length: int
-) -> tuple[bytes, int, int]:
-    """READ ``length`` bytes at ``address``: ``(data, result, ERR)``; data checked in length.
-
-    Raises:
-        MalformedReply: the status packet carries another number of bytes than asked
-            (``WrongReplyId``: it comes from another servo).
-    """
-    if protocol == 1:
-        tx = [0] * 8
-        tx[2], tx[3], tx[4], tx[5], tx[6] = servo_id, 4, _READ, address, length
-    else:
-        tx = [0] * 14
-        tx[4], tx[5], tx[7] = servo_id, 7, _READ
-        tx[8], tx[9], tx[10], tx[11] = address & 0xFF, address >> 8, length & 0xFF, length >> 8
-    rx, result, error = sdk_guarded(
-        servo_id, "READ", lambda: sdk_txrx(packets, port, protocol, tx, "READ")
-    )
-    if result != sdk.COMM_SUCCESS:
-        return b"", result, error
-    data = sdk_guarded(servo_id, "READ", lambda: sdk_status_params(protocol, rx))
-    if len(data) != length:
-        raise MalformedReply(
-            servo_id, "READ", f"{len(data)} data bytes in the reply to a {length}-byte read"
-        )
-    return data, result, error
-
-
-def sdk_ping(packets: Any, port: Any, protocol: int, servo_id: int) -> tuple[int, int, int]:
-    """PING: ``(model number, result, ERR)``.
-
-    Protocol 1.0 has no model number in its ping reply: it is read (address 0, 2 bytes),
-    as the SDK does, but with the length checked.
-
-    Raises:
-        MalformedReply: a reply without the model number (``WrongReplyId``: a reply from
-            another servo).
-    """
-    if protocol == 1:
-        tx = [0] * 6
-        tx[2], tx[3], tx[4] = servo_id, 2, _PING
-    else:
-        tx = [0] * 10
-        tx[4], tx[5], tx[7] = servo_id, 3, _PING
-    rx, result, error = sdk_guarded(
-        servo_id, "PING", lambda: sdk_txrx(packets, port, protocol, tx, "PING")
-    )
-    if result != sdk.COMM_SUCCESS:
-        return 0, result, error
-    if protocol == 1:
-        try:
-            data, result, error = sdk_read(packets, port, 1, servo_id, 0, 2)
-        except MalformedReply as exc:
-            raise MalformedReply(servo_id, "PING", exc.detail) from exc
-        if result != sdk.COMM_SUCCESS:
-            return 0, result, error
-    else:
-        data = sdk_guarded(servo_id, "PING", lambda: sdk_status_params(2, rx))
-        if len(data) != _PING_PARAMS:
-            raise MalformedReply(servo_id, "PING", f"{len(data)} bytes, expected {_PING_PARAMS}")
-    return data[0] | data[1] << 8, result, error
 
 
 #: ``(servo id, address, length)`` of one servo's part of a group read.
