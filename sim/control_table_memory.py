@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
+from hilbot.hal import registers
 from hilbot.hal.dynamixel.tables import Access, Area, ModelSpec, Register, RegisterName
 from hilbot.hal.feetech.tables import FeetechModel, FeetechRegister
 
@@ -329,7 +330,7 @@ SIZE = 256  # addresses are one byte
 class Written:
     """A register a write changed, with its new value."""
 
-    register: Register
+    register: registers.Register
     value: int
 
 
@@ -345,7 +346,7 @@ class FeetechMemory:
     def __init__(self, spec: FeetechModel, servo_id: int, baud_value: int | None = None) -> None:
         self.spec = spec
         self.data = bytearray(SIZE)
-        self._owner: list[Register | None] = [None] * SIZE
+        self._owner: list[registers.Register | None] = [None] * SIZE
         for reg in spec.table.values():
             for a in range(reg.address, reg.end):
                 self._owner[a] = reg
@@ -398,7 +399,7 @@ class FeetechMemory:
         reg = self.spec.table[name]
         self.saved[reg.address : reg.end] = self.data[reg.address : reg.end]
 
-    def set_clamped(self, reg: Register, value: int) -> None:
+    def set_clamped(self, reg: registers.Register, value: int) -> None:
         """Store a present value, clamped to the register's raw range."""
         self.data[reg.address : reg.end] = reg.encode(min(max(int(value), reg.min), reg.max))
 
@@ -410,7 +411,7 @@ class FeetechMemory:
     def write(self, address: int, data: bytes) -> list[Written]:
         """Apply a write under the rules above; return the registers it changed."""
         locked = self.get(F.LOCK) != 0
-        touched: dict[int, Register] = {}
+        touched: dict[int, registers.Register] = {}
         for a in range(address, min(address + len(data), SIZE)):
             reg = self._owner[a]
             if reg is not None and reg.access is Access.RW:

@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
+from hilbot.hal import registers
 from hilbot.hal.backend import HardwareErrorFlags
 from hilbot.hal.dynamixel.backend import WATCHDOG_UNIT
 from hilbot.hal.dynamixel.protocol import (
@@ -76,8 +77,8 @@ class SettingNames(NamedTuple):
 
 
 SpecT = TypeVar("SpecT", bound=FirmwareSpec)
-RegT = TypeVar("RegT", bound=Register)
-RegT_contra = TypeVar("RegT_contra", bound=Register, contravariant=True)
+RegT = TypeVar("RegT", bound=registers.Register)
+RegT_contra = TypeVar("RegT_contra", bound=registers.Register, contravariant=True)
 #: A live register's value source: bus time [s] -> register value.
 LiveSource = Callable[[float], int]
 
@@ -234,7 +235,7 @@ class ServoFirmware(ABC, Generic[SpecT, RegT]):
                 self.memory.set_clamped(reg, value(now))
 
 
-def eeprom_spans(registers: Iterable[Register]) -> tuple[tuple[int, int], ...]:
+def eeprom_spans(registers: Iterable[registers.Register]) -> tuple[tuple[int, int], ...]:
     """The ``(start, end)`` address runs the ``registers`` cover, merged and sorted."""
     merged: list[tuple[int, int]] = []
     for start, end in sorted((r.address, r.end) for r in registers):
@@ -692,7 +693,7 @@ _EEPROM_LIMITS = frozenset(
 )
 
 
-class FeetechServo(ServoFirmware[FeetechModel, Register]):
+class FeetechServo(ServoFirmware[FeetechModel, registers.Register]):
     """One simulated Feetech servo.
 
     Built with :class:`~hilbot.sim.servo_firmware.ServoFirmware`'s arguments (``spec``
@@ -807,7 +808,7 @@ class FeetechServo(ServoFirmware[FeetechModel, Register]):
         """The encoder's position [step], before Homing Offset."""
         return round(float(self.model.position[self.index]) / self._quantum) + self.spec.center_tick
 
-    def _live_registers(self) -> list[tuple[Register, LiveSource]]:
+    def _live_registers(self) -> list[tuple[registers.Register, LiveSource]]:
         m, i = self.model, self.index
         stall = m.physics[i].stall_torque
         current_scale = m.physics[i].stall_current / stall  # [A per N·m]
