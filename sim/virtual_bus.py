@@ -161,6 +161,9 @@ class VirtualBus(PtyBusServer[Any, Any]):
         width = self.dialect.group_width if inst is Ins.SYNC_READ else self.dialect.width
         reg = self.servos[0].spec.table.get(name)
         if reg is not None and int.from_bytes(item.params[:width], "little") == reg.address:
+            if kind == "read":  # every servo's position now, not only the ones read
+                for servo in self.servos:
+                    servo.refresh(now)
             note(kind, now, [servo.memory.get(name) for servo in self.servos])
 
     def _before_step(self, now: float) -> None:
