@@ -126,3 +126,34 @@ def test_teleop_commands_are_not_imported_by_their_package(graph):
             pending.append(nxt)
     commands = {"passwd", "schema", "worker"}
     assert not {f"hilbot.driver.teleop.{name}" for name in commands} & reached
+
+
+#: The applications and the command line build on the runtime, never the other way round.
+#: One arrow is left: the robot file's ``teleop`` section is the teleop package's settings.
+APPLICATIONS = (
+    "hilbot.driver.bench",
+    "hilbot.driver.calibration",
+    "hilbot.driver.commands",
+    "hilbot.driver.cli",
+    "hilbot.driver.dataset",
+    "hilbot.driver.lead",
+    "hilbot.driver.lerobot_bridge",
+    "hilbot.driver.progress",
+    "hilbot.driver.teleop",
+    "hilbot.driver.view",
+)
+RUNTIME_MAY_IMPORT = {"hilbot.driver.teleop.settings", "hilbot.driver.teleop"}
+
+
+def test_the_runtime_imports_no_application_nor_the_command_line(graph):
+    runtime = {
+        name: targets for name, targets in graph.items() if name.startswith("hilbot.driver.runtime")
+    }
+    assert len(runtime) > 10
+    upward = {
+        (name, target)
+        for name, targets in runtime.items()
+        for target in targets - RUNTIME_MAY_IMPORT
+        if target.startswith(APPLICATIONS)
+    }
+    assert upward == set()

@@ -304,6 +304,7 @@ def _eeprom_file(bus: _Bus, args: argparse.Namespace) -> Path | None:
 
     ``--factory-reset`` removes the file first, so every servo starts factory-fresh.
     """
+    from hilbot.driver.runtime.backends import PARENT_ENV
     from hilbot.sim.pty_server import state_dir
 
     if args.eeprom_file is not None:
@@ -507,15 +508,12 @@ def _link(link: Path, port: str) -> None:
     os.symlink(port, link)
 
 
-#: Set by the process that starts a virtual bus for itself (``hilbot run --backend
-#: virtual``): its pid, and the temporary folder of the bus's config, which is removed
-#: if that process dies without ending the bus (``kill -9``), so no orphan stays behind.
-PARENT_ENV = "HILBOT_SIM_BUS_PARENT"
-OWNED_DIR_ENV = "HILBOT_SIM_BUS_OWNED_DIR"
 _PARENT_POLL_S = 0.5
 
 
 def _wait(duration: float | None) -> None:
+    from hilbot.driver.runtime.backends import OWNED_DIR_ENV, PARENT_ENV
+
     stop = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> None:

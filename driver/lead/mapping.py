@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hilbot.driver.lead.settings import JointLead, LeadSettings
-from hilbot.driver.runtime.config import RobotConfig
+from hilbot.driver.runtime.config import JointLead, LeadSettings, RobotConfig
 from hilbot.driver.runtime.errors import ConfigError
 
 

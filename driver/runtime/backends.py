@@ -28,6 +28,12 @@ from hilbot.driver.runtime.config import RobotConfig
 from hilbot.driver.runtime.errors import DriverError
 from hilbot.hal.backend import Backend, BusCounters, JointState
 
+#: Set by the process that starts a virtual bus for itself (``hilbot run --backend
+#: virtual``): its pid, and the temporary folder of the bus's config, which is removed
+#: if that process dies without ending the bus (``kill -9``), so no orphan stays behind.
+PARENT_ENV: Final = "HILBOT_SIM_BUS_PARENT"
+OWNED_DIR_ENV: Final = "HILBOT_SIM_BUS_OWNED_DIR"
+
 
 class BackendError(DriverError):
     """The requested backend cannot be built (missing port, unknown kind, ...)."""
@@ -373,7 +379,6 @@ async def virtual_buses(
     import yaml
 
     from hilbot.driver.child_python import python_command
-    from hilbot.driver.commands.sim_bus import OWNED_DIR_ENV, PARENT_ENV
 
     data = config.model_dump(mode="json", exclude={"teleop"})
     with tempfile.TemporaryDirectory(prefix="hilbot-vbus-") as tmp:

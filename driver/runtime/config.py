@@ -29,8 +29,6 @@ from pydantic import (
 
 from hilbot._bounded import load_yaml, yaml_problem
 from hilbot._compat import StrEnum
-from hilbot.driver.calibration.settings import CalibrationSettings
-from hilbot.driver.lead.settings import LeadSettings
 from hilbot.driver.runtime.chains import SOLVE_OPTIONS as SOLVE_OPTIONS  # re-exported
 from hilbot.driver.runtime.chains import SolverKind as SolverKind  # re-exported
 from hilbot.driver.runtime.errors import ConfigError
@@ -54,6 +52,111 @@ RateHz = Annotated[float, Field(ge=MIN_RATE_HZ, le=MAX_RATE_HZ, allow_inf_nan=Fa
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- The ``calibration`` section of a robot config.
+
+#: The middle pose when a config documents none: the URDF's zero pose.
+DEFAULT_POSE_TEXT = "every joint at the zero of its URDF (the pose the URDF is drawn in)"
+
+
+class CalibrationSettings(BaseModel):
+    """How a robot is calibrated, and whether it must be before it runs.
+
+    ``calibration: required`` is short for ``calibration: {required: true}``.
+
+    Attributes:
+        required: refuse to run on a bus (virtual or real) without a calibration file;
+            the message names the ``hilbot calibrate`` command to run.
+        middle_pose: the joint positions [rad or m] of the documented middle pose
+            (joints not named: 0); homing offsets are set there.
+        middle_pose_text: how to put the arm in the middle pose, shown by the prompt.
+        stale_margin: at start-up a joint reading outside its calibrated range by more
+            than this [rad or m] means the calibration no longer matches the arm.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    required: bool = False
+    middle_pose: dict[str, Finite] = Field(default_factory=dict)
+    middle_pose_text: str = DEFAULT_POSE_TEXT
+    stale_margin: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = 0.15
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: Any) -> Any:
+        if value == "required":
+            return {"required": True}
+        if value == "optional":
+            return {}
+        return value
+
+
+# --- The ``lead`` section of a leader arm's config: how its joints drive a follower's.
+
+Range = tuple[Finite, Finite]
+
+
+class JointLead(_Frozen):
+    """How one leader joint drives a follower joint.
+
+    ``follower = offset + scale * leader``; or, with ``range`` and ``follower_range``
+    (a gripper trigger and the follower's jaw), the leader's range mapped linearly onto
+    the follower's and clipped to it.
+
+    Attributes:
+        to: the follower joint (default: the same name).
+        scale: multiplies the leader's position.
+        offset: added after scaling [rad or m].
+        range: the leader joint's range ``[lower, upper]`` (with ``follower_range``).
+        follower_range: what ``range`` maps onto on the follower.
+    """
+
+    to: str | None = None
+    scale: Finite = 1.0
+    offset: Finite = 0.0
+    range: Range | None = None
+    follower_range: Range | None = None
+
+    @model_validator(mode="after")
+    def _ranges(self) -> JointLead:
+        if (self.range is None) != (self.follower_range is None):
+            raise ValueError("range and follower_range go together")
+        if self.range is not None and not self.range[0] < self.range[1]:
+            raise ValueError(f"range lower {self.range[0]} must be below upper {self.range[1]}")
+        if self.scale == 0.0 or not math.isfinite(self.scale):
+            raise ValueError("scale must be finite and not 0")
+        return self
+
+
+class LeaderHold(_Frozen):
+    """A light hold on one leader joint (the gripper trigger springs back to ``position``).
+
+    The joint's servo gets torque on at ``position``; keep its push light in the
+    leader's config so a finger overcomes it: current-based position control with a low
+    ``current_limit`` on a Dynamixel servo (the Koch leader), a low ``torque_limit`` on a
+    Feetech one (the SO-101 leader, whose STS3215 has no current mode).
+    """
+
+    joint: str
+    position: Finite = 0.0
+
+
+class LeadSettings(_Frozen):
+    """A leader arm's ``lead`` section.
+
+    Attributes:
+        follower: the follower robot ``hilbot lead`` drives by default (``--to``).
+        joints: per leader joint how it maps; joints not named map to the follower joint
+            of the same name, unscaled. ``{joint: null}`` leaves a joint out.
+        hold: a light hold on the trigger, or none (every joint limp).
+        rate_hz: how often the leader is read and published; default the config's rate.
+    """
+
+    follower: str | None = None
+    joints: dict[str, JointLead | None] = Field(default_factory=dict)
+    hold: LeaderHold | None = None
+    rate_hz: Annotated[float, Field(gt=0.0, le=1000.0, allow_inf_nan=False)] | None = None
 
 
 class BusConfig(_Frozen):
