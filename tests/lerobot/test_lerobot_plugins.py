@@ -241,17 +241,22 @@ def test_lerobot_record_then_replay(tmp_path: Path) -> None:
             home=tmp_path,
         )  # fmt: skip
         after = _goals(robot, tmp_path)
-    # The follower ended on the episode's path, near its end: lerobot-replay disconnects
-    # right after the last frame, and the disconnect is a controlled stop from where the
-    # motion layer's command was, a few frames behind the stream (LeRobot's own class
-    # leaves the last goal on the bus instead).
+    # The follower ended where the episode ended: lerobot-replay disconnects right after
+    # the last frame, and the disconnect is a controlled stop from the motion layer's
+    # command (LeRobot's own class leaves the last goal on the bus instead). A joint still
+    # in the last 20 frames ends at the last goal (a few ticks); a moving one within its
+    # span over those frames, give or take half of it (the command's lag behind the
+    # stream, or the stop's braking past the last frame: 86 ticks, 0.13 rad, seen from a
+    # sweep at full speed).
     tail = [dict(zip(names, a, strict=True)) for a in actions[-20:]]
     expected = client("unnormalize", str(tmp_path / "lerobot-files"), "arm", json.dumps(tail),
                       home=tmp_path)  # fmt: skip
     assert isinstance(expected, list)
-    off = [max(abs(after[n] - frame[n]) for n in names) for frame in expected]
-    best = expected[off.index(min(off))]
-    assert min(off) <= 25, (off, {n: after[n] - best[n] for n in names})  # 25 ticks: 2.2°
+    for name in names:
+        values = [frame[name] for frame in expected]
+        lo, hi = min(values), max(values)
+        allowance = 6 + 0.5 * (hi - lo)  # ticks
+        assert lo - allowance <= after[name] <= hi + allowance, (name, after[name], values)
     assert any(abs(after[n] - before[n]) > 40 for n in names), (before, after)
 
 
