@@ -380,16 +380,39 @@ class SerialPort:
         baudrate: [bit/s].
         wait: how reads wait for bytes; ``port_wait()`` (``HILBOT_PORT_WAIT``, else by
             platform) when ``None``.
+        margin_ms: reply slack [ms] beyond the wire time, for the bus's deadlines.
+        latency_ms: the USB adapter's latency [ms]; read from sysfs when ``None``.
     """
 
-    def __init__(self, port: str, baudrate: int, *, wait: PortWait | None = None) -> None:
+    def __init__(
+        self,
+        port: str,
+        baudrate: int,
+        *,
+        wait: PortWait | None = None,
+        margin_ms: float = DEFAULT_MARGIN_MS,
+        latency_ms: float | None = 0.0,
+    ) -> None:
         self.name = port
         self.baudrate = baudrate
         self.wait = port_wait() if wait is None else wait
+        self.margin_ms = margin_ms
+        found = latency_timer_ms(port) if latency_ms is None else latency_ms
+        self.latency_ms = float(found or 0.0)
         self._pyserial = self.wait is PortWait.PYSERIAL
         self._errors = serial_errors()
         self._serial: serial.Serial | None = None
         self._fd = -1
+        self._tx_until = 0.0  # [s] monotonic: when the bytes written so far are off the wire
+
+    @property
+    def tx_until(self) -> float:
+        """When the bytes written so far have left the adapter at the baud rate [s, monotonic].
+
+        A real adapter sends queued bytes one after the other, so a reply cannot start
+        before all of them are out: a read right behind a sync write waits for both.
+        """
+        return self._tx_until
 
     @property
     def is_open(self) -> bool:
@@ -437,6 +460,8 @@ class SerialPort:
         Raises:
             PortError: the device failed or is closed.
         """
+        start = max(time.monotonic(), self._tx_until)
+        self._tx_until = start + len(data) * 10.0 / self.baudrate
         if self._pyserial:
             self._write_pyserial(data)
             return
@@ -474,6 +499,27 @@ class SerialPort:
                 raise PortError(f"{self.name} closed", port=self.name)
             out += chunk
         return bytes(out)
+
+    def read_available(self, timeout: float) -> bytes:
+        """Block up to ``timeout`` [s] for any bytes, then return all that are waiting.
+
+        Raises:
+            PortError: the device failed or its other end closed.
+        """
+        if self._pyserial:
+            return self._available_pyserial(timeout)
+        fd = self._fd
+        if not select.select([fd], [], [], max(timeout, 0.0))[0]:
+            return b""
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            return b""
+        except OSError as exc:
+            raise PortError(f"read from {self.name} failed: {exc}", port=self.name) from exc
+        if not chunk:
+            raise PortError(f"{self.name} closed", port=self.name)
+        return chunk
 
     def discard_waiting(self) -> int:
         """Drop the bytes already waiting (a late reply to an earlier instruction); how many.
@@ -546,6 +592,25 @@ class SerialPort:
         except self._errors as exc:
             raise PortError(f"read from {self.name} failed: {exc}", port=self.name) from exc
         return bytes(out)
+
+    def _available_pyserial(self, timeout: float) -> bytes:
+        """:meth:`read_available` through pyserial's timeout."""
+        ser, deadline = self._open_serial(), time.monotonic() + timeout
+        try:
+            first = b""
+            while not first:
+                waiting = ser.in_waiting
+                if waiting:
+                    return bytes(ser.read(waiting))
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return b""
+                ser.timeout = pyserial_timeout(remaining)
+                first = ser.read(1)
+            waiting = ser.in_waiting
+            return bytes(first + ser.read(waiting)) if waiting else bytes(first)
+        except self._errors as exc:
+            raise PortError(f"read from {self.name} failed: {exc}", port=self.name) from exc
 
     def _drain_pyserial(self, quiet: float) -> int:
         """Drop what is waiting, then anything more that comes within ``quiet`` [s] of it."""

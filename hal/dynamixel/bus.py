@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from hilbot.hal.backend import BusCounters
-from hilbot.hal.bus.port import DEFAULT_MARGIN_MS, BlockingPortHandler
+from hilbot.hal.bus.port import DEFAULT_MARGIN_MS, SerialPort
 from hilbot.hal.dynamixel import protocol as P
 from hilbot.hal.dynamixel.protocol import crc16
 from hilbot.hal.dynamixel.timing import RETURN_DELAY_UNIT, ReadMethod
@@ -36,7 +36,6 @@ from hilbot.hal.errors import (
     CrcError,
     DataLimitError,
     MalformedReply,
-    PortError,
     ServoError,
     WrongReplyId,
 )
@@ -52,7 +51,7 @@ class DynamixelBus:
         baudrate: [bit/s].
         protocol: 1 or 2.
         retries: extra attempts after a timeout or corrupt reply.
-        margin_ms: reply deadline slack beyond wire time (see ``BlockingPortHandler``).
+        margin_ms: reply deadline slack beyond wire time [ms].
         latency_ms: USB adapter latency; read from sysfs when ``None``.
     """
 
@@ -74,7 +73,7 @@ class DynamixelBus:
         self.baudrate = baudrate
         self.protocol = protocol
         self.retries = retries
-        self.port = BlockingPortHandler(port, margin_ms=margin_ms, latency_ms=latency_ms)
+        self.port = SerialPort(port, baudrate, margin_ms=margin_ms, latency_ms=latency_ms)
         self.counters = BusCounters()
         self.return_delay = 0.0  # [s] the slowest servo's return delay time
         self.byte_time = 10.0 / baudrate
@@ -93,36 +92,22 @@ class DynamixelBus:
     # --- lifecycle -----------------------------------------------------------------
 
     def open(self) -> None:
-        """Open the port at the bus's baud rate.
-
-        Raises:
-            PortError: the port cannot be opened or the baud rate set.
-        """
-        if not self.port.openPort():
-            raise PortError(f"cannot open {self.port_name}", port=self.port_name)
-        if not self.port.setBaudRate(self.baudrate):
-            self.port.closePort()
-            raise PortError(
-                f"{self.port_name}: baud rate {self.baudrate} is not supported",
-                port=self.port_name,
-            )
+        """Open the port at the bus's baud rate (``PortError`` when it cannot be)."""
+        self.port.open()
 
     def close(self) -> None:
         """Close the port (idempotent)."""
-        if self.port.is_open:
-            self.port.closePort()
+        self.port.close()
 
     def set_baudrate(self, baudrate: int) -> None:
         """Switch the host side to another baud rate (scan, ``hilbot servo --set-baud``)."""
-        if not self.port.setBaudRate(baudrate):
-            raise PortError(f"baud rate {baudrate} is not supported", port=self.port_name)
+        self.port.set_baudrate(baudrate)
         self.baudrate = baudrate
         self.byte_time = 10.0 / baudrate
 
     def set_return_delay(self, register_value: int) -> None:
         """Tell the bus the largest Return Delay Time among its servos (2 µs units)."""
         self.return_delay = register_value * RETURN_DELAY_UNIT
-        self.port.reply_delay_ms = self.return_delay * 1000.0
 
     # --- single-servo instructions --------------------------------------------------
 
@@ -182,9 +167,8 @@ class DynamixelBus:
 
     def _status(self, servo_id: int, name: str, wire: bytes, length: int) -> P.StatusPacket:
         """Send ``wire`` and wait, until the wire-clock deadline, for ``servo_id``'s status."""
-        self.port.clearPort()
-        if self.port.writePort(wire) != len(wire):
-            raise CommError(servo_id, name, CommResult.TX_FAIL)
+        self.port.discard_waiting()
+        self.port.write(wire)
         size = (6 if self.protocol == 1 else 11) + length
         wait = (
             size * self.byte_time
@@ -277,7 +261,7 @@ class DynamixelBus:
             raise CommError(None, "PING", CommResult.NOT_AVAILABLE)
         self.counters.transactions += 1
         ping = P.InstructionPacket(2, P.BROADCAST_ID, P.Instruction.PING)
-        self._send_bytes(P.encode_instruction(ping), "PING", count=False)
+        self._send_bytes(P.encode_instruction(ping), count=False)
         ids = P.MAX_ID + 1
         deadline = time.monotonic() + (14 * ids * self.byte_time + 0.003 * ids + 0.016)
         decoder = P.PacketDecoder(2, P.PacketKind.STATUS)
@@ -351,16 +335,13 @@ class DynamixelBus:
         """Send a packet made by :meth:`sync_write_packet`."""
         # No reply comes, so stale input is left for the next read's send to drop: the
         # write goes out without a flush in front of it (it is on the cycle's critical path).
-        self._send_bytes(wire, "SYNC_WRITE", flush=False)
+        self._send_bytes(wire, flush=False)
 
-    def _send_bytes(
-        self, wire: bytes, instruction: str, *, flush: bool = True, count: bool = True
-    ) -> None:
+    def _send_bytes(self, wire: bytes, *, flush: bool = True, count: bool = True) -> None:
         if flush:
-            self.port.clearPort()
+            self.port.discard_waiting()
         self.counters.transactions += count
-        if self.port.writePort(wire) != len(wire):
-            raise CommError(None, instruction, CommResult.TX_FAIL)
+        self.port.write(wire)
 
     def _drain(self) -> None:
         """Discard bytes left over from a failed transaction before the next one.
@@ -372,8 +353,7 @@ class DynamixelBus:
         when the next read asks for other registers, and is at most one cycle old
         when it asks for the same ones.
         """
-        self.port.read_available(0.0)
-        self.port.clearPort()
+        self.port.discard_waiting()
 
     def group_read(
         self, method: ReadMethod, reads: Sequence[tuple[int, int, int]]
@@ -444,7 +424,7 @@ class DynamixelBus:
         self, method: ReadMethod, reads: Sequence[tuple[int, int, int]]
     ) -> tuple[dict[int, ServoReply], set[int]]:
         plan = self._read_plan(method, reads)
-        self._send_bytes(plan.wire, plan.name)
+        self._send_bytes(plan.wire)
         if self.on_sent is not None:
             self.on_sent()
         wait = (
