@@ -4,7 +4,7 @@ LeRobot's arm classes name each motor's feature ``<motor>.pos`` and normalise it
 servo's ticks with its calibration (``range_min``/``range_max`` [ticks]):
 
 - ``degrees``: ``(ticks - mid) * 360 / (resolution - 1)``, ``mid`` the middle of the range
-  (the SO-101's body joints: ``so101_follower`` has ``use_degrees=True``);
+  (the SO-101's body joints: LeRobot's SO follower and leader have ``use_degrees=True``);
 - ``range_m100_100``: the range mapped to -100..100 (the Koch's body joints);
 - ``range_0_100``: the range mapped to 0..100 (every gripper).
 
@@ -50,8 +50,9 @@ class LeRobotArm:
 
 #: hilbot config name -> LeRobot's class; the joint names are LeRobot's motor names.
 LEROBOT_ARMS: dict[str, LeRobotArm] = {
-    "so101_follower": LeRobotArm("so101_follower", DEGREES),
-    "so101_leader": LeRobotArm("so101_leader", RANGE_M100_100),
+    # LeRobot 0.4's SO-101 classes are SOFollower / SOLeader, named so_follower / so_leader
+    "so101_follower": LeRobotArm("so_follower", DEGREES),
+    "so101_leader": LeRobotArm("so_leader", DEGREES),
     "koch_v1_1_follower": LeRobotArm("koch_follower", RANGE_M100_100),
     "koch_v1_1_leader": LeRobotArm("koch_leader", RANGE_M100_100),
 }

@@ -142,7 +142,7 @@ def test_units_are_lerobots_normalisation_of_the_same_ticks() -> None:
 
 def test_lerobots_arms_get_its_names_and_robot_types() -> None:
     so101 = features_for(load_config("so101_follower"), None)
-    assert so101.robot_type == "so101_follower"
+    assert so101.robot_type == "so_follower"  # LeRobot 0.4's SOFollower.name
     assert so101.names == [
         f"{m}.pos"
         for m in (
@@ -257,7 +257,7 @@ def test_hilbot_lead_records_episodes_lerobot_reads(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "2 episodes written" in done.stderr and "Traceback" not in done.stderr
     info = _check_dataset(tmp_path / "ds", [0, 1], fps=20)
-    assert info["total_frames"] == 40 and info["robot_type"] == "so101_follower"
+    assert info["total_frames"] == 40 and info["robot_type"] == "so_follower"
     table = pq.read_table(tmp_path / "ds" / "data")
     action = np.array(table.column("action").to_pylist())
     assert np.ptp(action[:, 1]) > 1.0  # the waved shoulder moved [degrees]

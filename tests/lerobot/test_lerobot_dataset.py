@@ -58,7 +58,7 @@ def test_lerobot_loads_frames_episodes_and_stats_of_hilbot_lead(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     got = _load(root)
     assert got["num_episodes"] == 2 and got["num_frames"] == 60 and got["fps"] == 30
-    assert got["robot_type"] == "so101_follower"
+    assert got["robot_type"] == "so_follower"  # LeRobot's own SO-101 class's name
     assert got["names"][0] == "shoulder_pan.pos"  # type: ignore[index]
     assert got["tasks"] == ["wave hello", "wave hello"]
     assert got["episode_index"] == [0] * 30 + [1] * 30

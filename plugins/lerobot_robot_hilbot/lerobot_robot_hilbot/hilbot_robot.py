@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 #: LeRobot's robot type -> its class (whose ``name`` names its calibration folder and
 #: its datasets' ``robot_type``: ``so_follower`` for the SO-101 since LeRobot 0.4).
 LEROBOT_CLASSES = {
-    "so101_follower": ("lerobot.robots.so_follower", "SO101Follower"),
+    "so_follower": ("lerobot.robots.so_follower", "SO101Follower"),
     "koch_follower": ("lerobot.robots.koch_follower", "KochFollower"),
 }
 

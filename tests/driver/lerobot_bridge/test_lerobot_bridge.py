@@ -49,7 +49,7 @@ def test_units_round_trip(robot: str) -> None:
 
 def test_send_action_goes_through_the_motion_layer_and_returns_the_command() -> None:
     arm = HilbotArm("so101_follower", "sim")
-    assert arm.robot_type == "so101_follower"
+    assert arm.robot_type == "so_follower"  # LeRobot 0.4's SOFollower.name
     arm.connect()
     try:
         start = arm.observation()
