@@ -160,6 +160,7 @@ class BlockingPortHandler(PortHandler):  # type: ignore[misc]  # the SDK is unty
         self.reply_delay_ms = 0.0  # return delay of the slowest servo, set by the bus
         self._deadline = 0.0  # [s] monotonic
         self._tx_until = 0.0  # [s] monotonic: when the bytes written so far are off the wire
+        self._port: SerialPort | None = None
 
     # --- opening ---------------------------------------------------------------------
 
@@ -222,7 +223,14 @@ class BlockingPortHandler(PortHandler):  # type: ignore[misc]  # the SDK is unty
         """The current packet deadline, ``time.monotonic()`` seconds."""
         return self._deadline
 
-    # --- reading ---------------------------------------------------------------------
+    # --- reading and writing: the engine's port on the SDK's serial object -------------
+
+    def _io(self) -> SerialPort:
+        """The :class:`SerialPort` doing this handler's I/O on its current ``ser``."""
+        port = self._port
+        if port is None or port._serial is not self.ser:
+            port = self._port = SerialPort.adopt(self.ser, self.port_name, wait=self.wait)
+        return port
 
     def readPort(self, length: int) -> bytes:
         """Return up to ``length`` bytes, blocking until all arrive or the deadline passes.
@@ -230,67 +238,15 @@ class BlockingPortHandler(PortHandler):  # type: ignore[misc]  # the SDK is unty
         Returns whatever arrived by the deadline (possibly nothing); the caller's
         ``isPacketTimeout`` check then ends its loop without spinning.
         """
-        if self._pyserial:
-            return self._read_pyserial(length)
-        out = bytearray()
-        fd = self.ser.fileno()
-        while len(out) < length:
-            remaining = self._deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                break
-            try:
-                chunk = os.read(fd, length - len(out))
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                raise PortError(
-                    f"read from {self.port_name} failed: {exc}", port=self.port_name
-                ) from exc
-            if not chunk:  # EOF: the other end of a pty closed
-                raise PortError(f"{self.port_name} closed", port=self.port_name)
-            out += chunk
-        return bytes(out)
+        return self._io().read(length, self._deadline)
 
     def clearPort(self) -> None:
-        """Drop unread input, translating a dead port's error to :class:`PortError`.
-
-        The flush (``tcflush``) is skipped when nothing is waiting: it is a syscall that
-        took ~0.1 ms on a pseudo-terminal here, before every read instruction, on the
-        cycle's critical path, while in the usual cycle there is nothing to drop. A
-        reply still in flight is not caught by either (see ``DynamixelBus._drain``).
-        """
-        try:
-            if self._pyserial:
-                if not self.ser.in_waiting:
-                    return
-            elif not select.select([self.ser.fileno()], [], [], 0.0)[0]:
-                return
-            self.ser.reset_input_buffer()
-        except self._errors as exc:
-            raise PortError(f"{self.port_name} failed: {exc}", port=self.port_name) from exc
+        """Drop unread input (one ``select`` with no timeout when nothing waits)."""
+        self._io().discard_waiting()
 
     def read_available(self, timeout: float) -> bytes:
         """Block up to ``timeout`` [s] for any bytes, then return all that are waiting."""
-        if self._pyserial:
-            return self._available_pyserial(timeout)
-        fd = self.ser.fileno()
-        ready, _, _ = select.select([fd], [], [], max(timeout, 0.0))
-        if not ready:
-            return b""
-        try:
-            chunk = os.read(fd, 4096)
-        except BlockingIOError:
-            return b""
-        except OSError as exc:
-            raise PortError(
-                f"read from {self.port_name} failed: {exc}", port=self.port_name
-            ) from exc
-        if not chunk:
-            raise PortError(f"{self.port_name} closed", port=self.port_name)
-        return chunk
+        return self._io().read_available(timeout)
 
     def writePort(self, packet: bytes | list[int]) -> int:
         """Write a packet straight to the file descriptor; :class:`PortError` on failure.
@@ -304,72 +260,8 @@ class BlockingPortHandler(PortHandler):  # type: ignore[misc]  # the SDK is unty
         # one after the other, so a reply cannot start before all of them are out.
         start = max(time.monotonic(), self._tx_until)
         self._tx_until = start + len(data) * self.tx_time_per_byte / 1000.0
-        if self._pyserial:
-            return self._write_pyserial(data)
-        fd = self.ser.fileno()
-        written = 0
-        try:
-            while written < len(data):
-                try:
-                    written += os.write(fd, data[written:])
-                except BlockingIOError:
-                    select.select([], [fd], [], 0.1)
-        except OSError as exc:
-            raise PortError(
-                f"write to {self.port_name} failed: {exc}", port=self.port_name
-            ) from exc
-        return written
-
-    # --- the pyserial wait (Windows; HILBOT_PORT_WAIT=pyserial) ------------------------
-
-    def _read_pyserial(self, length: int) -> bytes:
-        """:meth:`readPort` through pyserial's timeout: up to ``length`` bytes by the deadline."""
-        out = bytearray()
-        try:
-            while len(out) < length:
-                remaining = self._deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                # Windows may end the wait a fraction of a millisecond early (whole ms):
-                # the loop then waits out the rest instead of returning before the deadline.
-                self.ser.timeout = pyserial_timeout(remaining)
-                out += self.ser.read(length - len(out))
-        except self._errors as exc:
-            raise PortError(
-                f"read from {self.port_name} failed: {exc}", port=self.port_name
-            ) from exc
-        return bytes(out)
-
-    def _available_pyserial(self, timeout: float) -> bytes:
-        """:meth:`read_available` through pyserial's timeout."""
-        deadline = time.monotonic() + timeout
-        try:
-            first = b""
-            while not first:
-                waiting = self.ser.in_waiting
-                if waiting:
-                    return bytes(self.ser.read(waiting))
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return b""
-                self.ser.timeout = pyserial_timeout(remaining)
-                first = self.ser.read(1)
-            waiting = self.ser.in_waiting
-            return bytes(first + self.ser.read(waiting)) if waiting else bytes(first)
-        except self._errors as exc:
-            raise PortError(
-                f"read from {self.port_name} failed: {exc}", port=self.port_name
-            ) from exc
-
-    def _write_pyserial(self, data: bytes) -> int:
-        """:meth:`writePort` through pyserial (bounded by :data:`PYSERIAL_WRITE_TIMEOUT`)."""
-        try:
-            written = self.ser.write(data)
-        except self._errors as exc:
-            raise PortError(
-                f"write to {self.port_name} failed: {exc}", port=self.port_name
-            ) from exc
-        return len(data) if written is None else int(written)
+        self._io().write(data)
+        return len(data)
 
 
 class SerialPort:
@@ -413,6 +305,15 @@ class SerialPort:
         before all of them are out: a read right behind a sync write waits for both.
         """
         return self._tx_until
+
+    @classmethod
+    def adopt(cls, ser: serial.Serial, name: str, *, wait: PortWait | None = None) -> SerialPort:
+        """A port doing its I/O on ``ser``, a device opened elsewhere (the SDK's handler)."""
+        port = cls(name, int(ser.baudrate or 1), wait=wait)
+        port._serial = ser
+        if not port._pyserial:
+            port._fd = ser.fileno()
+        return port
 
     @property
     def is_open(self) -> bool:
