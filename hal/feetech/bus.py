@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from hilbot.hal.backend import BusCounters
 from hilbot.hal.bus.port import SerialPort
@@ -32,6 +33,7 @@ from hilbot.hal.feetech import protocol
 #: adapter's latency (CH340/CH343 adapters of the SO-101 kits forward within 1 ms).
 DEFAULT_MARGIN_MS = 3.0
 STATUS_OVERHEAD = 6  # 0xFF 0xFF, id, length, error, checksum
+T = TypeVar("T")
 
 
 class FeetechBus:
@@ -107,7 +109,7 @@ class FeetechBus:
     def ping(self, servo_id: int) -> int:
         """Ping ``servo_id``; its error byte. ``CommError`` when it does not answer."""
         wire = protocol.encode_instruction(protocol.ping(servo_id))
-        return self._retrying(servo_id, "PING", wire, 0)[0]
+        return self._retrying(lambda: self._attempt(servo_id, "PING", wire, 0))[0]
 
     def try_ping(self, servo_id: int) -> int | None:
         """Ping once, no retry; the error byte or ``None`` when nothing answered."""
@@ -121,13 +123,13 @@ class FeetechBus:
     def read(self, servo_id: int, address: int, length: int) -> tuple[bytes, int]:
         """Read ``length`` bytes at ``address``: ``(data, error byte)``."""
         wire = protocol.encode_instruction(protocol.read(servo_id, address, length))
-        error, data = self._retrying(servo_id, "READ", wire, length)
+        error, data = self._retrying(lambda: self._attempt(servo_id, "READ", wire, length))
         return data, error
 
     def write(self, servo_id: int, address: int, data: bytes) -> int:
         """Write ``data`` at ``address`` and wait for the status; its error byte."""
         wire = protocol.encode_instruction(protocol.write(servo_id, address, data))
-        return self._retrying(servo_id, "WRITE", wire, 0)[0]
+        return self._retrying(lambda: self._attempt(servo_id, "WRITE", wire, 0))[0]
 
     def sync_write(self, address: int, length: int, data: Mapping[int, bytes]) -> None:
         """Broadcast one SYNC WRITE of ``length`` bytes per servo (no reply)."""
@@ -163,16 +165,7 @@ class FeetechBus:
         if wire is None:  # the same few packets every cycle: encoded once
             wire = protocol.encode_instruction(protocol.sync_read(address, length, ids))
             self._sync_reads[key] = wire
-        for attempt in range(self.retries + 1):
-            try:
-                return self._sync_read_once(wire, length, ids)
-            except CommError:
-                self._stale = True
-                if attempt == self.retries:
-                    raise
-                self.counters.retries += 1
-                self.port.drain(self._quiet())
-        raise AssertionError("unreachable")
+        return self._retrying(lambda: self._sync_read_once(wire, length, ids))
 
     def _sync_read_once(
         self, wire: bytes, length: int, ids: Sequence[int]
@@ -257,15 +250,14 @@ class FeetechBus:
 
     # --- the transaction ----------------------------------------------------------------
 
-    def _retrying(
-        self, servo_id: int, instruction: str, wire: bytes, length: int
-    ) -> tuple[int, bytes]:
-        for attempt in range(self.retries + 1):
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        """``attempt()``, again after the line went quiet while it fails, up to ``retries``."""
+        for n in range(self.retries + 1):
             try:
-                return self._attempt(servo_id, instruction, wire, length)
+                return attempt()
             except CommError:
                 self._stale = True
-                if attempt == self.retries:
+                if n == self.retries:
                     raise
                 self.counters.retries += 1
                 self.port.drain(self._quiet())
