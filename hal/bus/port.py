@@ -355,6 +355,15 @@ class SerialPort:
             raise PortError(f"{self.name}: baud rate {baudrate}: {exc}", port=self.name) from exc
         self.baudrate = baudrate
 
+    def reply_deadline(self, reply_bytes: int, delays: float = 0.0) -> float:
+        """When a reply of ``reply_bytes`` to what was just written must be in [s, monotonic].
+
+        The wire clock: from when the bytes written so far left the adapter, the reply's
+        wire time, the servos' return ``delays`` [s], the adapter's latency and the margin.
+        """
+        wire = reply_bytes * 10.0 / self.baudrate + (self.latency_ms + self.margin_ms) / 1000.0
+        return max(time.monotonic(), self._tx_until) + wire + delays
+
     def write(self, data: bytes) -> None:
         """Write all of ``data``.
 

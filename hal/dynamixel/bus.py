@@ -170,12 +170,7 @@ class DynamixelBus:
         self.port.discard_waiting()
         self.port.write(wire)
         size = (6 if self.protocol == 1 else 11) + length
-        wait = (
-            size * self.byte_time
-            + self.return_delay
-            + (self.port.latency_ms + self.port.margin_ms) / 1000.0
-        )
-        deadline = max(time.monotonic(), self.port.tx_until) + wait
+        deadline = self.port.reply_deadline(size, self.return_delay)
         decoder = P.PacketDecoder(self.protocol, P.PacketKind.STATUS)
         received = False
         while chunk := self.port.read_available(deadline - time.monotonic()):
@@ -427,13 +422,8 @@ class DynamixelBus:
         self._send_bytes(plan.wire)
         if self.on_sent is not None:
             self.on_sent()
-        wait = (
-            plan.reply_bytes * self.byte_time
-            + plan.delays * self.return_delay
-            + (self.port.latency_ms + self.port.margin_ms) / 1000.0
-        )
         # From when the instruction, and a sync write queued before it, left the adapter.
-        deadline = max(time.monotonic(), self.port.tx_until) + wait
+        deadline = self.port.reply_deadline(plan.reply_bytes, plan.delays * self.return_delay)
         # Once the whole reply is in, the bus is free: packets waiting for that go out
         # before the reply is decoded (one read per servo is several transactions: no).
         on_reply = self.on_reply if method is not ReadMethod.READ_EACH else None

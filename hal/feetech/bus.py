@@ -13,7 +13,6 @@ Not thread-safe: the backend runs it on the engine's bus thread (:mod:`hilbot.ha
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
@@ -60,9 +59,8 @@ class FeetechBus:
             raise ValueError(f"retries must be >= 0, got {retries!r}")
         if not margin_ms >= 0:
             raise ValueError(f"margin_ms must be >= 0, got {margin_ms!r}")
-        self.port = SerialPort(port, baudrate)
+        self.port = SerialPort(port, baudrate, margin_ms=margin_ms)
         self.retries = retries
-        self.margin = margin_ms / 1000.0
         self.return_delay = return_delay
         self.counters = BusCounters()
         self._sync_reads: dict[tuple[int, int, tuple[int, ...]], bytes] = {}
@@ -99,10 +97,6 @@ class FeetechBus:
     def wire_time(self, n_bytes: int) -> float:
         """Time [s] ``n_bytes`` take on the wire (10 bits per byte: start, 8 data, stop)."""
         return n_bytes * 10.0 / self.port.baudrate
-
-    def _deadline(self, sent: int, expected: int, replies: int) -> float:
-        wire = self.wire_time(sent + expected)
-        return time.monotonic() + wire + replies * self.return_delay + self.margin
 
     # --- single-servo instructions ------------------------------------------------------
 
@@ -173,8 +167,8 @@ class FeetechBus:
         self.counters.transactions += 1
         each = STATUS_OVERHEAD + length
         self._discard_stale()
-        deadline = self._deadline(len(wire), each * len(ids), len(ids))
         self.port.write(wire)
+        deadline = self.port.reply_deadline(each * len(ids), len(ids) * self.return_delay)
         if self.on_sent is not None:
             self.on_sent()
         raw = self.port.read(each * len(ids), deadline)
@@ -269,8 +263,8 @@ class FeetechBus:
         self.counters.transactions += 1
         expected = STATUS_OVERHEAD + length
         self._discard_stale()
-        deadline = self._deadline(len(wire), expected, 1)
         self.port.write(wire)
+        deadline = self.port.reply_deadline(expected, self.return_delay)
         if self.on_sent is not None:
             self.on_sent()
         reply = self.port.read(expected, deadline)
