@@ -148,7 +148,9 @@ async def replay(recording: Recording, config: RobotConfig, *, progress: bool = 
         clock,
         {int(c): first + float(t) for c, t in zip(cycles, times, strict=True)},
     )
-    async with Runtime(config, backend, clock=clock, ticker=ticker) as runtime:
+    async with Runtime(
+        _watchdog_by_recording(config), backend, clock=clock, ticker=ticker
+    ) as runtime:
         replay_header = RecordingHeader(
             joint_names=(),
             chain_names=(),
@@ -200,8 +202,26 @@ async def replay(recording: Recording, config: RobotConfig, *, progress: bool = 
         return recorder.finish()
 
 
+#: [s] the replay's watchdog timeout: targets go stale where the recording says they did
+#: (:func:`_drop_stale_poses`), never by the replay's own clock.
+_NEVER = 1e9
+
+
+def _watchdog_by_recording(config: RobotConfig) -> RobotConfig:
+    """``config`` whose watchdog lets only :func:`_drop_stale_poses` make a target stale.
+
+    A target's age is counted from when it arrived: in the original, on the host's clock,
+    some time into the cycle it counted for; in the replay, at that cycle's deadline. So
+    the replay's own watchdog could drop a target a cycle before the original did.
+    """
+    if config.safety.watchdog_timeout is None:
+        return config
+    safety = config.safety.model_copy(update={"watchdog_timeout": _NEVER})
+    return config.model_copy(update={"safety": safety})
+
+
 def _drop_stale_poses(runtime: Runtime, recording: Recording, replayed: Recorder, row: int) -> None:
-    """Drop the pose targets that the original run stopped using in ``row``.
+    """Drop the pose and joint targets that the original run stopped using in ``row``.
 
     The runtime drops a pose target that has not been refreshed for the watchdog
     timeout. In real time that takes fewer cycles when ticks came late or were
@@ -219,6 +239,12 @@ def _drop_stale_poses(runtime: Runtime, recording: Recording, replayed: Recorder
         dropped = np.isfinite(before[c]).all() and not np.isfinite(now[c]).all()
         if dropped and not recording["target_new"][row, c] and np.isfinite(still[c]).all():
             runtime.expire_target(chain)
+    # The joint targets likewise: every one the original held went at once (one slot).
+    before, now = recording["q_joint_target"][row - 1], recording["q_joint_target"][row]
+    still = replayed.buffer.arrays["q_joint_target"][done - 1]
+    dropped = np.isfinite(before).any() and not np.isfinite(now).any()
+    if dropped and not recording["target_new"][row, -1] and np.isfinite(still).any():
+        runtime.expire_joint_targets()
 
 
 async def _command(runtime: Runtime, recorder: Recorder, name: str) -> None:

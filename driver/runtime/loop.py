@@ -450,6 +450,13 @@ class Runtime:
             raise UnknownChain(chain, self.chains)
         self._targets.expire(chain)
 
+    def expire_joint_targets(self) -> None:
+        """Let the joint targets count as stale from now, as the watchdog finds them.
+
+        The joint-space twin of :meth:`expire_target`, for replays.
+        """
+        self._targets.expire(JOINTS)
+
     def clear_joint_targets(self, joints: Iterable[str] | None = None) -> None:
         """Drop the joint targets of ``joints`` (all when ``None``); those joints hold.
 
