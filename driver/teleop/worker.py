@@ -268,4 +268,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # Exit without the interpreter's finalizers: an MQTT client left in a reference cycle
+    # (an exception's frames) would otherwise be collected after asyncio.run closed its
+    # loop, and paho's socket-close callback then logs a traceback from the closed loop.
+    # Everything the worker owns is closed by now; only the streams need flushing.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
