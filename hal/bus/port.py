@@ -1,7 +1,8 @@
 """The engine's serial ports: pyserial opens them, reads wait on the wire's clock.
 
-:class:`SerialPort` is the port the Feetech bus frames its own packets on;
-:class:`BlockingPortHandler` is a dynamixel-sdk ``PortHandler`` built the same way.
+:class:`SerialPort` is the port both families' buses frame their own packets on;
+:class:`BlockingPortHandler` is a dynamixel-sdk ``PortHandler`` doing its I/O through one,
+for code that drives the SDK itself.
 
 Two measured problems of the stock ``dynamixel_sdk.PortHandler`` are fixed here:
 

@@ -1,4 +1,4 @@
-"""Dynamixel servos on dynamixel-sdk and pyserial: protocol codec, control tables, backend.
+"""Dynamixel servos on pyserial: protocol codec, control tables, backend.
 
 ::
 
