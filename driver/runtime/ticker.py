@@ -71,6 +71,17 @@ def enable_realtime(priority: int = 50) -> bool:
     return True
 
 
+def _adapted_margin(
+    delays: list[float], quantile: float, slack: float, low: float, high: float
+) -> float:
+    """The busy-wait margin after a window of wake-up ``delays`` [s].
+
+    Their ``quantile`` plus ``slack``, within ``[low, high]`` (``high`` wins).
+    """
+    typical = sorted(delays)[int(quantile * len(delays)) - 1]
+    return min(max(typical + slack, low), high)
+
+
 class Tick(NamedTuple):
     """One tick: the deadline it was for, when the loop saw it, whether the loop was late."""
 
@@ -298,8 +309,8 @@ class ThreadTicker:
         self._n_delays += 1
         if self._n_delays == ADAPT_WINDOW:
             self._n_delays = 0
-            p99 = sorted(self._delays)[int(0.99 * ADAPT_WINDOW) - 1]
-            self._early = min(max(p99 + EARLY_SLACK, EARLY_MIN), EARLY_MAX, self.period / 4)
+            high = min(EARLY_MAX, self.period / 4)
+            self._early = _adapted_margin(self._delays, 0.99, EARLY_SLACK, EARLY_MIN, high)
 
     def _spin_until(self, deadline: float) -> float:
         # Busy-wait in the waiting task: at most ``early`` seconds, and only when on time.
@@ -498,8 +509,9 @@ class TimerTicker:
         self._n_delays += 1
         if self._n_delays == ADAPT_WINDOW:
             self._n_delays = 0
-            typical = sorted(self._delays)[int(TIMER_QUANTILE * ADAPT_WINDOW) - 1]
-            self._early = min(max(typical + TIMER_SLACK, TIMER_EARLY_MIN), self.period / 4)
+            self._early = _adapted_margin(
+                self._delays, TIMER_QUANTILE, TIMER_SLACK, TIMER_EARLY_MIN, self.period / 4
+            )
 
     def stop(self) -> None:
         """Stop the timer and release it; safe to call twice."""
