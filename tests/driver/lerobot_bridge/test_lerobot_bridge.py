@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -24,10 +21,7 @@ import pytest
 from hilbot.driver.dataset.features import features_for
 from hilbot.driver.lerobot_bridge import HilbotArm, HilbotLeader, LeRobotUnits, RuntimeFault
 from hilbot.driver.runtime.config import load_config
-
-MOSQUITTO = (
-    os.environ.get("HILBOT_TEST_MOSQUITTO") or shutil.which("mosquitto") or ("/usr/sbin/mosquitto")
-)
+from tests.driver.teleop.conftest import MOSQUITTO, NO_MOSQUITTO, Mosquitto
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -111,27 +105,15 @@ def test_bad_options_are_one_line_errors() -> None:
 
 @contextlib.contextmanager
 def mosquitto(folder: Path) -> Iterator[str]:
+    """The MQTT tests' real broker (tests/driver/teleop/conftest.py), for this test."""
     if not Path(MOSQUITTO).exists():
-        pytest.skip("needs the mosquitto broker: sudo apt-get install -y mosquitto")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    conf = folder / "mosquitto.conf"
-    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
-    with subprocess.Popen([MOSQUITTO, "-c", str(conf)], stderr=subprocess.DEVNULL) as proc:
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.2).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
-            yield f"mqtt://127.0.0.1:{port}"
-        finally:
-            proc.kill()
+        pytest.skip(NO_MOSQUITTO)
+    broker = Mosquitto(folder)
+    broker.start()
+    try:
+        yield broker.url
+    finally:
+        broker.stop()
 
 
 def test_the_mqtt_source_follows_hilbot_teleop(tmp_path: Path) -> None:
