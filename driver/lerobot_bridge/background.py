@@ -21,6 +21,7 @@ raised by the next call of the caller's thread, as :class:`RuntimeFault`.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import math
@@ -135,6 +136,10 @@ class BackgroundRuntime:
             target=self._main, name=f"hilbot-{self.config.name}", daemon=True
         )
         self._thread.start()
+        # A script that ends without stop() (an exception past LeRobot's loop, sys.exit)
+        # would have the interpreter kill this daemon thread mid-cycle, torque on and no
+        # controlled stop: at exit the stop runs first.
+        atexit.register(self.stop)
         if not self._started.wait(timeout):
             self.stop()
             raise RuntimeFault(f"{self.config.name} did not start within {timeout:g} s")
@@ -197,6 +202,7 @@ class BackgroundRuntime:
         thread, loop, event = self._thread, self._loop, self._stop_event
         if thread is None:
             return
+        atexit.unregister(self.stop)
         if loop is not None and event is not None and not self._done.is_set():
             with contextlib.suppress(RuntimeError):  # the loop has just closed
                 loop.call_soon_threadsafe(event.set)

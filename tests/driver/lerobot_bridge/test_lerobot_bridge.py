@@ -138,3 +138,21 @@ def test_the_mqtt_source_follows_hilbot_teleop(tmp_path: Path) -> None:
                 publisher.wait(30)
         finally:
             leader.disconnect()
+
+
+def test_a_script_that_ends_without_disconnect_still_stops_and_turns_torque_off() -> None:
+    # The runtime runs on a daemon thread: without the exit hook the interpreter would kill
+    # it mid-cycle, with the servos' torque left on and no controlled stop.
+    code = (
+        "import logging, sys\n"
+        "logging.basicConfig(level=logging.INFO, stream=sys.stderr)\n"
+        "from hilbot.driver.lerobot_bridge import HilbotArm\n"
+        "arm = HilbotArm('so101_follower', 'sim')\n"
+        "arm.connect()\n"
+        "arm.act(arm.observation())\n"
+        "print('connected', flush=True)\n"
+        "sys.exit(3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3 and "connected" in done.stdout, done.stderr
+    assert "shutdown: torque off" in done.stderr, done.stderr
